@@ -1,0 +1,17 @@
+"""diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
+
+from .errors import FormatError, FrontierClosed, FrontierError, JobDirCorrupt, JobDirLocked, NotInFlight
+from .frontier import Frontier
+from .request import Request
+
+__all__ = [
+    "FormatError",
+    "Frontier",
+    "FrontierClosed",
+    "FrontierError",
+    "JobDirCorrupt",
+    "JobDirLocked",
+    "NotInFlight",
+    "Request",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,77 @@
+"""URL canonicalisation identical to w3lib's ``canonicalize_url``, with a fast path.
+
+Scrapy's request fingerprint is dominated by ``w3lib.url.canonicalize_url`` (~15 us a
+URL). Most crawl URLs are plain ASCII with nothing to escape; for those the canonical
+form is only "lower-case scheme and host, '/' for an empty path, query pairs sorted".
+``canonicalize`` recognises exactly that shape with one regular expression and builds
+the result directly; everything else goes to w3lib, which stays the single source of
+truth. ``tests/test_canonical.py`` checks the fast path against w3lib as an oracle.
+"""
+
+from __future__ import annotations
+
+import re
+
+from w3lib.url import canonicalize_url, safe_url_string
+
+# The fast path accepts: http or https; a host of lower-case DNS labels (no IDNA "xn--",
+# no trailing dot); an optional port; a path of unreserved and sub-delimiter characters
+# without dot segments; a query of key=value pairs over unreserved characters; any
+# printable fragment. Nothing in that set is changed by w3lib's escaping.
+_LABEL = r"(?!xn--)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_FAST_URL = re.compile(
+    r"(https?)://(" + _LABEL + r"(?:\." + _LABEL + r")*)(:[0-9]{1,5})?"
+    r"(/[A-Za-z0-9\-._~!$&'()*+,=:@/]*)?"
+    r"(?:\?([A-Za-z0-9\-._~=&]*))?"
+    r"(?:#[\x21-\x7e]*)?\Z"
+)
+_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|\Z)")
+
+
+def _fast_canonical(url: str) -> str | None:
+    match = _FAST_URL.match(url)
+    if match is None:
+        return None
+    scheme, host, port, path, query = match.groups()
+    if path is None:
+        path = "/"
+    elif _DOT_SEGMENT.search(path):
+        return None
+    head = f"{scheme}://{host}{port or ''}{path}"
+    if not query:
+        return head
+    pairs = []
+    for part in query.split("&"):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if "=" in value:
+            return None  # w3lib escapes a second '=' as %3D
+        pairs.append((key, value))
+    if not pairs:
+        return head
+    pairs.sort()
+    return head + "?" + "&".join(f"{k}={v}" for k, v in pairs)
+
+
+def canonicalize(url: str) -> str:
+    """Return ``w3lib.url.canonicalize_url(url)``, faster for plain URLs."""
+    fast = _fast_canonical(url)
+    if fast is not None:
+        return fast
+    return canonicalize_url(url)
+
+
+def is_plain(url: str) -> bool:
+    """True when ``url`` has the fast-path shape: absolute, ASCII, nothing to escape."""
+    return _FAST_URL.match(url) is not None
+
+
+def make_safe(url: str) -> str:
+    """Return ``w3lib.url.safe_url_string(url)`` (what Scrapy stores as ``Request.url``).
+
+    A URL of the fast-path shape is already safe and is returned as it is.
+    """
+    if _FAST_URL.match(url) is not None:
+        return url
+    return safe_url_string(url)

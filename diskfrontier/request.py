@@ -1,0 +1,182 @@
+"""``Request``: what a crawler pushes into the frontier, validated at the door."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from .canonical import is_plain, make_safe
+from .fingerprint import request_fingerprint
+
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
+_METHOD = re.compile(r"[A-Z][A-Z0-9_-]*\Z")
+
+HeaderValue = str | bytes
+Headers = dict[str, HeaderValue | list[HeaderValue]]
+
+
+def _check_url(url: Any) -> str:
+    if not isinstance(url, str):
+        raise TypeError(f"Request.url must be a str, got {type(url).__name__}")
+    if is_plain(url):
+        return url
+    if not url or url != url.strip() or any(c in url for c in "\r\n\t\x00"):
+        raise ValueError(
+            f"Request.url {url!r} is empty or has whitespace or control characters at its ends"
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"Request.url {url!r} cannot be parsed: {exc}") from None
+    if not parts.scheme:
+        raise ValueError(
+            f"Request.url {url!r} has no scheme; give an absolute URL such as https://{url.lstrip('/')}"
+        )
+    if not parts.netloc or not parts.hostname:
+        raise ValueError(f"Request.url {url!r} has no host; give an absolute URL such as https://example.com/")
+    return make_safe(url)
+
+
+def _check_headers(headers: Any) -> Headers:
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"Request.headers must be a mapping of name to value, got {type(headers).__name__}")
+    checked: Headers = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not name or any(c in name for c in " :\r\n"):
+            raise TypeError(f"Request.headers: name {name!r} must be a non-empty str without spaces or ':'")
+        if isinstance(value, (str, bytes)):
+            checked[name] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, bytes)) for v in value):
+            checked[name] = list(value)
+        else:
+            raise TypeError(
+                f"Request.headers[{name!r}] must be a str, bytes or a list of them, got {type(value).__name__}"
+            )
+    return checked
+
+
+def _check_body(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    raise TypeError(f"Request.body must be bytes or str, got {type(body).__name__}")
+
+
+def _check_priority(priority: Any) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"Request.priority must be an int, got {type(priority).__name__} {priority!r}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(f"Request.priority {priority} is outside the range {PRIORITY_MIN}..{PRIORITY_MAX}")
+    return priority
+
+
+def _check_meta(meta: Any) -> dict[str, Any]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise TypeError(f"Request.meta must be a dict, got {type(meta).__name__}")
+    for key in meta:
+        if not isinstance(key, str):
+            raise TypeError(f"Request.meta keys must be str, got {type(key).__name__} {key!r}")
+    return meta
+
+
+class Request:
+    """A request to crawl: a URL and what to send with it.
+
+    ``priority``: larger is fetched first (as in Scrapy). ``dont_filter``: queue it even if
+    its fingerprint was seen before. ``fingerprint``: the 20-byte sha1 that Scrapy's
+    default ``RequestFingerprinter`` gives the same request. Every field is checked here;
+    a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written.
+    """
+
+    __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq")
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, HeaderValue | list[HeaderValue]] | None = None,
+        body: bytes | str | None = None,
+        priority: int = 0,
+        meta: dict[str, Any] | None = None,
+        dont_filter: bool = False,
+        fingerprint: bytes | None = None,
+    ) -> None:
+        self.url: str = _check_url(url)
+        if not isinstance(method, str) or not _METHOD.match(method.upper()):
+            raise ValueError(f"Request.method {method!r} is not an HTTP method name such as 'GET'")
+        self.method: str = method.upper()
+        self.headers: Headers = _check_headers(headers)
+        self.body: bytes = _check_body(body)
+        self.priority: int = _check_priority(priority)
+        self.meta: dict[str, Any] = _check_meta(meta)
+        if not isinstance(dont_filter, bool):
+            raise TypeError(f"Request.dont_filter must be True or False, got {dont_filter!r}")
+        self.dont_filter: bool = dont_filter
+        if fingerprint is not None and (not isinstance(fingerprint, bytes) or not 1 <= len(fingerprint) <= 255):
+            raise TypeError("Request fingerprint must be bytes of 1 to 255 bytes")
+        self._fingerprint: bytes | None = fingerprint
+        self._seq: int | None = None
+
+    @classmethod
+    def _trusted(
+        cls, url: str, method: str, headers: Headers, body: bytes, priority: int,
+        meta: dict[str, Any], dont_filter: bool, fingerprint: bytes, seq: int | None,
+    ) -> Request:
+        """Build a request from a record this package wrote itself (already validated)."""
+        self = cls.__new__(cls)
+        self.url, self.method, self.headers, self.body = url, method, headers, body
+        self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
+        self._fingerprint, self._seq = fingerprint, seq
+        return self
+
+    @property
+    def fingerprint(self) -> bytes:
+        """The request's 20-byte fingerprint (Scrapy's default ``RequestFingerprinter``)."""
+        if self._fingerprint is None:
+            self._fingerprint = request_fingerprint(self.method, self.url, self.body)
+        return self._fingerprint
+
+    def replace(self, **changes: Any) -> Request:
+        """A copy with some fields changed (validated again)."""
+        fields = {
+            "method": self.method, "headers": self.headers, "body": self.body,
+            "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
+        }
+        url = changes.pop("url", self.url)
+        fields.update(changes)
+        return Request(url, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as plain JSON-friendly data (bytes as latin-1 text are not used: see export)."""
+        return {
+            "url": self.url, "method": self.method, "headers": self.headers, "body": self.body,
+            "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        return (
+            self.url == other.url and self.method == other.method and self.headers == other.headers
+            and self.body == other.body and self.priority == other.priority
+            and self.meta == other.meta and self.dont_filter == other.dont_filter
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like Scrapy's
+
+    def __repr__(self) -> str:
+        extra = "" if self.priority == 0 else f" priority={self.priority}"
+        return f"<{self.method} {self.url}{extra}>"

@@ -1,0 +1,62 @@
+"""Guarantees 1-4 under SIGKILL: a real child process killed at many moments.
+
+Each test runs the same seeded crawl-like workload (crash_child.py) on one job
+directory through many rounds; every round is killed with SIGKILL at the N-th
+occurrence of one kind of call (push, push_many, pop, done, close/reopen, compact).
+After the last round the job directory is drained and checked against the model
+rebuilt from what the child had acknowledged.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from crashkit import Model, check_guarantees, dedupe_survives, drain, run_round
+
+pytestmark = pytest.mark.crash
+
+MARKERS = ["?P", "?M", "?O", "?D", "?C", "?K", "P ", "D ", "C"]
+
+
+def _crash_rounds(tmp_path, order: str, seed: int, rounds: int, markers: list[str], fsync: bool = False):
+    jobdir = str(tmp_path / "job")
+    log_path = str(tmp_path / "child.log")
+    rng = random.Random(seed)
+    tally: dict[str, int] = {}
+    for round_no in range(rounds):
+        marker = markers[round_no % len(markers)]
+        count = rng.randrange(1, 4) if marker in ("?C", "?K", "C") else rng.randrange(5, 120)
+        run_round(jobdir, log_path, seed * 1000 + round_no, round_no, order, marker, count, fsync)
+        tally[marker] = tally.get(marker, 0) + 1
+    model = Model()
+    model.read(log_path)
+    drained = drain(jobdir)
+    result = check_guarantees(model, drained, order)
+    result["dedupe_checked"] = dedupe_survives(jobdir, model)
+    result["kills"] = rounds
+    print(f"\n{order} seed={seed}: kills by point {tally}; {result}")
+    return result
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_lifo(tmp_path, seed):
+    result = _crash_rounds(tmp_path, "lifo", seed, rounds=18, markers=MARKERS)
+    assert result["promised"] > 0 and result["done"] > 0
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_fifo(tmp_path, seed):
+    result = _crash_rounds(tmp_path, "fifo", seed, rounds=18, markers=MARKERS)
+    assert result["promised"] > 0 and result["done"] > 0
+
+
+def test_no_loss_with_fsync_on(tmp_path):
+    result = _crash_rounds(tmp_path, "lifo", 6, rounds=6, markers=["?P", "?D", "?C"], fsync=True)
+    assert result["promised"] > 0
+
+
+def test_in_flight_requests_come_back_after_sigkill(tmp_path):
+    result = _crash_rounds(tmp_path, "lifo", 7, rounds=8, markers=["?D", "?O"])
+    assert result["in_flight_returned"] > 0
