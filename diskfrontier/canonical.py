@@ -16,20 +16,31 @@ from w3lib.url import canonicalize_url, safe_url_string
 
 # The fast path accepts: http or https; a host of lower-case DNS labels (no IDNA "xn--",
 # no trailing dot); an optional port; a path of unreserved and sub-delimiter characters
-# without dot segments; a query of key=value pairs over unreserved characters; any
-# printable fragment. Nothing in that set is changed by w3lib's escaping.
+# without dot segments; a query of key=value pairs over unreserved characters; a
+# fragment of the same characters as the path. Nothing in that set is changed by w3lib's escaping.
 _LABEL = r"(?!xn--)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _FAST_URL = re.compile(
     r"(https?)://(" + _LABEL + r"(?:\." + _LABEL + r")*)(:[0-9]{1,5})?"
     r"(/[A-Za-z0-9\-._~!$&'()*+,=:@/]*)?"
-    r"(?:\?([A-Za-z0-9\-._~=&]*))?"
-    r"(?:#[\x21-\x7e]*)?\Z"
+    r"(?:\?([A-Za-z0-9\-._~=&]+))?"
+    r"(?:#[A-Za-z0-9\-._~!$&'()*+,=:@/?]+)?\Z"
 )
 _DOT_SEGMENT = re.compile(r"/\.\.?(?:/|\Z)")
 
 
-def _fast_canonical(url: str) -> str | None:
+def _plain_match(url: str) -> re.Match[str] | None:
     match = _FAST_URL.match(url)
+    if match is None:
+        return None
+    if match.group(3) is not None and int(match.group(3)[1:]) > 65535:
+        return None  # w3lib rejects it; let it say so
+    if match.group(4) is None and ("?" in url or "#" in url):
+        return None  # safe_url_string inserts the "/" before a query or fragment
+    return match
+
+
+def _fast_canonical(url: str) -> str | None:
+    match = _plain_match(url)
     if match is None:
         return None
     scheme, host, port, path, query = match.groups()
@@ -64,7 +75,7 @@ def canonicalize(url: str) -> str:
 
 def is_plain(url: str) -> bool:
     """True when ``url`` has the fast-path shape: absolute, ASCII, nothing to escape."""
-    return _FAST_URL.match(url) is not None
+    return _plain_match(url) is not None
 
 
 def make_safe(url: str) -> str:
@@ -72,6 +83,6 @@ def make_safe(url: str) -> str:
 
     A URL of the fast-path shape is already safe and is returned as it is.
     """
-    if _FAST_URL.match(url) is not None:
+    if _plain_match(url) is not None:
         return url
     return safe_url_string(url)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .canonical import is_plain, make_safe
+from .canonical import canonicalize, is_plain, make_safe
 from .fingerprint import request_fingerprint
 
 PRIORITY_MIN = -(2**31)
@@ -37,7 +37,13 @@ def _check_url(url: Any) -> str:
         )
     if not parts.netloc or not parts.hostname:
         raise ValueError(f"Request.url {url!r} has no host; give an absolute URL such as https://example.com/")
-    return make_safe(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+        safe = make_safe(url)
+        canonicalize(safe)  # what the fingerprint needs must not fail later, inside push()
+    except ValueError as exc:
+        raise ValueError(f"Request.url {url!r} is not a valid URL: {exc}") from None
+    return safe
 
 
 def _check_headers(headers: Any) -> Headers:
