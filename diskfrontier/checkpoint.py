@@ -68,3 +68,8 @@ def write_clean(
         "journal_pushes": pushes, "journal_dones": dones,
         "pending": {str(p): n for p, n in sorted(pending.items())}, "time": time.time(),
     })
+
+
+def write_json_repaired(path: str) -> None:
+    """Mark the directory as repaired: the queues must be rebuilt at the next open."""
+    write_json_atomic(path, {"state": "repaired", "time": time.time()})

@@ -54,6 +54,19 @@ def parse_push(body: bytes | memoryview) -> tuple[int, bool, bytes, memoryview]:
     return priority, bool(flags & FLAG_DONT_FILTER), bytes(view[start:start + fplen]), view[start + fplen:]
 
 
+def check_magic(path: str, head: bytes, size: int) -> None:
+    """Raise unless ``head`` (the file's first bytes) is this format's magic."""
+    if size == 0:
+        raise JobDirCorrupt(path, 0, "the journal is empty (its header is missing)")
+    if head != MAGIC:
+        if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
+            raise FormatError(
+                f"{path}: incompatible journal version (got v{head[-1]}, "
+                f"can handle v{MAGIC[-1]}); use the diskfrontier release that wrote it"
+            )
+        raise JobDirCorrupt(path, 0, "not a diskfrontier journal (bad magic)")
+
+
 def _body_ok(body: memoryview) -> bool:
     kind = body[0]
     if kind == PUSH:
@@ -98,16 +111,7 @@ class JournalScan:
         with open(self.path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             self.result.size = size
-            head = f.read(len(MAGIC))
-            if size == 0:
-                raise JobDirCorrupt(self.path, 0, "the journal is empty (its header is missing)")
-            if head != MAGIC:
-                if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
-                    raise FormatError(
-                        f"{self.path}: incompatible journal version (got v{head[-1]}, "
-                        f"can handle v{MAGIC[-1]}); use the diskfrontier release that wrote it"
-                    )
-                raise JobDirCorrupt(self.path, 0, "not a diskfrontier journal (bad magic)")
+            check_magic(self.path, f.read(len(MAGIC)), size)
             yield from self._records(f, size)
 
     def _records(self, f: BinaryIO, size: int) -> Iterator[tuple[int, memoryview]]:
@@ -186,6 +190,11 @@ class JournalWriter:
         self.path = path
         self.fsync = fsync
         self.fd = os.open(path, os.O_RDWR)
+        try:
+            check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
+        except BaseException:
+            os.close(self.fd)
+            raise
         if os.fstat(self.fd).st_size != end:
             os.ftruncate(self.fd, end)
         os.lseek(self.fd, end, os.SEEK_SET)

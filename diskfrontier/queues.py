@@ -72,6 +72,11 @@ class BatchedLifoQueue:
     def __init__(self, path: str) -> None:
         self.disk = LifoDiskQueue(path)
         self.top: list[bytes] = []
+        expected = 4 + ENTRY * self.disk.size
+        actual = os.fstat(self.disk.f.fileno()).st_size
+        if actual != expected and self.disk.size:
+            self.disk.f.close()
+            raise JobDirCorrupt(path, 0, f"the header counts {self.disk.size} entries, the file is {actual} bytes")
 
     def push(self, data: bytes) -> None:
         top = self.top
@@ -98,7 +103,10 @@ class BatchedLifoQueue:
         if not count:
             return False
         f = disk.f
-        f.seek(-ENTRY * count, os.SEEK_END)
+        try:
+            f.seek(-ENTRY * count, os.SEEK_END)
+        except OSError:
+            raise JobDirCorrupt(disk.path, 0, "the queue file is shorter than its header says") from None
         data = f.read(ENTRY * count)
         zeros = b"\0" * count
         if (

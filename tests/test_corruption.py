@@ -1,0 +1,261 @@
+"""Guarantee 6: bad bytes are named, not swallowed; torn tails are cut; repair keeps every intact record."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from diskfrontier import FormatError, Frontier, JobDirCorrupt, Request
+from diskfrontier.verify import verify
+
+N = 200
+
+
+def make_job(path, *, clean: bool, done: int = 20):
+    """A job directory with N pushed and `done` finished; closed cleanly or left as after a crash."""
+    f = Frontier(path)
+    f.push_many(Request(f"https://a.example/{i}", priority=i % 3 - 1) for i in range(N))
+    popped = [f.pop() for _ in range(done)]
+    for r in popped:
+        f.done(r)
+    finished = {r.url for r in popped}
+    if clean:
+        f.close()
+    else:  # as after kill -9: nothing of close() happens; the lock goes with the process
+        f._seen.flush()
+        f._release_files()
+        f._lock.release()
+    return finished
+
+
+def urls_after_open(path):
+    with Frontier(path) as f:
+        out = []
+        while (r := f.pop()) is not None:
+            out.append(r.url)
+            f.done(r)
+    return set(out)
+
+
+def expected(finished):
+    return {f"https://a.example/{i}" for i in range(N)} - finished
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["after-clean-close", "after-crash"])
+def test_torn_journal_tail_is_cut_and_reported(tmp_path, caplog, clean):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=clean)
+    with open(job / "requests.urls", "ab") as f:
+        f.write(b"\x00\x00\x01\x00\x12\x34")  # the start of a record that never finished
+    got = urls_after_open(job)
+    assert got == expected(finished)
+    assert any("torn tail" in r.message for r in caplog.records)
+    assert list(tmp_path.glob("job/requests.urls.torn-*"))  # the cut bytes were kept aside
+
+
+def test_last_record_torn_loses_only_that_record(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job) as f:
+        f.push_many(Request(f"https://a.example/{i}") for i in range(10))
+        f.push(Request("https://a.example/last"))
+    size = os.path.getsize(job / "requests.urls")
+    os.truncate(job / "requests.urls", size - 5)
+    got = urls_after_open(job)
+    assert got == {f"https://a.example/{i}" for i in range(10)}
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["after-clean-close", "after-crash"])
+def test_flipped_byte_in_journal_is_named_with_offset(tmp_path, clean):
+    job = tmp_path / "job"
+    make_job(job, clean=clean)
+    offset = 8 + 40  # inside the first PUSH record's body
+    with open(job / "requests.urls", "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(JobDirCorrupt) as info:
+        with Frontier(job) as f:  # popped, never done: all of it is re-queued at close
+            while f.pop() is not None:
+                pass
+    assert info.value.file.endswith("requests.urls")
+    assert info.value.offset == 8
+    assert "byte 8" in str(info.value) and "verify --repair" in str(info.value)
+    report = verify(job)
+    assert not report.sound and report.findings[0].offset == 8
+    repaired = verify(job, repair=True)
+    assert repaired.repaired
+    assert verify(job).sound
+    got = urls_after_open(job)
+    assert len(got) == N - 20 - 1 or len(got) == N - 20  # only the damaged record is gone
+
+
+def test_repair_keeps_done_records_pointing_at_their_push(tmp_path):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=False)
+    with open(job / "requests.urls", "r+b") as f:  # damage the very first record
+        f.seek(20)
+        f.write(b"\xff\xff\xff")
+    verify(job, repair=True)
+    got = urls_after_open(job)
+    assert not got & finished  # no resurrection through shifted offsets
+    assert len(got) == len(expected(finished)) - (0 if "https://a.example/0" in finished else 1)
+
+
+def test_garbage_appended_to_journal_is_named_then_repaired(tmp_path):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=True)
+    size = os.path.getsize(job / "requests.urls")
+    with open(job / "requests.urls", "ab") as f:
+        f.write(b"\xff\xff\xff\xff" + os.urandom(3000))  # not a prefix of any record
+    with pytest.raises(JobDirCorrupt) as info:
+        Frontier(job)
+    assert info.value.offset == size
+    verify(job, repair=True)
+    assert urls_after_open(job) == expected(finished)
+
+
+@pytest.mark.parametrize("damage", ["emptied", "deleted", "bad-magic"])
+def test_journal_missing_or_emptied_is_an_error_not_an_empty_crawl(tmp_path, damage):
+    job = tmp_path / "job"
+    make_job(job, clean=True)
+    path = job / "requests.urls"
+    if damage == "emptied":
+        path.write_bytes(b"")
+    elif damage == "deleted":
+        path.unlink()
+    else:
+        path.write_bytes(b"NOTAJRNL" + path.read_bytes()[8:])
+    with pytest.raises(JobDirCorrupt, match="requests.urls"):
+        Frontier(job)
+    assert not verify(job).sound
+
+
+def test_newer_journal_version_is_a_format_error(tmp_path):
+    job = tmp_path / "job"
+    make_job(job, clean=False)
+    data = (job / "requests.urls").read_bytes()
+    (job / "requests.urls").write_bytes(data[:7] + b"\x09" + data[8:])
+    with pytest.raises(FormatError, match="got v9, can handle v1"):
+        Frontier(job)
+
+
+def test_newer_job_directory_format_is_refused(tmp_path):
+    job = tmp_path / "job"
+    make_job(job, clean=True)
+    meta = json.loads((job / "frontier.json").read_text())
+    meta["version"] = 2
+    (job / "frontier.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match="got v2, can handle v1"):
+        Frontier(job)
+
+
+def test_garbage_frontier_json_is_named(tmp_path):
+    job = tmp_path / "job"
+    make_job(job, clean=True)
+    (job / "frontier.json").write_bytes(b"\x00{garbage")
+    with pytest.raises(JobDirCorrupt, match="frontier.json"):
+        Frontier(job)
+
+
+@pytest.mark.parametrize("damage", ["torn", "emptied", "deleted"])
+@pytest.mark.parametrize("clean", [True, False], ids=["after-clean-close", "after-crash"])
+def test_seen_file_damage_keeps_dedupe_of_everything_in_the_journal(tmp_path, damage, clean):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=clean)
+    path = job / "requests.seen"
+    if damage == "torn":
+        os.truncate(path, os.path.getsize(path) - 7)
+    elif damage == "emptied":
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+    with Frontier(job) as f:
+        assert not any(f.push(Request(f"https://a.example/{i}")) for i in range(N))
+    assert urls_after_open(job) == expected(finished)
+
+
+def test_seen_file_bad_length_is_named_with_offset(tmp_path):
+    job = tmp_path / "job"
+    make_job(job, clean=True)
+    with open(job / "requests.seen", "r+b") as f:
+        f.seek(22 * 5)
+        f.write(b"\x00\x63")
+    with pytest.raises(JobDirCorrupt) as info:
+        Frontier(job)
+    assert info.value.file.endswith("requests.seen") and info.value.offset == 110
+    assert verify(job, repair=True).repaired
+    with Frontier(job) as f:
+        assert len(f) == N - 20
+
+
+@pytest.mark.parametrize("target", ["requests.cursor", "requests.queue/active.json", "requests.queue/p0"])
+@pytest.mark.parametrize("damage", ["garbage", "emptied", "deleted", "truncated"])
+def test_checkpoint_and_queue_damage_is_rebuilt_from_the_journal(tmp_path, target, damage):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=True)
+    path = job / target
+    assert path.exists()
+    if damage == "garbage":
+        path.write_bytes(os.urandom(64))
+    elif damage == "emptied":
+        path.write_bytes(b"")
+    elif damage == "deleted":
+        path.unlink()
+    else:
+        os.truncate(path, max(0, os.path.getsize(path) // 2))
+    assert urls_after_open(job) == expected(finished)
+
+
+def test_queue_entries_flipped_in_place_are_found_by_verify(tmp_path):
+    job = tmp_path / "job"
+    finished = make_job(job, clean=True)
+    path = job / "requests.queue" / "p0"
+    data = bytearray(path.read_bytes())
+    data[-12:-4] = (123456789).to_bytes(8, "big")  # the top entry now points nowhere
+    path.write_bytes(bytes(data))
+    report = verify(job)
+    assert not report.sound and "p0" in report.findings[0].file
+    with pytest.raises(JobDirCorrupt, match="requests.urls"):
+        with Frontier(job) as f:
+            while f.pop() is not None:
+                pass
+    verify(job, repair=True)
+    assert urls_after_open(job) == expected(finished)
+
+
+def test_legacy_hex_seen_file_of_old_scrapy_is_adopted(tmp_path):
+    job = tmp_path / "scrapy-job"
+    job.mkdir()
+    fps = [Request(f"https://a.example/{i}").fingerprint for i in range(50)]
+    (job / "requests.seen").write_text("".join(fp.hex() + "\n" for fp in fps))
+    (job / "requests.queue").mkdir()
+    (job / "requests.queue" / "p0").write_bytes(b"pickled things")
+    with Frontier(job) as f:
+        assert not any(f.push(Request(f"https://a.example/{i}")) for i in range(50))
+        assert f.push(Request("https://a.example/new"))
+    data = (job / "requests.seen").read_bytes()
+    assert data[:2] == b"\x00\x14" and len(data) == 51 * 22  # now Scrapy 2.19's binary format
+    assert list(tmp_path.glob("scrapy-job/requests.queue.scrapy-*/p0"))  # set aside, never unpickled
+
+
+def test_binary_seen_file_of_scrapy_is_adopted(tmp_path):
+    job = tmp_path / "scrapy-job"
+    job.mkdir()
+    fps = [Request(f"https://a.example/{i}").fingerprint for i in range(50)]
+    (job / "requests.seen").write_bytes(b"".join(len(fp).to_bytes(2, "big") + fp for fp in fps) + b"\x00\x14abc")
+    with Frontier(job) as f:
+        assert not any(f.push(Request(f"https://a.example/{i}")) for i in range(50))
+
+
+def test_verify_is_read_only(tmp_path):
+    job = tmp_path / "job"
+    make_job(job, clean=False)
+    before = {p.name: p.read_bytes() for p in job.iterdir() if p.is_file()}
+    verify(job)
+    after = {p.name: p.read_bytes() for p in job.iterdir() if p.is_file()}
+    assert before == after
+    shutil.rmtree(job)

@@ -1,0 +1,190 @@
+"""Behaviour of the Frontier, run twice: straight through, and with a close/reopen between steps."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from diskfrontier import Frontier, FrontierClosed, FrontierError, JobDirLocked, NotInFlight, Request
+
+
+class Session:
+    """Opens the frontier; with reopen=True every step() closes and reopens it."""
+
+    def __init__(self, path, reopen: bool, **kwargs):
+        self.path, self.reopen, self.kwargs = path, reopen, kwargs
+        self.frontier = Frontier(path, **kwargs)
+
+    def step(self) -> Frontier:
+        if self.reopen:
+            self.frontier.close()
+            self.frontier = Frontier(self.path)
+        return self.frontier
+
+    def close(self):
+        self.frontier.close()
+
+
+@pytest.fixture(params=[False, True], ids=["same-run", "reopen"])
+def session(request, tmp_path):
+    s = Session(tmp_path / "job", request.param)
+    yield s
+    s.close()
+
+
+def drain(frontier):
+    out = []
+    while (r := frontier.pop()) is not None:
+        out.append(r)
+        frontier.done(r)
+    return out
+
+
+def test_push_dedupes_and_dont_filter_bypasses(session):
+    f = session.frontier
+    assert f.push(Request("https://a.example/")) is True
+    f = session.step()
+    assert f.push(Request("https://a.example/")) is False
+    assert f.push(Request("https://a.example/#frag")) is False  # same canonical URL
+    assert f.push(Request("https://a.example/", dont_filter=True)) is True
+    f = session.step()
+    assert len(f) == 2
+    assert f.stats()["duplicates"] >= (0 if session.reopen else 2)
+
+
+def test_priority_then_lifo_order(session):
+    f = session.frontier
+    for i in range(6):
+        f.push(Request(f"https://a.example/{i}", priority=i % 3))
+    f = session.step()
+    assert [r.url[-1] for r in drain(f)] == ["5", "2", "4", "1", "3", "0"]
+
+
+def test_fifo_order(tmp_path):
+    with Frontier(tmp_path / "j", order="fifo") as f:
+        f.push_many(Request(f"https://a.example/{i}", priority=-(i % 2)) for i in range(6))
+    with Frontier(tmp_path / "j") as f:
+        assert f.order == "fifo"
+        assert [r.url[-1] for r in drain(f)] == ["0", "2", "4", "1", "3", "5"]
+    with pytest.raises(ValueError, match="created with order='fifo'"):
+        Frontier(tmp_path / "j", order="lifo")
+
+
+def test_done_is_final_and_in_flight_comes_back(session):
+    f = session.frontier
+    f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
+    first = f.pop()
+    f.done(first)
+    with pytest.raises(NotInFlight):
+        f.done(first)
+    second = f.pop()
+    assert f.pop() is None and len(f) == 0
+    assert f.stats()["in_flight"] == 1
+    f.close()
+    with Frontier(session.path) as f2:  # closed with one in flight: it is back
+        back = drain(f2)
+    assert [r.url for r in back] == [second.url]
+    session.frontier = Frontier(session.path)
+
+
+def test_request_round_trips(session):
+    f = session.frontier
+    original = Request("https://a.example/api", method="POST", headers={"X": ["1", b"2"]}, body=b"\x00x",
+                       priority=-3, meta={"depth": 2, "tags": ["a"], "raw": b"\xff"})
+    f.push(original)
+    f = session.step()
+    got = f.pop()
+    assert got == original
+    assert got.fingerprint == original.fingerprint
+
+
+def test_unencodable_meta_goes_to_memory_in_priority_order(session, caplog):
+    f = session.frontier
+    caplog.set_level(logging.WARNING, logger="diskfrontier")
+    f.push(Request("https://a.example/low", priority=0))
+    assert f.push(Request("https://a.example/obj", priority=5, meta={"x": object()})) is True
+    f.push(Request("https://a.example/high", priority=9))
+    f.push(Request("https://a.example/obj2", priority=1, meta={"s": {1, 2}}))
+    assert sum("cannot be stored on disk" in r.message for r in caplog.records) == 1
+    assert f.stats()["unserializable"] == 2 and f.stats()["memory_only"] == 2
+    assert [r.url.rsplit("/", 1)[1] for r in drain(f)] == ["high", "obj", "obj2", "low"]
+
+
+def test_memory_only_requests_are_reported_lost_and_not_marked_seen(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="diskfrontier")
+    f = Frontier(tmp_path / "j")
+    f.push(Request("https://a.example/obj", meta={"x": object()}))
+    f.close()
+    assert f.stats()["memory_lost"] == 1
+    assert any("lost at close" in r.message for r in caplog.records)
+    with Frontier(tmp_path / "j") as f:
+        assert len(f) == 0
+        assert f.push(Request("https://a.example/obj")) is True  # not blocked by a lost request
+
+
+def test_closed_frontier_refuses_use(tmp_path):
+    f = Frontier(tmp_path / "j")
+    f.close()
+    f.close()  # idempotent
+    with pytest.raises(FrontierClosed, match="closed"):
+        f.push(Request("https://a.example/"))
+
+
+def test_compact_keeps_pending_and_dedupe(session):
+    f = session.frontier
+    f.push_many(Request(f"https://a.example/{i}") for i in range(300))
+    for _ in range(250):
+        f.done(f.pop())
+    f = session.step()
+    before = f.stats()["journal_bytes"]
+    result = f.compact()
+    assert result.bytes_after < before
+    f = session.step()
+    assert len(f) == 50
+    assert f.push(Request("https://a.example/3")) is False
+    assert sorted(int(r.url.rsplit("/", 1)[1]) for r in drain(f)) == list(range(50))
+
+
+def test_compact_refuses_with_requests_in_flight(tmp_path):
+    with Frontier(tmp_path / "j") as f:
+        f.push(Request("https://a.example/"))
+        f.pop()
+        with pytest.raises(FrontierError, match="in flight"):
+            f.compact()
+
+
+def test_one_writer_second_open_fails_naming_pid(tmp_path):
+    path = tmp_path / "j"
+    with Frontier(path):
+        with pytest.raises(JobDirLocked, match=f"held by pid {os.getpid()}"):
+            Frontier(path)
+
+
+def test_one_writer_across_processes(tmp_path):
+    path = tmp_path / "j"
+    code = "import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); print('ok', flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ok"
+        with pytest.raises(JobDirLocked) as info:
+            Frontier(path)
+        assert info.value.pid == child.pid
+        assert f"pid {child.pid}" in str(info.value)
+    finally:
+        child.kill()
+        child.wait()
+    with Frontier(path) as f:  # the kernel released the lock with the killed holder
+        assert len(f) == 0
+
+
+def test_stats_counts(tmp_path):
+    with Frontier(tmp_path / "j") as f:
+        f.push_many([Request("https://a.example/1", priority=2), Request("https://a.example/1"), Request("https://a.example/2")])
+        f.done(f.pop())
+        s = f.stats()
+    assert (s["pushed"], s["duplicates"], s["popped"], s["done"], s["pending"]) == (2, 1, 1, 1, 1)
+    assert s["pending_by_priority"] == {0: 1}
