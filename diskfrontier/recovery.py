@@ -1,9 +1,9 @@
 """Rebuilding the queues from the journal: the path every unclean stop takes.
 
-Two linear passes over ``requests.urls``: the first collects the offsets that have a
-DONE record (and finds where the intact records end); the second routes every other
-PUSH offset, in journal order, to its priority's queue, and adds to the seen index
-any fingerprint the seen file had not received yet. Journal order is push order, so
+One linear pass over ``requests.urls`` collects the PUSH offsets per priority and the
+set of offsets that have a DONE record, and adds to the seen index any fingerprint the
+seen file had not received yet; then every PUSH offset that is not done is routed, in
+journal order, to its priority's queue. Journal order is push order, so
 LIFO/FIFO order within a priority comes back exactly as it was for everything that
 was not in flight.
 """
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import struct
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .journal import DONE, DONE_BODY, FLAG_DONT_FILTER, PUSH, PUSH_HEAD, JournalScan, ScanResult
+from .journal import DONE, DONE_BODY, FLAG_DONT_FILTER, PUSH_HEAD, JournalScan, ScanResult
 from .queues import OffsetQueues
 from .seen import SeenFile
 from .seenindex import SeenIndex
@@ -56,34 +57,53 @@ def done_offsets(path: str, result: Rebuilt, progress: Progress | None, *, repai
 
 
 def rebuild(path: str, queues: OffsetQueues, seen: SeenFile, progress: Progress | None = None, *, repair: bool = False) -> Rebuilt:
-    """Fill ``queues`` (empty) with every pending request of the journal at ``path``."""
+    """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
+
+    One pass over the journal collects the PUSH offsets per priority (8 bytes each) and
+    the DONE set, and adds to ``seen`` any fingerprint it lacks; then the offsets that
+    are not done are queued in journal order.
+    """
     result = Rebuilt()
-    done = done_offsets(path, result, progress, repair=repair)
-    pending = result.pending
+    done = SeenIndex()
+    offsets: dict[int, array] = {}
     unpack = _PUSH_FIELDS.unpack_from
+    unpack_done = DONE_BODY.unpack_from
     fp_start = PUSH_HEAD.size
-    push = queues.push
     seen_add = seen.add
-    total = result.scan.size * 2
-    alive = 0
-    for offset, body in JournalScan(path, repair=repair):
-        if offset >= result.scan.end and not result.scan.damage:
-            break
-        if body[0] != PUSH:
+    scan = JournalScan(path, repair=repair)
+    pushes = dones = 0
+    for offset, body in scan:
+        if body[0] == DONE:
+            done.add(unpack_done(body)[1])
+            dones += 1
             continue
         priority, flags, fplen = unpack(body, 1)
+        bucket = offsets.get(priority)
+        if bucket is None:
+            bucket = offsets[priority] = array("Q")
+        bucket.append(offset)
         if not flags & FLAG_DONT_FILTER and seen_add(bytes(body[fp_start:fp_start + fplen])):
             result.seen_added += 1
-        if offset in done:
-            continue
-        push(offset, priority)
-        pending[priority] = pending.get(priority, 0) + 1
-        alive += 1
-        if progress is not None and alive % _PROGRESS_EVERY == 0:
-            progress(result.scan.size + offset, total)
-    result.stray_dones = result.dones - (result.pushes - alive)
+        pushes += 1
+        if progress is not None and pushes % _PROGRESS_EVERY == 0:
+            progress(offset, scan.result.size)
+    result.pushes, result.dones, result.scan = pushes, dones, scan.result
+    # Queue in journal order across priorities is not needed: each priority's queue only
+    # needs its own offsets in order.
+    push = queues.push
+    alive = 0
+    for priority, bucket in offsets.items():
+        count = 0
+        for offset in bucket:
+            if offset not in done:
+                push(offset, priority)
+                count += 1
+        if count:
+            result.pending[priority] = count
+        alive += count
+    result.stray_dones = dones - (pushes - alive)
     if progress is not None:
-        progress(total, total)
+        progress(scan.result.size, scan.result.size)
     return result
 
 
