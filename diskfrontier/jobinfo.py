@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import BinaryIO
 from dataclasses import dataclass, field
 
 from . import checkpoint
 from .codec import decode_request
-from .errors import FrontierError
+from .errors import FrontierError, JobDirCorrupt
 from .jobdir import Layout, probe_lock, read_meta
 from .journal import FRAME, PUSH, JournalScan, parse_push
 from .recovery import Rebuilt, done_offsets
 from .request import Request
+from .queues import OFFSET, iter_lifo_file
 from .seen import parse_seen
 
 
@@ -92,10 +94,36 @@ def inspect_jobdir(path: str) -> JobInfo:
     )
 
 
+def _queue_order(layout: Layout, meta: dict) -> dict[int, list[int]] | None:
+    """Offsets per priority in pop order, from the queue files of a cleanly closed LIFO directory."""
+    saved = checkpoint.read_checkpoint(layout.cursor)
+    if meta["order"] != "lifo" or not saved.clean or saved.journal_bytes != os.path.getsize(layout.journal):
+        return None
+    order: dict[int, list[int]] = {}
+    for priority, count in saved.pending.items():
+        entries = list(iter_lifo_file(os.path.join(layout.queue_dir, f"p{priority}")))
+        if len(entries) != count:
+            return None
+        order[priority] = [OFFSET.unpack(e)[0] for e in entries]
+    return order
+
+
 def pending_requests(path: str, *, priority: int | None = None) -> Iterator[Request]:
-    """Pending requests in the order a rebuilt frontier would pop them (read-only)."""
+    """Pending requests in pop order (read-only).
+
+    For a cleanly closed LIFO directory the order is read from its queue files; otherwise
+    it is the order a frontier rebuilt from the journal would pop them in.
+    """
     layout = Layout(path)
     meta = read_meta(layout)
+    exact = _queue_order(layout, meta) if probe_lock(layout.lock) is None else None
+    if exact is not None:
+        with open(layout.journal, "rb") as f:
+            for p in sorted(exact, reverse=True):
+                if priority is None or p == priority:
+                    for offset in exact[p]:
+                        yield _read_request(f, offset)
+        return
     scanned = Rebuilt()
     done = done_offsets(layout.journal, scanned, None)
     by_priority: dict[int, list[int]] = {}
@@ -110,11 +138,20 @@ def pending_requests(path: str, *, priority: int | None = None) -> Iterator[Requ
         for p in sorted(by_priority, reverse=True):
             offsets = by_priority[p]
             for offset in (reversed(offsets) if meta["order"] == "lifo" else offsets):
-                f.seek(offset)
-                length = int.from_bytes(f.read(FRAME.size)[:4], "big")
-                body = f.read(length)
-                prio, dont_filter, fingerprint, record = parse_push(body)
-                yield decode_request(record, prio, dont_filter, fingerprint, None)
+                yield _read_request(f, offset)
+
+
+def _read_request(f: BinaryIO, offset: int) -> Request:
+    f.seek(offset)
+    length = int.from_bytes(f.read(FRAME.size)[:4], "big")
+    body = f.read(length)
+    if len(body) != length or not body or body[0] != PUSH:
+        raise JobDirCorrupt(f.name, offset, "a queue entry does not point at a PUSH record")
+    prio, dont_filter, fingerprint, record = parse_push(body)
+    try:
+        return decode_request(record, prio, dont_filter, fingerprint, None)
+    except ValueError as exc:
+        raise JobDirCorrupt(f.name, offset, str(exc)) from None
 
 
 __all__ = ["JobInfo", "inspect_jobdir", "pending_requests"]

@@ -1,0 +1,5 @@
+"""``python -m diskfrontier``: the same as the ``diskfrontier`` command."""
+
+from .cli import main
+
+main()
