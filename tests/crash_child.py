@@ -2,8 +2,8 @@
 
 Usage: crash_child.py JOBDIR LOG SEED ROUND ORDER [FSYNC]
 
-Before each call it appends an intent line to LOG ("?P url", "?M n", "?O", "?D url",
-"?C", "?K") and after the call returns an acknowledgement ("P url prio", "O url",
+Before each call it appends an intent line to LOG ("?P url", "?M urls", "?O", "?D url"
+(one per request, also for done_many), "?C", "?K") and after the call returns an acknowledgement ("P url prio", "O url",
 "D url", ...). Each line is one unbuffered write, so what LOG says reached the OS before
 the kill. The parent rebuilds its model of what was promised from LOG alone.
 """
@@ -75,8 +75,11 @@ def main() -> None:
             frontier = Frontier(jobdir, fsync=fsync)
             say("R")
         else:
+            # compact() needs nothing in flight: finish it all as one done_many group
             for request in in_flight:
-                frontier.done(request)
+                say(f"?D {request.url}")
+            frontier.done_many(in_flight)
+            for request in in_flight:
                 say(f"D {request.url}")
             in_flight = []
             say("?K")
