@@ -9,6 +9,18 @@ from typing import Any
 
 def fsync_dir(path: str) -> None:
     """Make a rename or a new file in ``path`` durable."""
+    fsync_path(path)
+
+
+def write_all(fd: int, data: bytes | bytearray) -> None:
+    """Write all of ``data`` to ``fd``, finishing a short write (a kill can cause one)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file that is not open here."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -21,9 +33,7 @@ def write_atomic(path: str, data: bytes) -> None:
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -107,11 +107,10 @@ def _request_json(request: Request) -> dict[str, Any]:
             return [plain(v) for v in value]
         return value
 
-    return {
-        "url": request.url, "method": request.method, "priority": request.priority,
-        "headers": plain(request.headers), "body": plain(request.body) if request.body else "",
-        "meta": plain(request.meta), "dont_filter": request.dont_filter,
-    }
+    data = plain(request.to_dict())
+    if not request.body:
+        data["body"] = ""
+    return data
 
 
 def _request_from_json(data: Any) -> Request:

@@ -13,7 +13,7 @@ import os
 import zlib
 from dataclasses import dataclass
 
-from .atomic import fsync_dir
+from .atomic import fsync_dir, write_all
 from .journal import FRAME, MAGIC, PUSH, JournalScan
 from .recovery import Progress, Rebuilt, done_offsets
 
@@ -50,18 +50,12 @@ def compact_journal(path: str, tmp_path: str, progress: Progress | None = None) 
             out += body
             position += FRAME.size + len(body)
             if len(out) >= _WRITE_CHUNK:
-                _write_all(fd, out)
+                write_all(fd, out)
                 out = bytearray()
-        _write_all(fd, out)
+        write_all(fd, out)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
     return Compacted(scanned.scan.size, position, kept, scanned.pushes + scanned.dones - len(kept))
-
-
-def _write_all(fd: int, data: bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]

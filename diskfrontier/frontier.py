@@ -24,6 +24,7 @@ from queuelib import PriorityQueue
 from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 
 from . import checkpoint
+from .atomic import fsync_path
 from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, compact_journal
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight
@@ -215,7 +216,8 @@ class Frontier:
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
         fingerprint = request.fingerprint
-        if not request.dont_filter and (key_of(fingerprint) in self._seen.index or fingerprint in self._memory_seen):
+        key = key_of(fingerprint)
+        if not request.dont_filter and (key in self._seen.index or fingerprint in self._memory_seen):
             self._counters["duplicates"] += 1
             return False
         try:
@@ -226,9 +228,9 @@ class Frontier:
         priority = request.priority
         offset = self._journal.write(push_frame(priority, request.dont_filter, fingerprint, record))
         if not request.dont_filter:
-            self._seen.add(fingerprint)
+            self._seen.add(fingerprint, key)
         self._queues.push(offset, priority)
-        self._pending[priority] = self._pending.get(priority, 0) + 1
+        self._count_pending(priority, 1)
         self._counters["pushed"] += 1
         self._records["pushes"] += 1
         return True
@@ -272,7 +274,7 @@ class Frontier:
                 if not request.dont_filter:
                     self._seen.add(request.fingerprint)
                 self._queues.push(base + relative, request.priority)
-                self._pending[request.priority] = self._pending.get(request.priority, 0) + 1
+                self._count_pending(request.priority, 1)
             self._counters["pushed"] += len(accepted)
             self._records["pushes"] += len(accepted)
         for request, reason in memory:
@@ -285,7 +287,7 @@ class Frontier:
         if not request.dont_filter:
             self._memory_seen.add(request.fingerprint)
         self._memq.push(request, -request.priority)
-        self._pending[request.priority] = self._pending.get(request.priority, 0) + 1
+        self._count_pending(request.priority, 1)
         self._counters["unserializable"] += 1
         self._counters["pushed"] += 1
         if not self._warned_unserializable:
@@ -311,9 +313,7 @@ class Frontier:
             assert offset is not None
             request = self._load(offset)
         self._inflight[request._seq] = request  # type: ignore[index]
-        self._pending[request.priority] -= 1
-        if not self._pending[request.priority]:
-            del self._pending[request.priority]
+        self._count_pending(request.priority, -1)
         self._counters["popped"] += 1
         return request
 
@@ -356,6 +356,13 @@ class Frontier:
         for seq in seqs:
             del self._inflight[seq]
         self._counters["done"] += len(seqs)
+
+    def _count_pending(self, priority: int, delta: int) -> None:
+        count = self._pending.get(priority, 0) + delta
+        if count:
+            self._pending[priority] = count
+        else:
+            del self._pending[priority]
 
     def __len__(self) -> int:
         """Requests waiting to be popped (in flight ones not counted)."""
@@ -420,7 +427,7 @@ class Frontier:
         for seq, request in self._inflight.items():
             if seq >= 0:
                 self._queues.push(seq, request.priority)
-                self._pending[request.priority] = self._pending.get(request.priority, 0) + 1
+                self._count_pending(request.priority, 1)
                 requeued += 1
         memory_lost = len(self._memq) + sum(1 for s in self._inflight if s < 0)
         self._inflight.clear()
@@ -429,13 +436,11 @@ class Frontier:
             self._counters["memory_lost"] = memory_lost
             log.warning("%d requests that could not be stored on disk are lost at close", memory_lost)
             for request in self._memory_requests():
-                self._pending[request.priority] -= 1
-                if not self._pending[request.priority]:
-                    del self._pending[request.priority]
+                self._count_pending(request.priority, -1)
         if self._should_compact():
             self._compact(None)
         active = self._queues.close()
-        self._sync_queue_files(active)
+        self._sync_queue_files()
         OffsetQueues.write_active(self.layout.active, active)
         self._seen.sync()
         self._journal.sync()
@@ -457,17 +462,11 @@ class Frontier:
         live = sum(n for p, n in self._pending.items())
         return records > 3 * live
 
-    def _sync_queue_files(self, active: list[int]) -> None:
-        for priority in active:
-            path = os.path.join(self.layout.queue_dir, f"p{priority}")
-            targets = [path] if os.path.isfile(path) else [
-                os.path.join(path, name) for name in os.listdir(path)] if os.path.isdir(path) else []
-            for target in targets:
-                fd = os.open(target, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+    def _sync_queue_files(self) -> None:
+        """fsync every queue file, so that a clean checkpoint also survives a power cut."""
+        for root, _dirs, files in os.walk(self.layout.queue_dir):
+            for name in files:
+                fsync_path(os.path.join(root, name))
 
     def _release_files(self) -> None:
         for part in ("_journal", "_seen"):

@@ -15,8 +15,7 @@ from . import checkpoint
 from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
 from .jobdir import Layout, probe_lock, read_meta
-from .journal import FRAME, PUSH, JournalScan, parse_push
-from .recovery import Rebuilt, done_offsets
+from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan, parse_push
 from .request import Request
 from .queues import OFFSET, iter_lifo_file
 from .seen import parse_seen
@@ -46,6 +45,35 @@ class JobInfo:
         return {k: v for k, v in self.__dict__.items()}
 
 
+@dataclass
+class _Pending:
+    """One read of the journal: pending PUSH offsets per priority, and totals."""
+
+    offsets: dict[int, list[int]]
+    live_bytes: int
+    pushes: int
+    torn: int
+
+
+def _pending_offsets(journal: str, priority: int | None = None) -> _Pending:
+    """Pending PUSH offsets per priority, in journal order, from a single read of the journal."""
+    pushed: list[tuple[int, int, int]] = []  # (offset, priority, frame bytes)
+    done: set[int] = set()
+    scan = JournalScan(journal)
+    for offset, body in scan:
+        if body[0] == DONE:
+            done.add(DONE_BODY.unpack_from(body)[1])
+        else:
+            pushed.append((offset, int.from_bytes(body[1:5], "big", signed=True), FRAME.size + len(body)))
+    offsets: dict[int, list[int]] = {}
+    live = 0
+    for offset, p, size in pushed:
+        if offset not in done and (priority is None or p == priority):
+            offsets.setdefault(p, []).append(offset)
+            live += size
+    return _Pending(offsets, live, len(pushed), scan.result.torn)
+
+
 def _dir_bytes(path: str) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
@@ -61,17 +89,8 @@ def inspect_jobdir(path: str) -> JobInfo:
     meta = read_meta(layout)
     holder = probe_lock(layout.lock)
     saved = checkpoint.read_checkpoint(layout.cursor)
-    scanned = Rebuilt()
-    done = done_offsets(layout.journal, scanned, None)
-    by_priority: dict[int, int] = {}
-    live_bytes = 0
-    for offset, body in JournalScan(layout.journal):
-        if offset >= scanned.scan.end:
-            break
-        if body[0] == PUSH and offset not in done:
-            priority = int.from_bytes(body[1:5], "big", signed=True)
-            by_priority[priority] = by_priority.get(priority, 0) + 1
-            live_bytes += FRAME.size + len(body)
+    pending = _pending_offsets(layout.journal)
+    by_priority = {p: len(offsets) for p, offsets in pending.offsets.items()}
     journal_bytes = os.path.getsize(layout.journal)
     seen_count = 0
     if os.path.exists(layout.seen):
@@ -88,9 +107,9 @@ def inspect_jobdir(path: str) -> JobInfo:
         path=path, state=state, holder_pid=holder or None, format_version=meta["version"], order=meta["order"],
         created=meta.get("created", ""), pending=sum(by_priority.values()),
         pending_by_priority=dict(sorted(by_priority.items(), reverse=True)),
-        done=scanned.pushes - sum(by_priority.values()), seen=seen_count, journal_bytes=journal_bytes,
+        done=pending.pushes - sum(by_priority.values()), seen=seen_count, journal_bytes=journal_bytes,
         queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=os.path.getsize(layout.seen) if os.path.exists(layout.seen) else 0,
-        reclaimable_bytes=journal_bytes - 8 - live_bytes, torn_bytes=scanned.scan.torn,
+        reclaimable_bytes=journal_bytes - len(MAGIC) - pending.live_bytes, torn_bytes=pending.torn,
     )
 
 
@@ -124,16 +143,7 @@ def pending_requests(path: str, *, priority: int | None = None) -> Iterator[Requ
                     for offset in exact[p]:
                         yield _read_request(f, offset)
         return
-    scanned = Rebuilt()
-    done = done_offsets(layout.journal, scanned, None)
-    by_priority: dict[int, list[int]] = {}
-    for offset, body in JournalScan(layout.journal):
-        if offset >= scanned.scan.end:
-            break
-        if body[0] == PUSH and offset not in done:
-            p = int.from_bytes(body[1:5], "big", signed=True)
-            if priority is None or p == priority:
-                by_priority.setdefault(p, []).append(offset)
+    by_priority = _pending_offsets(layout.journal, priority).offsets
     with open(layout.journal, "rb") as f:
         for p in sorted(by_priority, reverse=True):
             offsets = by_priority[p]

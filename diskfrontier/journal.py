@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 from dataclasses import dataclass, field
 
+from .atomic import write_all
 from .errors import FormatError, JobDirCorrupt
 
 MAGIC = b"DFURLS\x00\x01"
@@ -68,9 +69,10 @@ def check_magic(path: str, head: bytes, size: int) -> None:
 
 
 def _body_ok(body: memoryview) -> bool:
+    """A PUSH long enough for its header, fingerprint and a record, or a DONE of 9 bytes."""
     kind = body[0]
     if kind == PUSH:
-        return len(body) >= PUSH_HEAD.size + body[PUSH_HEAD.size - 1] + 1
+        return len(body) > PUSH_HEAD.size + body[PUSH_HEAD.size - 1]
     return kind == DONE and len(body) == DONE_BODY.size
 
 
@@ -140,7 +142,7 @@ class JournalScan:
                     body = memoryview(buf)[rel + header:rel + header + length]
                     if crc32(body) != crc:
                         problem = "torn" if end == size else "checksum mismatch"
-                    elif not (body[0] == PUSH and length > 7 + body[6] or body[0] == DONE and length == 9):
+                    elif not _body_ok(body):
                         problem = f"record of unknown type {body[0]}"
                     else:
                         yield pos, body
@@ -177,7 +179,7 @@ class JournalScan:
             end = pos + header + length
             if 0 < length <= MAX_BODY and end <= size:
                 body = view[pos + header:end]
-                if body[0] in (PUSH, DONE) and crc32(body) == crc and _body_ok(body):
+                if crc32(body) == crc and _body_ok(body):
                     return pos
             pos += 1
         return size
@@ -212,9 +214,7 @@ class JournalWriter:
     def write(self, data: bytes) -> int:
         """Append ``data`` (whole frames); return the offset it starts at."""
         offset = self.size
-        written = os.write(self.fd, data)
-        while written < len(data):  # a short write: finish it, the frames must be whole
-            written += os.write(self.fd, data[written:])
+        write_all(self.fd, data)
         self.size = offset + len(data)
         if self.fsync:
             os.fsync(self.fd)

@@ -166,7 +166,7 @@ class Request:
         return Request(url, **fields)
 
     def to_dict(self) -> dict[str, Any]:
-        """The request as plain JSON-friendly data (bytes as latin-1 text are not used: see export)."""
+        """The request's fields as a dict (the keyword arguments that rebuild it, plus the URL)."""
         return {
             "url": self.url, "method": self.method, "headers": self.headers, "body": self.body,
             "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,

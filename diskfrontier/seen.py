@@ -18,7 +18,7 @@ import re
 from array import array
 from dataclasses import dataclass
 
-from .atomic import write_atomic
+from .atomic import write_all, write_atomic
 from .errors import JobDirCorrupt
 from .seenindex import SeenIndex, key_of
 
@@ -47,8 +47,8 @@ def _keys_of_uniform(data: bytes, count: int, width: int) -> array:
     return keys
 
 
-def parse_seen(path: str, data: bytes, *, strict: bool = True) -> tuple[list[bytes] | array, SeenLoad]:
-    """Decode the seen file's bytes into index keys (array) or fingerprints (hex legacy)."""
+def parse_seen(path: str, data: bytes, *, strict: bool = True) -> tuple[array, SeenLoad]:
+    """Decode the seen file's bytes (binary or legacy hex lines) into 64-bit index keys."""
     info = SeenLoad()
     if not data:
         return array("Q"), info
@@ -152,9 +152,9 @@ class SeenFile:
         self.load = info
         return info
 
-    def add(self, fingerprint: bytes) -> bool:
-        """Record ``fingerprint``; False if it was already seen."""
-        if not self.index.add(key_of(fingerprint)):
+    def add(self, fingerprint: bytes, key: int | None = None) -> bool:
+        """Record ``fingerprint`` (whose index key may be given); False if it was already seen."""
+        if not self.index.add(key_of(fingerprint) if key is None else key):
             return False
         self._pending += len(fingerprint).to_bytes(2, "big") + fingerprint
         if len(self._pending) >= FLUSH_BYTES:
@@ -170,10 +170,7 @@ class SeenFile:
     def flush(self) -> None:
         """Write the buffered fingerprints to the file."""
         if self._pending:
-            data = bytes(self._pending)
-            written = 0
-            while written < len(data):
-                written += os.write(self.fd, data[written:])
+            write_all(self.fd, self._pending)
             self._pending.clear()
 
     def sync(self) -> None:
