@@ -25,15 +25,14 @@ class JobDirLocked(FrontierError):
 class JobDirCorrupt(FrontierError):
     """A file of the job directory holds bytes that are not a valid record."""
 
-    def __init__(self, file: str | os.PathLike[str], offset: int, problem: str) -> None:
+    def __init__(self, file: str | os.PathLike[str], offset: int, problem: str, *, hint: str | None = None) -> None:
         self.file = os.fspath(file)
         self.offset = offset
         self.problem = problem
-        super().__init__(
-            f"{self.file} is damaged at byte {offset}: {problem}; "
-            f"run 'diskfrontier verify --repair {os.path.dirname(self.file) or '.'}' "
-            f"to recover every intact record"
-        )
+        if hint is None:
+            hint = (f"run 'diskfrontier verify --repair {os.path.dirname(self.file) or '.'}' "
+                    f"to recover every intact record")
+        super().__init__(f"{self.file} is damaged at byte {offset}: {problem}; {hint}")
 
 
 class FormatError(FrontierError):

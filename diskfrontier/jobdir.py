@@ -68,6 +68,12 @@ class Layout:
         return os.path.join(self.root, "requests.urls.compact")
 
 
+_META_HINT = (
+    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 1, '
+    '"order": "lifo"} (or "fifo": FIFO queues are folders in requests.queue/)'
+)
+
+
 def read_meta(layout: Layout) -> dict[str, Any]:
     """Read and check ``frontier.json``."""
     try:
@@ -76,7 +82,7 @@ def read_meta(layout: Layout) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as exc:
-        raise JobDirCorrupt(layout.meta, 0, f"unreadable frontier.json ({exc})") from None
+        raise JobDirCorrupt(layout.meta, 0, f"unreadable frontier.json ({exc})", hint=_META_HINT) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise FormatError(f"{layout.meta} is not a diskfrontier job directory description")
     version = meta.get("version")
@@ -86,7 +92,7 @@ def read_meta(layout: Layout) -> dict[str, Any]:
             f"v{FORMAT_VERSION}); use the diskfrontier release that wrote it"
         )
     if meta.get("order") not in ("lifo", "fifo"):
-        raise JobDirCorrupt(layout.meta, 0, f"unknown queue order {meta.get('order')!r}")
+        raise JobDirCorrupt(layout.meta, 0, f"unknown queue order {meta.get('order')!r}", hint=_META_HINT)
     return meta
 
 

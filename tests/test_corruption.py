@@ -157,8 +157,9 @@ def test_garbage_frontier_json_is_named(tmp_path):
     job = tmp_path / "job"
     make_job(job, clean=True)
     (job / "frontier.json").write_bytes(b"\x00{garbage")
-    with pytest.raises(JobDirCorrupt, match="frontier.json"):
+    with pytest.raises(JobDirCorrupt, match="frontier.json") as info:
         Frontier(job)
+    assert "write it anew" in str(info.value) and "verify --repair" not in str(info.value)
 
 
 @pytest.mark.parametrize("damage", ["torn", "emptied", "deleted"])
