@@ -2,56 +2,27 @@
 
 from __future__ import annotations
 
-import base64
-import functools
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import click
 
+from .cli_support import JSON_OPTION, human_bytes, one_line_errors, progress_bar, table
 from .demo import run_demo
-from .errors import FrontierError
 from .frontier import Frontier
 from .jobinfo import inspect_jobdir, pending_requests
-from .request import Request
+from .jsonlines import request_from_json, request_to_json
+from .request import PRIORITY_MAX, PRIORITY_MIN, Request
 from .verify import verify
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 JOBDIR = click.argument("jobdir", type=click.Path(file_okay=False))
 EXISTING_JOBDIR = click.argument("jobdir", type=click.Path(exists=True, file_okay=False))
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-
-
-def frontier_errors(func: F) -> F:
-    """Turn a FrontierError (or a bad request) into one line on stderr and exit code 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except FrontierError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _table(rows: list[tuple[str, Any]]) -> str:
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+PRIORITY = click.IntRange(PRIORITY_MIN, PRIORITY_MAX)
+BATCH = 10_000
 
 
 @click.group()
@@ -68,7 +39,7 @@ def main(verbose: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @JSON_OPTION
-@frontier_errors
+@one_line_errors
 def inspect(jobdir: str, as_json: bool) -> None:
     """Show the state of JOBDIR without changing it (safe on a live crawl).
 
@@ -87,60 +58,22 @@ def inspect(jobdir: str, as_json: bool) -> None:
     rows += [(f"  priority {p}", f"{n:,}") for p, n in info.pending_by_priority.items()]
     rows += [
         ("done", f"{info.done:,} (since the last compaction)"), ("seen", f"{info.seen:,}"),
-        ("journal", _human_bytes(info.journal_bytes)), ("queues", _human_bytes(info.queue_bytes)),
-        ("seen file", _human_bytes(info.seen_bytes)), ("reclaimable", _human_bytes(info.reclaimable_bytes)),
+        ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
+        ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
     ]
     if info.torn_bytes:
         rows.append(("torn tail", f"{info.torn_bytes} bytes (cut at the next open)"))
     if info.holder_pid:
         rows.append(("in flight", f"unknown while pid {info.holder_pid} holds it (counted in pending)"))
-    click.echo(_table(rows))
-
-
-def _request_json(request: Request) -> dict[str, Any]:
-    def plain(value: Any) -> Any:
-        if isinstance(value, bytes):
-            return {"$base64": base64.b64encode(value).decode()}
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value
-
-    data = plain(request.to_dict())
-    if not request.body:
-        data["body"] = ""
-    return data
-
-
-def _request_from_json(data: Any) -> Request:
-    def restore(value: Any) -> Any:
-        if isinstance(value, dict):
-            if set(value) == {"$base64"}:
-                return base64.b64decode(value["$base64"])
-            return {k: restore(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [restore(v) for v in value]
-        return value
-
-    if not isinstance(data, dict) or "url" not in data:
-        raise ValueError("each line must be a JSON object with at least a \"url\"")
-    unknown = set(data) - {"url", "method", "priority", "headers", "body", "meta", "dont_filter"}
-    if unknown:
-        raise ValueError(f"unknown fields {sorted(unknown)}")
-    return Request(
-        data["url"], method=data.get("method", "GET"), priority=data.get("priority", 0),
-        headers=restore(data.get("headers")), body=restore(data.get("body")) or None,
-        meta=restore(data.get("meta")), dont_filter=data.get("dont_filter", False),
-    )
+    click.echo(table(rows))
 
 
 @main.command()
 @EXISTING_JOBDIR
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many.")
-@click.option("--priority", type=int, default=None, help="Only this priority.")
+@click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @JSON_OPTION
-@frontier_errors
+@one_line_errors
 def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
     """Show the next requests in pop order, without consuming them.
 
@@ -153,7 +86,7 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
         shown.append(request)
     if as_json:
         for request in shown:
-            click.echo(json.dumps(_request_json(request)))
+            click.echo(request_to_json(request))
         return
     if not shown:
         click.echo("nothing pending")
@@ -167,13 +100,14 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
 @EXISTING_JOBDIR
 @click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record.")
 @JSON_OPTION
-@frontier_errors
+@one_line_errors
 def verify_command(jobdir: str, repair: bool, as_json: bool) -> None:
     """Check every record of every file; exit 1 if damage is found.
 
     Example: diskfrontier verify crawls/shop --repair
     """
-    report = verify(jobdir, repair=repair)
+    with progress_bar("verifying") as progress:
+        report = verify(jobdir, repair=repair, progress=progress)
     if as_json:
         click.echo(json.dumps({
             "sound": report.sound, "records": report.records, "repaired": report.repaired,
@@ -196,14 +130,14 @@ def verify_command(jobdir: str, repair: bool, as_json: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @JSON_OPTION
-@frontier_errors
+@one_line_errors
 def compact(jobdir: str, as_json: bool) -> None:
     """Rewrite the journal and queues to hold only what is pending (atomic).
 
     Example: diskfrontier compact crawls/shop
     """
-    with Frontier(jobdir) as frontier:
-        result = frontier.compact(_progress("compacting") if sys.stderr.isatty() else None)
+    with Frontier(jobdir) as frontier, progress_bar("compacting") as progress:
+        result = frontier.compact(progress)
         pending = len(frontier)
     if as_json:
         click.echo(json.dumps({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
@@ -213,15 +147,7 @@ def compact(jobdir: str, as_json: bool) -> None:
                    f"{pending:,} pending kept, {result.dropped_records:,} finished records dropped")
 
 
-def _progress(label: str) -> Callable[[int, int], None]:
-    def report(done: int, total: int) -> None:
-        percent = 100 * done // max(1, total)
-        click.echo(f"\r{label}: {percent:3d}%", nl=done >= total, err=True)
-
-    return report
-
-
-def _lines(urls: tuple[str, ...], file: Any) -> Iterator[tuple[int, str]]:
+def _numbered(urls: tuple[str, ...], file: IO[str] | None) -> Iterator[tuple[int, str]]:
     for i, url in enumerate(urls, 1):
         yield i, url
     if file is not None:
@@ -231,88 +157,143 @@ def _lines(urls: tuple[str, ...], file: Any) -> Iterator[tuple[int, str]]:
                 yield i, text
 
 
+def _batches(items: Iterable[Request], size: int = BATCH) -> Iterator[list[Request]]:
+    batch: list[Request] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _report_counts(queued: int, offered: int, bad: int, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"queued": queued, "duplicates": offered - queued, "bad": bad}))
+    else:
+        click.echo(f"queued {queued:,}, duplicates {offered - queued:,}, bad {bad:,}")
+
+
 @main.command()
 @JOBDIR
 @click.argument("urls", nargs=-1)
 @click.option("--file", "-f", "file", type=click.File("r"), help="URLs one a line; - for stdin.")
-@click.option("--priority", type=int, default=0, show_default=True)
+@click.option("--priority", type=PRIORITY, default=0, show_default=True)
 @click.option("--dont-filter", is_flag=True, help="Queue even URLs seen before.")
 @click.option("--strict", is_flag=True, help="Push nothing if any line is bad.")
 @JSON_OPTION
-@frontier_errors
-def push(jobdir: str, urls: tuple[str, ...], file: Any, priority: int, dont_filter: bool, strict: bool,
-         as_json: bool) -> None:
+@one_line_errors
+def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int, dont_filter: bool,
+         strict: bool, as_json: bool) -> None:
     """Seed URLs into JOBDIR (created if missing); report queued and duplicates.
+
+    A bad line is reported with its number and the others still go in, unless --strict.
+    Exit code 1 when a line was bad.
 
     Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
              cat seeds.txt | diskfrontier push crawls/shop -f -
     """
     if not urls and file is None:
         raise click.UsageError("give URLs as arguments or --file F (- for stdin)")
-    good: list[Request] = []
-    bad: list[tuple[int, str, str]] = []
-    for number, url in _lines(urls, file):
-        try:
-            good.append(Request(url, priority=priority, dont_filter=dont_filter))
-        except (TypeError, ValueError) as exc:
-            bad.append((number, url, str(exc)))
     source = "argument" if file is None else "line"
-    for number, url, reason in bad:
-        click.echo(f"{source} {number}: skipped: {reason}", err=True)
-    if bad and strict:
-        click.echo(f"Error: {len(bad)} bad {source}s; nothing was pushed (--strict)", err=True)
-        sys.exit(1)
-    with Frontier(jobdir) as frontier:
-        queued = frontier.push_many(good)
-    result = {"queued": queued, "duplicates": len(good) - queued, "bad": len(bad)}
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        click.echo(f"queued {queued:,}, duplicates {len(good) - queued:,}, bad {len(bad):,}")
+    bad = 0
+
+    def requests() -> Iterator[Request]:
+        nonlocal bad
+        for number, url in _numbered(urls, file):
+            try:
+                yield Request(url, priority=priority, dont_filter=dont_filter)
+            except (TypeError, ValueError) as exc:
+                bad += 1
+                click.echo(f"{source} {number}: skipped: {exc}", err=True)
+
+    good: Iterable[Request] = requests()
+    if strict:
+        good = list(good)
+        if bad:
+            click.echo(f"Error: {bad} bad {source}s; nothing was pushed (--strict)", err=True)
+            sys.exit(1)
+    queued = offered = 0
+    frontier: Frontier | None = None
+    try:
+        for batch in _batches(good):
+            frontier = frontier or Frontier(jobdir)  # a run with no good line creates nothing
+            queued += frontier.push_many(batch)
+            offered += len(batch)
+    finally:
+        if frontier is not None:
+            frontier.close()
+    _report_counts(queued, offered, bad, as_json)
     sys.exit(1 if bad else 0)
 
 
 @main.command(name="export")
 @EXISTING_JOBDIR
-@click.option("-o", "--output", type=click.File("w"), default="-", help="File to write (default stdout).")
-@frontier_errors
-def export_command(jobdir: str, output: Any) -> None:
-    """Write the pending requests as JSON lines, in pop order.
+@click.option("-o", "--output", type=click.File("w", lazy=False), default="-", help="File to write (default stdout).")
+@click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
+@one_line_errors
+def export_command(jobdir: str, output: IO[str], priority: int | None) -> None:
+    """Write the pending requests as JSON lines, in pop order (read-only).
 
     Example: diskfrontier export crawls/shop -o pending.jsonl
     """
+    pending = pending_requests(jobdir, priority=priority)
     count = 0
-    for request in pending_requests(jobdir):
-        output.write(json.dumps(_request_json(request)) + "\n")
-        count += 1
+    with progress_bar("exporting", len(pending)) as progress:
+        for request in pending:
+            output.write(request_to_json(request) + "\n")
+            count += 1
+            if progress is not None and count % 1000 == 0:
+                progress(count, len(pending))
+    output.flush()
     if output is not sys.stdout:
         click.echo(f"exported {count:,} pending requests", err=True)
+
+
+def _source_size(source: IO[str]) -> int:
+    try:
+        return os.fstat(source.fileno()).st_size
+    except (OSError, ValueError, AttributeError):  # stdin from a pipe, or CliRunner's stream
+        return 0
 
 
 @main.command(name="import")
 @JOBDIR
 @click.argument("source", type=click.File("r"))
 @JSON_OPTION
-@frontier_errors
-def import_command(jobdir: str, source: Any, as_json: bool) -> None:
+@one_line_errors
+def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
     """Push the requests of a JSON-lines file (as written by export); - for stdin.
+
+    A bad line is reported with its number and the others still go in (exit code 1).
 
     Example: diskfrontier import crawls/new pending.jsonl
     """
-    good: list[Request] = []
     bad = 0
-    for number, line in enumerate(source, 1):
-        if not line.strip():
-            continue
-        try:
-            good.append(_request_from_json(json.loads(line)))
-        except (TypeError, ValueError) as exc:
-            bad += 1
-            click.echo(f"line {number}: skipped: {exc}", err=True)
-    with Frontier(jobdir) as frontier:
-        queued = frontier.push_many(good)
-    result = {"queued": queued, "duplicates": len(good) - queued, "bad": bad}
-    click.echo(json.dumps(result) if as_json else f"queued {queued:,}, duplicates {len(good) - queued:,}, bad {bad:,}")
+    read = 0
+
+    def requests(progress: Any) -> Iterator[Request]:
+        nonlocal bad, read
+        size = _source_size(source)
+        for number, line in enumerate(source, 1):
+            read += len(line)
+            if progress is not None and number % 1000 == 0:
+                progress(read, max(size, read))
+            if not line.strip():
+                continue
+            try:
+                yield request_from_json(line)
+            except (TypeError, ValueError) as exc:
+                bad += 1
+                click.echo(f"line {number}: skipped: {exc}", err=True)
+
+    queued = offered = 0
+    with Frontier(jobdir) as frontier, progress_bar("importing", _source_size(source)) as progress:
+        for batch in _batches(requests(progress)):
+            queued += frontier.push_many(batch)
+            offered += len(batch)
+    _report_counts(queued, offered, bad, as_json)
     sys.exit(1 if bad else 0)
 
 
@@ -321,7 +302,7 @@ def import_command(jobdir: str, source: Any, as_json: bool) -> None:
 @click.option("--pages", type=click.IntRange(min=1), default=300, show_default=True, help="Pages of the synthetic site.")
 @click.option("--for", "seconds", type=click.FloatRange(min=0), default=None, help="Stop cleanly after this many seconds.")
 @JSON_OPTION
-@frontier_errors
+@one_line_errors
 def demo(jobdir: str, pages: int, seconds: float | None, as_json: bool) -> None:
     """Crawl a synthetic site served on 127.0.0.1 into JOBDIR; run again to resume.
 
@@ -329,15 +310,9 @@ def demo(jobdir: str, pages: int, seconds: float | None, as_json: bool) -> None:
 
     Example: diskfrontier demo crawls/demo --pages 500 --for 2
     """
-    show = sys.stderr.isatty() and not as_json
-
-    def on_page(done: int, pending: int) -> None:
-        if show:
-            click.echo(f"\rfetched {done:,} pages, {pending:,} pending", nl=False, err=True)
-
-    result = run_demo(jobdir, pages=pages, seconds=seconds, on_page=on_page)
-    if show:
-        click.echo("", err=True)
+    with progress_bar("crawling", pages) as progress:
+        result = run_demo(jobdir, pages=pages, seconds=seconds,
+                          on_page=None if progress is None else lambda done, _pending: progress(done, pages))
     if as_json:
         click.echo(json.dumps(result.__dict__))
     else:

@@ -18,6 +18,7 @@ from .journal import FRAME, MAGIC, PUSH, JournalScan
 from .recovery import Progress, Rebuilt, done_offsets
 
 _WRITE_CHUNK = 1 << 20
+_PROGRESS_EVERY = 1 << 16
 
 
 @dataclass
@@ -40,9 +41,12 @@ def compact_journal(path: str, tmp_path: str, progress: Progress | None = None) 
     try:
         out = bytearray(MAGIC)
         position = len(MAGIC)
-        for offset, body in JournalScan(path):
+        total = 2 * scanned.scan.size
+        for count, (offset, body) in enumerate(JournalScan(path)):
             if offset >= end:
                 break
+            if progress is not None and count % _PROGRESS_EVERY == 0:
+                progress(scanned.scan.size + offset, total)
             if body[0] != PUSH or offset in done:
                 continue
             kept.append((position, int.from_bytes(body[1:5], "big", signed=True)))
@@ -54,6 +58,8 @@ def compact_journal(path: str, tmp_path: str, progress: Progress | None = None) 
                 out = bytearray()
         write_all(fd, out)
         os.fsync(fd)
+        if progress is not None:
+            progress(total, total)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)

@@ -83,7 +83,11 @@ def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
     on_page: Callable[[int, int], None] | None = None,
 ) -> DemoResult:
-    """Crawl the synthetic site into ``jobdir`` until it is exhausted, ``seconds`` pass, or Ctrl-C."""
+    """Crawl the synthetic site into ``jobdir`` until it is exhausted, ``seconds`` pass, or Ctrl-C.
+
+    ``on_page(finished, pending)`` is called after each page, with the pages finished
+    over every run of this job directory and the requests still waiting.
+    """
     started = time.monotonic()
     fetched = 0
     stopped_by = "finished"
@@ -110,7 +114,8 @@ def run_demo(
                     frontier.done(request)
                     fetched += 1
                     if on_page is not None:
-                        on_page(fetched, len(frontier))
+                        stats = frontier.stats()
+                        on_page(stats["seen"] - stats["pending"] - stats["in_flight"], stats["pending"])
             except KeyboardInterrupt:
                 stopped_by = "interrupted"
         stats = frontier.stats()

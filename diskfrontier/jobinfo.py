@@ -7,9 +7,10 @@ directory that a live crawl holds (guarantee 5).
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Iterator
-from typing import BinaryIO
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from . import checkpoint
 from .codec import decode_request
@@ -127,28 +128,39 @@ def _queue_order(layout: Layout, meta: dict) -> dict[int, list[int]] | None:
     return order
 
 
-def pending_requests(path: str, *, priority: int | None = None) -> Iterator[Request]:
-    """Pending requests in pop order (read-only).
+class PendingRequests:
+    """The pending requests of a job directory in pop order, read without changing it.
 
-    For a cleanly closed LIFO directory the order is read from its queue files; otherwise
-    it is the order a frontier rebuilt from the journal would pop them in.
+    ``len()`` is their number; iterating reads each from the journal. For a cleanly
+    closed LIFO directory the order is read from its queue files; otherwise it is the
+    order a frontier rebuilt from the journal would pop them in.
     """
-    layout = Layout(path)
-    meta = read_meta(layout)
-    exact = _queue_order(layout, meta) if probe_lock(layout.lock) is None else None
-    if exact is not None:
-        with open(layout.journal, "rb") as f:
-            for p in sorted(exact, reverse=True):
-                if priority is None or p == priority:
-                    for offset in exact[p]:
-                        yield _read_request(f, offset)
-        return
-    by_priority = _pending_offsets(layout.journal, priority).offsets
-    with open(layout.journal, "rb") as f:
-        for p in sorted(by_priority, reverse=True):
-            offsets = by_priority[p]
-            for offset in (reversed(offsets) if meta["order"] == "lifo" else offsets):
+
+    def __init__(self, path: str, *, priority: int | None = None) -> None:
+        self.layout = Layout(path)
+        meta = read_meta(self.layout)
+        exact = _queue_order(self.layout, meta) if probe_lock(self.layout.lock) is None else None
+        if exact is None:
+            exact = _pending_offsets(self.layout.journal, priority).offsets
+            if meta["order"] == "lifo":
+                exact = {p: offsets[::-1] for p, offsets in exact.items()}
+        self.offsets = array("Q")
+        for p in sorted(exact, reverse=True):
+            if priority is None or p == priority:
+                self.offsets.extend(exact[p])
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[Request]:
+        with open(self.layout.journal, "rb") as f:
+            for offset in self.offsets:
                 yield _read_request(f, offset)
+
+
+def pending_requests(path: str, *, priority: int | None = None) -> PendingRequests:
+    """Pending requests in pop order (read-only); see ``PendingRequests``."""
+    return PendingRequests(path, priority=priority)
 
 
 def _read_request(f: BinaryIO, offset: int) -> Request:
@@ -164,4 +176,4 @@ def _read_request(f: BinaryIO, offset: int) -> Request:
         raise JobDirCorrupt(f.name, offset, str(exc)) from None
 
 
-__all__ = ["JobInfo", "inspect_jobdir", "pending_requests"]
+__all__ = ["JobInfo", "PendingRequests", "inspect_jobdir", "pending_requests"]

@@ -18,7 +18,10 @@ from .errors import FormatError, FrontierError, JobDirCorrupt
 from .jobdir import Layout, Lock, read_meta
 from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan
 from .queues import OFFSET, iter_lifo_file, read_active
+from .recovery import Progress
 from .seen import parse_seen
+
+PROGRESS_EVERY = 1 << 16
 
 
 @dataclass
@@ -48,8 +51,11 @@ class Report:
         return not self.findings
 
 
-def verify(path: str | os.PathLike[str], *, repair: bool = False) -> Report:
-    """Check the job directory at ``path``; with ``repair``, rewrite what is damaged."""
+def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Progress | None = None) -> Report:
+    """Check the job directory at ``path``; with ``repair``, rewrite what is damaged.
+
+    ``progress(done, total)`` is called now and then during the journal scan (bytes).
+    """
     layout = Layout(os.fspath(path))
     report = Report()
     lock = None
@@ -58,7 +64,7 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False) -> Report:
         lock.acquire()
     try:
         _check_meta(layout, report)
-        journal_offsets = _check_journal(layout, report, repair)
+        journal_offsets = _check_journal(layout, report, repair, progress)
         _check_seen(layout, report, repair)
         _check_queues(layout, report, journal_offsets)
         if repair and report.findings:
@@ -81,7 +87,9 @@ def _check_meta(layout: Layout, report: Report) -> None:
         report.findings.append(Finding(layout.meta, 0, str(exc)))
 
 
-def _check_journal(layout: Layout, report: Report, repair: bool) -> tuple[set[int], set[int]]:
+def _check_journal(
+    layout: Layout, report: Report, repair: bool, progress: Progress | None
+) -> tuple[set[int], set[int]]:
     pushes: set[int] = set()
     dones: set[int] = set()
     if not os.path.exists(layout.journal):
@@ -95,6 +103,8 @@ def _check_journal(layout: Layout, report: Report, repair: bool) -> tuple[set[in
     try:
         for offset, body in scan:
             report.records += 1
+            if progress is not None and report.records % PROGRESS_EVERY == 0:
+                progress(offset, scan.result.size)
             if body[0] == PUSH:
                 pushes.add(offset)
                 moved[offset] = len(intact)
@@ -113,6 +123,8 @@ def _check_journal(layout: Layout, report: Report, repair: bool) -> tuple[set[in
             write_atomic(layout.journal, MAGIC)
         return pushes, dones
     result = scan.result
+    if progress is not None:
+        progress(result.size, result.size)
     for damage in result.damage:
         report.findings.append(Finding(layout.journal, damage.offset, f"{damage.problem} ({damage.length} bytes skipped)"))
         report.dropped_bytes += damage.length

@@ -12,13 +12,14 @@ import time
 from collections import Counter
 
 import pytest
+import click
 from click.testing import CliRunner
 
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
-SCRIPT = [sys.executable, "-m", "diskfrontier"]
+SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
 
 
 @pytest.fixture
@@ -203,3 +204,107 @@ def test_demo_for_seconds_stops_cleanly(tmp_path):
     data = json.loads(result.output)
     assert data["stopped_by"] == "time limit" and data["pending"] > 0
     assert json.loads(run("inspect", job, "--json").output)["state"] == "clean"
+
+
+def test_the_console_script_is_installed():
+    assert os.access(SCRIPT[0], os.X_OK), f"{SCRIPT[0]} missing: is the package installed (pip install -e .)?"
+    result = subprocess.run(SCRIPT + ["--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and "version" in result.stdout
+
+
+def test_verbose_logs_the_recovery(example, caplog):
+    with open(os.path.join(example, "requests.cursor"), "w") as f:
+        f.write("{}")  # as after a crash: the queues are rebuilt at the next open
+    result = subprocess.run(SCRIPT + ["-v", "compact", example], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "rebuilding the queues" in result.stderr and "compacted" in result.stderr
+    quiet = subprocess.run(SCRIPT + ["compact", example], capture_output=True, text=True)
+    assert quiet.stderr == ""
+
+
+def test_push_from_a_file_with_dont_filter_and_json(tmp_path):
+    job = str(tmp_path / "seeded")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("https://a.example/\nhttps://b.example/\n")
+    assert json.loads(run("push", job, "--file", str(seeds), "--json").output) == {"queued": 2, "duplicates": 0, "bad": 0}
+    assert json.loads(run("push", job, "-f", str(seeds), "--json").output) == {"queued": 0, "duplicates": 2, "bad": 0}
+    result = run("push", job, "https://a.example/", "--dont-filter", "--json")
+    assert json.loads(result.output) == {"queued": 1, "duplicates": 0, "bad": 0}
+    with Frontier(job) as f:
+        assert len(f) == 3
+
+
+def test_push_with_only_bad_lines_creates_nothing(tmp_path):
+    job = tmp_path / "never"
+    result = CliRunner().invoke(main, ["push", str(job), "bad-one"])
+    assert result.exit_code == 1 and "argument 1: skipped" in result.output
+    assert not job.exists()
+
+
+def test_priority_out_of_range_is_bad_usage(tmp_path):
+    result = run("push", str(tmp_path / "j"), "https://a.example/", "--priority", str(2**31))
+    assert result.exit_code == 2 and "--priority" in result.output
+
+
+def test_an_os_error_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(main, ["push", str(blocker / "job"), "https://a.example/"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1
+
+
+def test_export_to_stdout_and_by_priority(example):
+    rows = [json.loads(line) for line in run("export", example, "--priority", "5").output.splitlines()]
+    assert [r["url"] for r in rows] == ["https://shop.example/hats/", "https://shop.example/shoes/"]
+    assert len(run("export", example).output.splitlines()) == 18
+
+
+def test_import_from_stdin(example, tmp_path):
+    exported = run("export", example).output
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "copy"), "-", "--json"], input=exported)
+    assert result.exit_code == 0 and json.loads(result.output) == {"queued": 18, "duplicates": 0, "bad": 0}
+
+
+def test_import_names_a_bad_base64_value(tmp_path):
+    line = '{"url": "https://a.example/", "body": {"$base64": "%%%"}}\n'
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "j"), "-"], input=line)
+    assert result.exit_code == 1 and "line 1: skipped" in result.output and "base64" in result.output
+
+
+@pytest.mark.parametrize("command", [
+    ["compact", "{job}"], ["verify", "{job}"], ["export", "{job}", "-o", "{tmp}/out.jsonl"],
+    ["import", "{tmp}/new", "{tmp}/in.jsonl"], ["demo", "{tmp}/demo", "--pages", "30"],
+])
+def test_long_work_draws_a_progress_bar_on_a_terminal(example, tmp_path, monkeypatch, command):
+    (tmp_path / "in.jsonl").write_text(run("export", example).output)
+    args = [a.format(job=example, tmp=tmp_path) for a in command]
+    quiet = CliRunner().invoke(main, args)
+    label = {"compact": "compacting", "verify": "verifying", "export": "exporting",
+             "import": "importing", "demo": "crawling"}[command[0]]
+    assert label not in quiet.stderr  # not a terminal: no bar
+    monkeypatch.setattr("diskfrontier.cli_support.stderr_is_terminal", lambda: True)
+    if command[0] == "import":
+        args[1] += "2"
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert label in result.stderr
+
+
+def _options_in_tests() -> set[str]:
+    here = os.path.dirname(__file__)
+    text = ""
+    for name in ("test_cli.py", "test_cli_process.py"):
+        with open(os.path.join(here, name)) as f:
+            text += f.read()
+    return {token for token in text.replace('"', " ").replace("'", " ").split() if token.startswith("-")}
+
+
+def test_every_option_of_every_command_is_exercised():
+    used = _options_in_tests()
+    missing = []
+    for name, command in list(main.commands.items()) + [("(group)", main)]:
+        for param in command.params:
+            if isinstance(param, click.Option) and not any(o in used for o in param.opts + param.secondary_opts):
+                missing.append(f"{name} {param.opts[0]}")
+    assert not missing, f"options no test uses: {missing}"

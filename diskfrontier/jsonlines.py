@@ -1,0 +1,73 @@
+"""The JSON-lines form of requests that ``diskfrontier export`` writes and ``import`` reads.
+
+One JSON object a line: ``{"url", "method", "headers", "body", "priority", "meta",
+"dont_filter"}``. JSON has no bytes, so every bytes value (a body, a header value, bytes
+inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import.
+Only ``url`` is required on import; the other fields take the ``Request`` defaults.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from .request import Request
+
+FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter"})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$base64": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else _plain_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _plain_key(key: Any) -> str:
+    return key.decode("latin-1") if isinstance(key, bytes) else str(key)
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$base64"}:
+            return base64.b64decode(value["$base64"], validate=True)
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
+
+
+def request_to_json(request: Request) -> str:
+    """One line of JSON for ``request`` (no newline)."""
+    data = _plain(request.to_dict())
+    if not request.body:
+        data["body"] = ""
+    return json.dumps(data, ensure_ascii=False)
+
+
+def request_from_json(line: str) -> Request:
+    """The request of one JSON line; ``ValueError``/``TypeError`` saying what is wrong."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict) or "url" not in data:
+        raise ValueError('each line must be a JSON object with at least a "url"')
+    unknown = set(data) - FIELDS
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}; the fields are {sorted(FIELDS)}")
+    try:
+        restored = {k: _restore(v) for k, v in data.items()}
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"a {{\"$base64\": ...}} value is not base64 ({exc})") from None
+    url = restored.pop("url")
+    if not restored.get("body"):
+        restored.pop("body", None)
+    return Request(url, **restored)
+
+
+__all__ = ["request_from_json", "request_to_json"]
