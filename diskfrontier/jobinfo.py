@@ -18,7 +18,8 @@ from .errors import FrontierError, JobDirCorrupt
 from .jobdir import Layout, probe_lock, read_meta
 from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan, parse_push
 from .request import Request
-from .queues import OFFSET, iter_lifo_file
+from .queuelib_files import lifo_entries
+from .queues import OFFSET
 from .seen import parse_seen
 
 
@@ -121,7 +122,7 @@ def _queue_order(layout: Layout, meta: dict) -> dict[int, list[int]] | None:
         return None
     order: dict[int, list[int]] = {}
     for priority, count in saved.pending.items():
-        entries = list(iter_lifo_file(os.path.join(layout.queue_dir, f"p{priority}")))
+        entries = lifo_entries(os.path.join(layout.queue_dir, f"p{priority}")).items
         if len(entries) != count:
             return None
         order[priority] = [OFFSET.unpack(e)[0] for e in entries]

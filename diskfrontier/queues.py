@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Protocol
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
@@ -188,22 +188,3 @@ class OffsetQueues:
         if os.path.isdir(directory):
             shutil.rmtree(directory)
         os.makedirs(directory)
-
-
-def iter_lifo_file(path: str) -> Iterator[bytes]:
-    """Entries of a LifoDiskQueue file in pop order, read without changing it."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4:
-        return
-    (count,) = struct.unpack(">L", data[:4])
-    end = len(data)
-    for _ in range(count):
-        if end < 8:
-            return
-        (size,) = struct.unpack(">L", data[end - 4:end])
-        start = end - 4 - size
-        if start < 4:
-            return
-        yield data[start:end - 4]
-        end = start

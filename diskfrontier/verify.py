@@ -7,7 +7,6 @@ next open rebuilds the queues from the repaired journal.
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -17,7 +16,8 @@ from .atomic import write_atomic
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .jobdir import Layout, Lock, read_meta
 from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan
-from .queues import OFFSET, iter_lifo_file, read_active
+from .queues import OFFSET, read_active
+from .queuelib_files import fifo_entries, lifo_entries
 from .recovery import Progress
 from .seen import parse_seen
 
@@ -185,9 +185,9 @@ def _check_queues(layout: Layout, report: Report, offsets: tuple[set[int], set[i
     for priority in active:
         qpath = os.path.join(layout.queue_dir, f"p{priority}")
         if os.path.isfile(qpath):
-            entries = list(iter_lifo_file(qpath))
+            entries = lifo_entries(qpath).items
         elif os.path.isdir(qpath):
-            entries = _fifo_entries(qpath)
+            entries = fifo_entries(qpath).items
         else:
             report.findings.append(Finding(qpath, 0, "missing queue file listed in active.json"))
             continue
@@ -198,30 +198,3 @@ def _check_queues(layout: Layout, report: Report, offsets: tuple[set[int], set[i
             if offset not in pushes or offset in dones:
                 report.findings.append(Finding(qpath, 0, f"an entry names journal offset {offset}, which is not a pending PUSH"))
                 break
-
-
-def _fifo_entries(qpath: str) -> list[bytes]:
-    try:
-        with open(os.path.join(qpath, "info.json"), "rb") as f:
-            info = json.loads(f.read())
-        return _read_fifo(qpath, info)
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-
-
-def _read_fifo(qpath: str, info: dict) -> list[bytes]:
-    entries = []
-    tnum, _, toffset = info["tail"]
-    hnum, _ = info["head"]
-    for number in range(tnum, hnum + 1):
-        path = os.path.join(qpath, f"q{number:05d}")
-        if not os.path.exists(path):
-            continue
-        with open(path, "rb") as f:
-            data = f.read()
-        pos = toffset if number == tnum else 0
-        while pos + 4 <= len(data):
-            size = int.from_bytes(data[pos:pos + 4], "big")
-            entries.append(data[pos + 4:pos + 4 + size])
-            pos += 4 + size
-    return entries[: int(info["size"])]
