@@ -8,12 +8,18 @@ contender pushes everything, is closed and reopened (open time), then pops every
     pip install -e '.[bench]'
     python benchmarks/bench_frontier.py            # N=200,000, 3 repeats, medians printed
 
+A second table compares the two Scrapy schedulers themselves, on Scrapy requests with a
+callback (as a spider yields them): Scrapy's ``Scheduler`` with JOBDIR against
+``diskfrontier.scrapy.Scheduler``, which also writes a done record for each request the
+engine has finished with (a stand-in engine here reports each one finished at once).
+
 Figures are medians over the repeats; the machines are shared, so read the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -73,39 +79,46 @@ def bench_diskfrontier(urls, priorities, duplicates, work: str) -> dict:
             "disk_per_req": disk / pending, "record": record, "popped": popped}
 
 
-def bench_scrapy(urls, priorities, duplicates, work: str, disk_queue: str | None, name: str) -> dict:
-    from scrapy import Request as ScrapyRequest
+@functools.lru_cache(maxsize=None)
+def _spider_class():
+    """The benchmark's spider class, made once (callbacks must be methods of the very class)."""
     from scrapy import Spider
-    from scrapy.core.scheduler import Scheduler
-    from scrapy.utils.test import get_crawler
 
     class BenchSpider(Spider):
         name = "bench"
 
-    job = os.path.join(work, name)
-    settings = {"JOBDIR": job, "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue", "LOG_ENABLED": False}
-    if disk_queue:
-        settings["SCHEDULER_DISK_QUEUE"] = disk_queue
+        def parse_item(self, response):
+            pass
+
+    return BenchSpider
+
+
+def run_scheduler(scheduler_path: str, settings: dict, requests: list, engine: bool) -> dict:
+    """Enqueue ``requests`` into a Scrapy scheduler, close and reopen it, and take them all out."""
+    from types import SimpleNamespace
+
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+
+    spider_cls, scheduler_cls = _spider_class(), load_object(scheduler_path)
 
     def open_scheduler():
-        crawler = get_crawler(BenchSpider, settings)
-        crawler.spider = BenchSpider.from_crawler(crawler)
-        scheduler = Scheduler.from_crawler(crawler)
+        crawler = get_crawler(spider_cls, settings)
+        crawler.spider = spider_cls.from_crawler(crawler)
+        if engine:  # a stand-in engine that has finished with every request at once
+            crawler.engine = SimpleNamespace(_slot=SimpleNamespace(inprogress=set()))
+        scheduler = scheduler_cls.from_crawler(crawler)
         scheduler.open(crawler.spider)
         return scheduler
 
-    requests = [ScrapyRequest(u, priority=p) for u, p in zip(urls, priorities)]
-    dups = [ScrapyRequest(urls[i], priority=priorities[i]) for i in duplicates]
     scheduler = open_scheduler()
     t = time.perf_counter()
     for r in requests:
         scheduler.enqueue_request(r)
-    for r in dups:
-        scheduler.enqueue_request(r)
     push_s = time.perf_counter() - t
     pending = len(scheduler)
     scheduler.close("shutdown")
-    disk = dir_bytes(job)
+    disk = dir_bytes(settings["JOBDIR"])
     t = time.perf_counter()
     scheduler = open_scheduler()
     open_s = time.perf_counter() - t
@@ -115,8 +128,35 @@ def bench_scrapy(urls, priorities, duplicates, work: str, disk_queue: str | None
         popped += 1
     pop_s = time.perf_counter() - t
     scheduler.close("finished")
-    return {"push": len(requests + dups) / push_s, "pop": popped / pop_s, "open": open_s,
+    return {"push": len(requests) / push_s, "pop": popped / pop_s, "open": open_s,
             "disk_per_req": disk / max(1, pending), "popped": popped}
+
+
+def _settings(work: str, name: str) -> dict:
+    return {"JOBDIR": os.path.join(work, name), "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+            "LOG_ENABLED": False}
+
+
+def bench_scrapy(urls, priorities, duplicates, work: str, disk_queue: str | None, name: str) -> dict:
+    """Scrapy's scheduler with JOBDIR on plain requests (the workload of the first table)."""
+    from scrapy import Request as ScrapyRequest
+
+    settings = _settings(work, name)
+    if disk_queue:
+        settings["SCHEDULER_DISK_QUEUE"] = disk_queue
+    requests = [ScrapyRequest(u, priority=p) for u, p in zip(urls, priorities)]
+    requests += [ScrapyRequest(urls[i], priority=priorities[i]) for i in duplicates]
+    return run_scheduler("scrapy.core.scheduler.Scheduler", settings, requests, engine=False)
+
+
+def bench_scheduler(urls, priorities, duplicates, work: str, scheduler_path: str, name: str) -> dict:
+    """enqueue_request / next_request of a Scrapy scheduler on requests with a callback."""
+    from scrapy import Request as ScrapyRequest
+
+    spider = _spider_class()()
+    requests = [ScrapyRequest(u, priority=p, callback=spider.parse_item) for u, p in zip(urls, priorities)]
+    requests += [ScrapyRequest(urls[i], priority=priorities[i], callback=spider.parse_item) for i in duplicates]
+    return run_scheduler(scheduler_path, _settings(work, name), requests, engine=True)
 
 
 def bench_queuelib(urls, priorities, duplicates, work: str) -> dict:
@@ -208,10 +248,13 @@ def main() -> None:
     parser.add_argument("--sqlite-n", type=int, default=20_000, help="URLs for Scrapy's SQLite queue (slow)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seen-n", type=int, default=1_000_000, help="fingerprints for the RSS measurement")
+    parser.add_argument("--scheduler-n", type=int, default=100_000, help="URLs for the Scrapy scheduler table")
     args = parser.parse_args()
     urls, priorities, duplicates = workload(args.n)
     small = workload(args.sqlite_n)
-    results: dict[str, list[dict]] = {"diskfrontier": [], "scrapy": [], "scrapy-sqlite": [], "queuelib": [], "kill": []}
+    medium = workload(args.scheduler_n)
+    results: dict[str, list[dict]] = {"diskfrontier": [], "scrapy": [], "scrapy-sqlite": [], "queuelib": [], "kill": [],
+                                      "sched-scrapy": [], "sched-df": []}
     for rep in range(args.repeat):
         work = tempfile.mkdtemp(prefix="dfbench-")
         try:
@@ -220,6 +263,9 @@ def main() -> None:
             results["scrapy-sqlite"].append(bench_scrapy(*small, work, "scrapy.squeues.PickleLifoSQLiteQueue", "sqlite"))
             results["queuelib"].append(bench_queuelib(urls, priorities, duplicates, work))
             results["kill"].append(bench_requeue_after_kill(args.n, work))
+            results["sched-scrapy"].append(
+                bench_scheduler(*medium, work, "scrapy.core.scheduler.Scheduler", "sched-scrapy"))
+            results["sched-df"].append(bench_scheduler(*medium, work, "diskfrontier.scrapy.Scheduler", "sched-df"))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"repeat {rep + 1}/{args.repeat} done", file=sys.stderr)
@@ -248,6 +294,19 @@ def main() -> None:
     kill = results["kill"]
     print(f"  re-queue after SIGKILL: {median_of(kill, 'requeue'):,.0f} requests/s "
           f"({kill[0]['pending']:,} pending rebuilt in {median_of(kill, 'open'):.2f} s; target >= 200,000/s)")
+
+    print(f"\nScrapy schedulers, {args.scheduler_n:,} Scrapy requests with a callback, +10% duplicates; "
+          f"medians of {args.repeat}")
+    print(f"{'scheduler':<34}{'enqueue/s':>12}{'next/s':>12}{'open s':>10}")
+    for name, label in [("sched-scrapy", "scrapy.core.scheduler.Scheduler"),
+                        ("sched-df", "diskfrontier.scrapy.Scheduler")]:
+        runs = results[name]
+        print(f"{label:<34}{median_of(runs, 'push'):>12,.0f}{median_of(runs, 'pop'):>12,.0f}"
+              f"{median_of(runs, 'open'):>10.3f}")
+    ours, theirs = results["sched-df"], results["sched-scrapy"]
+    print(f"  ratios: enqueue {median_of(ours, 'push') / median_of(theirs, 'push'):.2f}x, "
+          f"next_request {median_of(ours, 'pop') / median_of(theirs, 'pop'):.2f}x "
+          f"(diskfrontier's includes a done record per request)")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,14 @@
 """diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
 
-from .errors import FormatError, FrontierClosed, FrontierError, JobDirCorrupt, JobDirLocked, NotInFlight
+from .errors import (
+    FormatError,
+    FrontierClosed,
+    FrontierError,
+    JobDirCorrupt,
+    JobDirLocked,
+    NotInFlight,
+    ScrapyQueueFound,
+)
 from .frontier import Frontier
 from .request import Request
 
@@ -13,5 +21,6 @@ __all__ = [
     "JobDirLocked",
     "NotInFlight",
     "Request",
+    "ScrapyQueueFound",
 ]
 __version__ = "0.1.0"

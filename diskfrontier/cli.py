@@ -1,4 +1,4 @@
-"""The ``diskfrontier`` command: inspect, peek, verify, compact, push, export, import, demo."""
+"""The ``diskfrontier`` command: inspect, peek, verify, compact, push, export, import, adopt-scrapy, demo."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import click
 
+from .adopt import adopt_scrapy
 from .cli_support import JSON_OPTION, human_bytes, one_line_errors, progress_bar, table
 from .demo import run_demo
 from .frontier import Frontier
@@ -295,6 +296,47 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
             offered += len(batch)
     _report_counts(queued, offered, bad, as_json)
     sys.exit(1 if bad else 0)
+
+
+@main.command(name="adopt-scrapy")
+@EXISTING_JOBDIR
+@click.option("--trust-pickle", is_flag=True,
+              help="Also import the requests of Scrapy's queue by unpickling them (runs code: trusted JOBDIRs only).")
+@JSON_OPTION
+@one_line_errors
+def adopt_scrapy_command(jobdir: str, trust_pickle: bool, as_json: bool) -> None:
+    """Make a JOBDIR of Scrapy's own scheduler a diskfrontier job directory, in place.
+
+    Scrapy's requests.seen is kept (every URL it saw stays seen) and its queue folder is
+    set aside, not read. With --trust-pickle its pending requests are imported too, by
+    unpickling them; the queue of a Scrapy crawl killed with kill -9 is recovered as well.
+
+    Example: diskfrontier adopt-scrapy crawls/shop --trust-pickle
+    """
+    if trust_pickle:
+        click.echo("warning: --trust-pickle unpickles Scrapy's queue files, and unpickling runs whatever code "
+                   "they hold: use it only on a job directory your own crawl wrote", err=True)
+    with progress_bar("importing") as progress:
+        report = adopt_scrapy(jobdir, trust_pickle=trust_pickle, progress=progress)
+    if as_json:
+        click.echo(json.dumps(report.__dict__, indent=2))
+    else:
+        click.echo(f"adopted {jobdir}: {report.seen:,} seen fingerprints kept")
+        if report.aside is None:
+            click.echo("Scrapy's queue: none")
+        else:
+            click.echo(f"Scrapy's queue: {report.queues} queue(s), {report.counted:,} requests by their headers, "
+                       f"set aside in {report.aside}")
+        if trust_pickle:
+            earlier = f" ({report.earlier:,} by an earlier run)" if report.earlier else ""
+            click.echo(f"imported {report.imported + report.earlier:,} of {report.found:,} requests found{earlier}; "
+                       f"skipped {len(report.skipped):,}")
+            for problem in report.skipped[:20]:
+                click.echo(f"  skipped: {problem}", err=True)
+        elif report.aside is not None and report.queues:
+            click.echo(f"its requests were not imported: run 'diskfrontier adopt-scrapy {jobdir} --trust-pickle' "
+                       f"to import them (unpickling runs code), or they will not be crawled")
+    sys.exit(1 if report.skipped else 0)
 
 
 @main.command()

@@ -14,6 +14,7 @@ import re
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,15 +25,18 @@ _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 
 
 class _SiteHandler(http.server.BaseHTTPRequestHandler):
-    pages = 0
+    site: SyntheticSite
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        self.site._fetched(self.path)
+        if self.site.delay:
+            time.sleep(self.site.delay)
         match = re.fullmatch(r"/page/(\d+)", self.path)
-        if match is None or int(match.group(1)) >= self.pages:
+        if match is None or int(match.group(1)) >= self.site.pages:
             self.send_error(404)
             return
         n = int(match.group(1))
-        links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < self.pages]
+        links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < self.site.pages]
         body = "".join(
             f'<a href="/page/{c}" data-priority="{1 if c % 10 == 0 else 0}">page {c}</a>\n' for c in links
         )
@@ -44,6 +48,14 @@ class _SiteHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A crawler killed mid-response leaves a broken pipe: that is the point of the demo.
         pass
 
 
@@ -59,12 +71,29 @@ class DemoResult:
 
 
 class SyntheticSite:
-    """The demo site on an ephemeral port of 127.0.0.1."""
+    """The demo site on an ephemeral port of 127.0.0.1.
 
-    def __init__(self, pages: int) -> None:
-        handler = type("Handler", (_SiteHandler,), {"pages": pages})
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    ``delay`` seconds are spent on each response; ``fetches`` counts the requests of each
+    path served so far (the tests read it to see what a crawl fetched, and how often).
+    """
+
+    def __init__(self, pages: int, delay: float = 0.0) -> None:
+        self.pages = pages
+        self.delay = delay
+        self.fetches: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        handler = type("Handler", (_SiteHandler,), {"site": self})
+        self.server = _QuietServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _fetched(self, path: str) -> None:
+        with self._lock:
+            self.fetches[path] += 1
+
+    def fetched(self) -> Counter[str]:
+        """A copy of the fetch counts per path."""
+        with self._lock:
+            return Counter(self.fetches)
 
     @property
     def base(self) -> str:

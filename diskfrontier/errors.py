@@ -35,6 +35,19 @@ class JobDirCorrupt(FrontierError):
         super().__init__(f"{self.file} is damaged at byte {offset}: {problem}; {hint}")
 
 
+class ScrapyQueueFound(FrontierError):
+    """The directory holds Scrapy's own (pickled) request queue, which is only read on request."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        super().__init__(
+            f"{self.path} holds Scrapy's own request queue (requests.queue/, pickled requests), which "
+            f"diskfrontier does not read by itself; run 'diskfrontier adopt-scrapy {self.path}' to keep "
+            f"Scrapy's seen fingerprints and set its queue aside, or add --trust-pickle to import its "
+            f"pending requests as well (unpickling runs code: only for a job directory you trust)"
+        )
+
+
 class FormatError(FrontierError):
     """The job directory is of a format this version cannot read."""
 

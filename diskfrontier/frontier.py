@@ -27,10 +27,11 @@ from . import checkpoint
 from .atomic import fsync_path
 from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, compact_journal
-from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight
+from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from .jobdir import Layout, Lock, read_meta, write_meta
 from .journal import JournalWriter, done_frame, parse_push, push_frame
 from .queues import OffsetQueues, read_active
+from .scrapy_queue import holds_requests, set_aside
 from .recovery import Progress, rebuild, save_torn_tail
 from .request import Request
 from .seen import SeenFile
@@ -132,11 +133,12 @@ class Frontier:
             self._log_resume(elapsed)
 
     def _set_aside_foreign_queue(self) -> None:
-        """A Scrapy JOBDIR's pickled queues are never read: move them aside, keep its seen file."""
+        """A Scrapy JOBDIR's queue: an empty one is set aside; one with requests needs ``adopt-scrapy``."""
         if os.path.isdir(self.layout.queue_dir) and os.listdir(self.layout.queue_dir):
-            aside = self.layout.queue_dir + f".scrapy-{int(time.time())}"
-            os.rename(self.layout.queue_dir, aside)
-            log.warning("moved the existing %s aside to %s (not a diskfrontier queue)", self.layout.queue_dir, aside)
+            if holds_requests(self.layout.queue_dir):
+                raise ScrapyQueueFound(self.path)
+            aside = set_aside(self.layout.queue_dir)
+            log.info("moved the empty queue folder %s of a finished Scrapy crawl to %s", self.layout.queue_dir, aside)
 
     def _distrust_reason(self, saved: checkpoint.Checkpoint, seen_end: int) -> str | None:
         """Why the queue files cannot be used as they are, or None if they can."""
@@ -206,11 +208,13 @@ class Frontier:
             log.info("resumed %s: %s pending, %s seen%s", self.path, f"{pending:,}", f"{len(self._seen):,}", tail)
 
     # ------------------------------------------------------------------ the API
-    def push(self, request: Request) -> bool:
+    def push(self, request: Request, *, memory_only: bool = False) -> bool:
         """Queue ``request``; False (and nothing written) if its fingerprint was seen before.
 
         When this returns True the request is on its way to the OS: a ``kill -9`` from
         now on cannot lose it (with ``fsync=True``, neither can a power cut).
+        ``memory_only=True`` keeps it in memory without trying to store it (the caller
+        knows it cannot be): served in priority order in this run, lost at close.
         """
         self._check_open()
         if not isinstance(request, Request):
@@ -220,12 +224,25 @@ class Frontier:
         if not request.dont_filter and (key in self._seen.index or fingerprint in self._memory_seen):
             self._counters["duplicates"] += 1
             return False
+        if memory_only:
+            self._push_memory(request, None)
+            return True
         try:
             record = encode_request(request)
         except Unencodable as exc:
             self._push_memory(request, str(exc))
             return True
+        self._push_record(request, record, key)
+        return True
+
+    def has_seen(self, fingerprint: bytes) -> bool:
+        """True if a request with this fingerprint was accepted, in this or an earlier run."""
+        return key_of(fingerprint) in self._seen.index or fingerprint in self._memory_seen
+
+    def _push_record(self, request: Request, record: bytes, key: int | None = None) -> None:
+        """Store an accepted request whose msgpack record is ``record`` (dedupe already done)."""
         priority = request.priority
+        fingerprint = request.fingerprint
         offset = self._journal.write(push_frame(priority, request.dont_filter, fingerprint, record))
         if not request.dont_filter:
             self._seen.add(fingerprint, key)
@@ -233,7 +250,6 @@ class Frontier:
         self._count_pending(priority, 1)
         self._counters["pushed"] += 1
         self._records["pushes"] += 1
-        return True
 
     def push_many(self, requests: Iterable[Request]) -> int:
         """Push many requests as one group commit (one write); return how many were queued.
@@ -245,11 +261,9 @@ class Frontier:
         for request in batch:
             if not isinstance(request, Request):
                 raise TypeError(f"push_many() takes diskfrontier.Request objects, got {type(request).__name__}")
-        frames: list[bytes] = []
-        accepted: list[tuple[int, Request]] = []
+        accepted: list[tuple[Request, bytes]] = []
         fresh: set[int] = set()
         index = self._seen.index
-        position = 0
         memory: list[tuple[Request, str]] = []
         for request in batch:
             fingerprint = request.fingerprint
@@ -264,24 +278,29 @@ class Frontier:
             except Unencodable as exc:
                 memory.append((request, str(exc)))
                 continue
-            frame = push_frame(request.priority, request.dont_filter, fingerprint, record)
-            frames.append(frame)
-            accepted.append((position, request))
-            position += len(frame)
-        if frames:
-            base = self._journal.write(b"".join(frames))
-            for relative, request in accepted:
-                if not request.dont_filter:
-                    self._seen.add(request.fingerprint)
-                self._queues.push(base + relative, request.priority)
-                self._count_pending(request.priority, 1)
-            self._counters["pushed"] += len(accepted)
-            self._records["pushes"] += len(accepted)
+            accepted.append((request, record))
+        self._push_records(accepted)
         for request, reason in memory:
             self._push_memory(request, reason)
         return len(accepted) + len(memory)
 
-    def _push_memory(self, request: Request, reason: str) -> None:
+    def _push_records(self, accepted: list[tuple[Request, bytes]]) -> None:
+        """Store accepted requests with their msgpack records in one journal write (dedupe already done)."""
+        if not accepted:
+            return
+        frames = [push_frame(r.priority, r.dont_filter, r.fingerprint, record) for r, record in accepted]
+        position = self._journal.write(b"".join(frames))
+        seen_add, queue_push = self._seen.add, self._queues.push
+        for (request, _), frame in zip(accepted, frames):
+            if not request.dont_filter:
+                seen_add(request.fingerprint)
+            queue_push(position, request.priority)
+            self._count_pending(request.priority, 1)
+            position += len(frame)
+        self._counters["pushed"] += len(accepted)
+        self._records["pushes"] += len(accepted)
+
+    def _push_memory(self, request: Request, reason: str | None) -> None:
         # The fingerprint is kept out of requests.seen: after a restart this request is
         # gone, and a later push of it must be accepted, not rejected as a duplicate.
         if not request.dont_filter:
@@ -290,7 +309,7 @@ class Frontier:
         self._count_pending(request.priority, 1)
         self._counters["unserializable"] += 1
         self._counters["pushed"] += 1
-        if not self._warned_unserializable:
+        if reason is not None and not self._warned_unserializable:
             self._warned_unserializable = True
             log.warning(
                 "%r cannot be stored on disk (%s): it is kept in memory for this run only and will be "

@@ -294,9 +294,10 @@ def test_long_work_draws_a_progress_bar_on_a_terminal(example, tmp_path, monkeyp
 def _options_in_tests() -> set[str]:
     here = os.path.dirname(__file__)
     text = ""
-    for name in ("test_cli.py", "test_cli_process.py"):
-        with open(os.path.join(here, name)) as f:
-            text += f.read()
+    for name in sorted(os.listdir(here)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(here, name)) as f:
+                text += f.read()
     return {token for token in text.replace('"', " ").replace("'", " ").split() if token.startswith("-")}
 
 

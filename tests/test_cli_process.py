@@ -161,3 +161,15 @@ def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journ
         assert len(got) == len(set(got)) and set(got) == pending, f"{moment}: the {state} directory lost requests"
         assert not any(frontier.push(Request(url)) for url in finished[::997]), "finished work came back"
     print(f"\n{moment}: killed with the {state} journal in place")
+
+
+def test_push_from_stdin_of_the_installed_script(tmp_path):
+    job = str(tmp_path / "job")
+    lines = "https://a.example/\nnot a url\nhttps://b.example/\nhttps://a.example/\nhttp://[::1/\n"
+    result = subprocess.run(SCRIPT + ["push", job, "-f", "-"], input=lines, capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0].startswith("line 2: skipped: Request.url 'not a url' has no scheme")
+    assert result.stderr.splitlines()[1].startswith("line 5: skipped: Request.url 'http://[::1/'")
+    assert result.stdout.strip() == "queued 2, duplicates 1, bad 2"
+    with Frontier(job) as frontier:
+        assert len(frontier) == 2

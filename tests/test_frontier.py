@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 import os
 import subprocess
 import sys
@@ -94,11 +95,13 @@ def test_done_is_final_and_in_flight_comes_back(session):
 def test_request_round_trips(session):
     f = session.frontier
     original = Request("https://a.example/api", method="POST", headers={"X": ["1", b"2"]}, body=b"\x00x",
-                       priority=-3, meta={"depth": 2, "tags": ["a"], "raw": b"\xff"})
+                       priority=-3, meta={"depth": 2, "tags": ["a"], "raw": b"\xff", "jar": ("a", 1),
+                                         "nested": [(1, {2, 3}), frozenset({b"x"})], "ordered": OrderedDict(b=1)})
     f.push(original)
     f = session.step()
     got = f.pop()
     assert got == original
+    assert type(got.meta["jar"]) is tuple and type(got.meta["nested"][0][1]) is set  # not lists
     assert got.fingerprint == original.fingerprint
 
 
@@ -108,10 +111,24 @@ def test_unencodable_meta_goes_to_memory_in_priority_order(session, caplog):
     f.push(Request("https://a.example/low", priority=0))
     assert f.push(Request("https://a.example/obj", priority=5, meta={"x": object()})) is True
     f.push(Request("https://a.example/high", priority=9))
-    f.push(Request("https://a.example/obj2", priority=1, meta={"s": {1, 2}}))
+    f.push(Request("https://a.example/obj2", priority=1, meta={"c": 1j}))
     assert sum("cannot be stored on disk" in r.message for r in caplog.records) == 1
     assert f.stats()["unserializable"] == 2 and f.stats()["memory_only"] == 2
     assert [r.url.rsplit("/", 1)[1] for r in drain(f)] == ["high", "obj", "obj2", "low"]
+
+
+def test_memory_only_push_is_served_in_order_and_not_logged(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="diskfrontier")
+    with Frontier(tmp_path / "j") as f:
+        f.push(Request("https://a.example/disk", priority=1))
+        assert f.push(Request("https://a.example/mem", priority=2), memory_only=True) is True
+        assert f.push(Request("https://a.example/mem"), memory_only=True) is False  # dedupe still applies
+        assert f.has_seen(Request("https://a.example/mem").fingerprint)
+        assert [r.url for r in drain(f)] == ["https://a.example/mem", "https://a.example/disk"]
+    assert not [r for r in caplog.records if "cannot be stored" in r.message]
+    with Frontier(tmp_path / "j") as f:
+        assert not f.has_seen(Request("https://a.example/mem").fingerprint)
+        assert f.has_seen(Request("https://a.example/disk").fingerprint)
 
 
 def test_memory_only_requests_are_reported_lost_and_not_marked_seen(tmp_path, caplog):

@@ -1,0 +1,63 @@
+"""When the Scrapy engine has finished with a request, so that it can be marked done.
+
+A request is finished once its response (or failure) has been fully handled: the
+callback's or errback's output consumed, every request it yielded scheduled, every item
+through the pipelines, a redirect or retry scheduled in its place. Scrapy has no signal
+for that moment, and no middleware sees all of it: a spider middleware sees only the
+callbacks of successful responses (not errbacks, not the redirects and retries of the
+downloader middlewares, not requests dropped with ``IgnoreRequest``), and it sees the
+callback's output before the scraper has scheduled it (up to ``CONCURRENT_ITEMS`` results
+are queued in between).
+
+The engine knows: a request is in its in-progress set from the moment the scheduler hands
+it out until all of the above is over (``ExecutionEngine._slot.inprogress``, the same set
+it waits on to close a spider). So the scheduler hands out requests, and each time the
+engine calls it again it asks which of them have left that set. If a Scrapy release no
+longer has the set, nothing is marked done before close and a warning says so:
+requests are then fetched again after a crash, never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import Any
+
+from scrapy import Request as ScrapyRequest
+
+from ..request import Request
+
+
+def engine_in_progress(crawler: Any) -> Container[ScrapyRequest] | None:
+    """The engine's set of requests being downloaded or handled, or None if it cannot be found."""
+    try:
+        engine = crawler.engine
+    except (AttributeError, RuntimeError):  # Scrapy 2.14+ raises until the crawl has started
+        return None
+    slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+    in_progress = getattr(slot, "inprogress", None)
+    return in_progress if isinstance(in_progress, (set, frozenset)) else None
+
+
+class Completion:
+    """The requests handed to the engine, until the engine has finished with them."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self._out: dict[ScrapyRequest, Request] = {}
+
+    def handed_out(self, request: ScrapyRequest, frontier_request: Request) -> None:
+        """``request`` (made from ``frontier_request``) has been given to the engine."""
+        self._out[request] = frontier_request
+
+    def finished(self) -> list[Request]:
+        """The frontier requests whose Scrapy requests the engine has finished with, since the last call."""
+        if not self._out:
+            return []
+        in_progress = engine_in_progress(self.crawler)
+        if in_progress is None:
+            return []
+        gone = [request for request in self._out if request not in in_progress]
+        return [self._out.pop(request) for request in gone]
+
+    def __len__(self) -> int:
+        return len(self._out)

@@ -1,0 +1,292 @@
+"""``diskfrontier.scrapy.Scheduler``: Scrapy's scheduler over a crash-safe Frontier in ``JOBDIR``.
+
+Settings::
+
+    SCHEDULER = "diskfrontier.scrapy.Scheduler"
+    JOBDIR = "crawls/shop"                      # the job directory (a temporary one if unset)
+    DISKFRONTIER_ORDER = "lifo"                 # or "fifo"; default: "fifo" if SCHEDULER_DISK_QUEUE
+                                                # is a FIFO queue, else "lifo" (Scrapy's default)
+    DISKFRONTIER_FSYNC = False                  # True: every enqueue also survives a power cut
+    DISKFRONTIER_START_REQUESTS = "dedupe"      # start requests when a crawl resumes (see below)
+
+Requests are stored as Scrapy's own request dict (``Request.to_dict``) in msgpack, never
+pickle. A request that cannot be (a callback that is not a spider method, meta or
+cb_kwargs that msgpack cannot hold) is kept in memory for this run, counted in
+``scheduler/unserializable`` and logged once with the reason.
+
+Duplicates are filtered with the crawler's ``request_fingerprinter`` (so
+``REQUEST_FINGERPRINTER_CLASS`` is honoured) against the job directory's seen index;
+``DUPEFILTER_CLASS`` is not used. ``dont_filter`` is honoured.
+
+A request is marked done once the engine has finished with its response or failure (see
+``completion.py``); killed at any moment, a crawl resumes with every request that was not
+finished, and fetches again only what was in progress.
+
+Start requests on resume (Scrapy issues them again, with ``dont_filter=True`` by
+default, scrapy#4509): ``"dedupe"`` queues only those never seen before (on the first
+run they are queued as usual, and remembered); ``"skip"`` drops every start request of a
+resumed crawl; ``"keep"`` does what Scrapy does, queueing them all again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from scrapy import Request as ScrapyRequest
+from scrapy import Spider
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import RequestFingerprinter
+from scrapy.utils.request import fingerprint as scrapy_fingerprint
+
+from ..codec import Unencodable, encode_request
+from ..fingerprint import request_fingerprint
+from ..frontier import Frontier
+from ..jobdir import Layout
+from ..request import PRIORITY_MAX, PRIORITY_MIN, Request
+from ..scrapy_records import frontier_request, scrapy_dict
+from .completion import Completion, engine_in_progress
+from .serialize import RequestDicts
+
+logger = logging.getLogger("diskfrontier.scrapy")
+
+START_POLICIES = ("dedupe", "skip", "keep")
+_LIVE = "__diskfrontier_live_request__"  # meta key of a memory-only request: the Scrapy request itself
+STATS_EVERY = 1000  # counters reach Scrapy's stats collector in batches (and at close)
+
+
+def default_fingerprint(request: ScrapyRequest) -> bytes:
+    """Scrapy's default fingerprint, byte for byte, with diskfrontier's faster canonical URL.
+
+    ``canonical.py`` is checked against w3lib's ``canonicalize_url`` (and this function
+    against Scrapy's ``RequestFingerprinter``) by property tests; ``verbatim_url``
+    requests are left to Scrapy.
+    """
+    if request.meta.get("verbatim_url"):
+        return scrapy_fingerprint(request)
+    return request_fingerprint(request.method, request.url, request.body)
+
+
+def fingerprint_function(crawler: Any) -> Any:
+    """The crawler's fingerprinter; the faster equal one when it is Scrapy's default."""
+    fingerprinter = crawler.request_fingerprinter
+    if type(fingerprinter) is RequestFingerprinter:
+        return default_fingerprint
+    return fingerprinter.fingerprint
+
+
+class Scheduler(BaseScheduler):
+    """A drop-in Scrapy scheduler whose queue, dupefilter and progress survive ``kill -9``."""
+
+    def __init__(
+        self,
+        crawler: Any,
+        jobdir: str | None,
+        *,
+        order: str | None = None,
+        default_order: str = "lifo",
+        fsync: bool = False,
+        start_requests: str = "dedupe",
+        debug_duplicates: bool = False,
+    ) -> None:
+        if start_requests not in START_POLICIES:
+            raise ValueError(
+                f"DISKFRONTIER_START_REQUESTS must be one of {', '.join(map(repr, START_POLICIES))}, "
+                f"got {start_requests!r}")
+        if order not in (None, "lifo", "fifo"):
+            raise ValueError(f"DISKFRONTIER_ORDER must be 'lifo' or 'fifo', got {order!r}")
+        if default_order not in ("lifo", "fifo"):
+            raise ValueError(f"default_order must be 'lifo' or 'fifo', got {default_order!r}")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.jobdir = jobdir
+        self.order = order
+        self.default_order = default_order
+        self.fsync = fsync
+        self.start_policy = start_requests
+        self.debug_duplicates = debug_duplicates
+        self.frontier: Frontier | None = None
+        self._fingerprint = fingerprint_function(crawler)
+        self._counts: dict[str, int] = {}
+        self._uncounted = 0
+        self._completion = Completion(crawler)
+        self._temporary: str | None = None
+        self._resumed = False
+        self._logged_duplicate = False
+        self._logged_unserializable = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Scheduler:
+        """Build the scheduler from the crawler's settings."""
+        settings = crawler.settings
+        fifo_queue = "fifo" in str(settings.get("SCHEDULER_DISK_QUEUE", "")).lower()
+        return cls(
+            crawler,
+            job_dir(settings),
+            order=settings.get("DISKFRONTIER_ORDER"),
+            default_order="fifo" if fifo_queue else "lifo",
+            fsync=settings.getbool("DISKFRONTIER_FSYNC"),
+            start_requests=settings.get("DISKFRONTIER_START_REQUESTS", "dedupe"),
+            debug_duplicates=settings.getbool("DUPEFILTER_DEBUG"),
+        )
+
+    # ------------------------------------------------------------------ open / close
+    def open(self, spider: Spider) -> None:
+        """Open (or create, or recover) the frontier in JOBDIR."""
+        self.spider = spider
+        self._dicts = RequestDicts(spider)
+        path = self.jobdir
+        if not path:
+            path = self._temporary = tempfile.mkdtemp(prefix="diskfrontier-")
+            logger.info("no JOBDIR set: the frontier lives in %s until the spider closes", path,
+                        extra={"spider": spider})
+        existed = os.path.exists(Layout(path).meta)
+        # An existing directory keeps its order; only an explicit DISKFRONTIER_ORDER is checked against it.
+        order = self.order if existed else self.order or self.default_order
+        self.frontier = Frontier(path, order=order, fsync=self.fsync)
+        stats = self.frontier.stats()
+        self._resumed = existed or stats["seen"] > 0
+        if stats["recovered"]:
+            self.stats.set_value("diskfrontier/recovered", stats["recovered"])
+        if len(self.frontier):
+            logger.info("Resuming crawl (%d requests scheduled)", len(self.frontier), extra={"spider": spider})
+        if engine_in_progress(self.crawler) is None:
+            logger.warning(
+                "cannot see the Scrapy engine's requests in progress: requests are marked done only when the "
+                "spider closes, so after a crash every request of this run is fetched again",
+                extra={"spider": spider})
+
+    def close(self, reason: str) -> None:
+        """Mark what the engine finished, checkpoint, and release JOBDIR."""
+        if self.frontier is None:
+            return
+        self._mark_finished()
+        self.frontier.close()
+        self._flush_counts()
+        stats = self.frontier.stats()
+        for counter in ("requeued", "memory_lost"):
+            if stats[counter]:
+                self.stats.set_value(f"diskfrontier/{counter}", stats[counter])
+        self.stats.set_value("diskfrontier/pending", stats["pending"])
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+
+    # ------------------------------------------------------------------ the scheduler interface
+    def has_pending_requests(self) -> bool:
+        """True while requests are waiting (those the engine is handling not counted)."""
+        self._mark_finished()
+        return len(self) > 0
+
+    def __len__(self) -> int:
+        return len(self.frontier) if self.frontier is not None else 0
+
+    def enqueue_request(self, request: ScrapyRequest) -> bool:
+        """Store ``request``; False if it is a duplicate (or a start request not wanted again)."""
+        frontier = self.frontier
+        assert frontier is not None, "the scheduler is not open"
+        fingerprint = self._fingerprint(request)
+        dont_filter = request.dont_filter
+        if self._is_start_request(request):
+            if self._resumed and self.start_policy == "skip":
+                self._count("diskfrontier/start_requests_skipped")
+                return False
+            if self.start_policy != "keep":
+                # remembered on the first run, filtered on a resumed one
+                dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
+        if not dont_filter and frontier.has_seen(fingerprint):
+            self._log_duplicate(request)
+            return False
+        try:
+            stored = frontier_request(self._dicts.to_dict(request), fingerprint, dont_filter=dont_filter)
+            record = encode_request(stored)
+        except (ValueError, TypeError, Unencodable) as exc:
+            self._keep_in_memory(request, fingerprint, dont_filter, exc)
+            return True
+        frontier._push_record(stored, record)
+        self._count("scheduler/enqueued/disk")
+        self._count("scheduler/enqueued")
+        return True
+
+    def next_request(self) -> ScrapyRequest | None:
+        """The next request to download (highest priority first), or None."""
+        frontier = self.frontier
+        assert frontier is not None, "the scheduler is not open"
+        self._mark_finished()
+        while (stored := frontier.pop()) is not None:
+            request = stored.meta.get(_LIVE)
+            if request is not None:
+                self._count("scheduler/dequeued/memory")
+            else:
+                request = self._rebuild(stored)
+                if request is None:
+                    continue
+                self._count("scheduler/dequeued/disk")
+            self._count("scheduler/dequeued")
+            self._completion.handed_out(request, stored)
+            return request
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def _count(self, name: str, n: int = 1) -> None:
+        """Add to a Scrapy stat; they are handed to the stats collector in batches (it is slow)."""
+        self._counts[name] = self._counts.get(name, 0) + n
+        self._uncounted += 1
+        if self._uncounted >= STATS_EVERY:
+            self._flush_counts()
+
+    def _flush_counts(self) -> None:
+        for name, n in self._counts.items():
+            self.stats.inc_value(name, n)
+        self._counts.clear()
+        self._uncounted = 0
+
+    def _mark_finished(self) -> None:
+        finished = self._completion.finished()
+        if finished:
+            assert self.frontier is not None
+            self.frontier.done_many(finished)
+            self._count("diskfrontier/done", len(finished))
+
+    def _is_start_request(self, request: ScrapyRequest) -> bool:
+        # Retries and redirects of a start request inherit its meta; they are not start requests.
+        meta = request.meta
+        return bool(meta.get("is_start_request")) and "retry_times" not in meta and "redirect_times" not in meta
+
+    def _rebuild(self, stored: Request) -> ScrapyRequest | None:
+        try:
+            return self._dicts.from_dict(scrapy_dict(stored))
+        except Exception as exc:  # request_from_dict raises whatever the request class raises
+            # Left in flight and never handed to the engine: it goes back to the queue at close.
+            self._count("diskfrontier/undecodable")
+            logger.error("cannot rebuild %s from the job directory (%s: %s); it is kept for a later run",
+                         stored.url, type(exc).__name__, exc, extra={"spider": self.spider})
+            return None
+
+    def _keep_in_memory(self, request: ScrapyRequest, fingerprint: bytes, dont_filter: bool, exc: Exception) -> None:
+        assert self.frontier is not None
+        priority = min(max(request.priority, PRIORITY_MIN), PRIORITY_MAX)
+        stand_in = Request._trusted(request.url, request.method, {}, b"", priority, {_LIVE: request},
+                                    dont_filter, fingerprint, None)
+        self.frontier.push(stand_in, memory_only=True)
+        self._count("scheduler/unserializable")
+        self._count("scheduler/enqueued/memory")
+        self._count("scheduler/enqueued")
+        if not self._logged_unserializable:
+            self._logged_unserializable = True
+            logger.warning(
+                "Unable to serialize request: %s - reason: %s - it is kept in memory and lost if the crawl "
+                "stops before it is fetched; no more unserializable requests will be logged "
+                "(stats: scheduler/unserializable)", request, exc, extra={"spider": self.spider})
+
+    def _log_duplicate(self, request: ScrapyRequest) -> None:
+        self._count("dupefilter/filtered")
+        if self.debug_duplicates:
+            logger.debug("Filtered duplicate request: %s", request, extra={"spider": self.spider})
+        elif not self._logged_duplicate:
+            self._logged_duplicate = True
+            logger.debug("Filtered duplicate request: %s - no more duplicates will be shown "
+                         "(see DUPEFILTER_DEBUG to show all duplicates)", request, extra={"spider": self.spider})

@@ -1,0 +1,81 @@
+"""A real Scrapy crawl of the synthetic site (diskfrontier.demo), for the tests to run, interrupt and kill.
+
+Usage: scrapy_child.py JOBDIR BASE_URL SCHEDULER STATS_FILE [NAME=VALUE ...]
+
+SCHEDULER is "diskfrontier" (diskfrontier.scrapy.Scheduler) or "scrapy" (Scrapy's own).
+NAME=VALUE pairs are Scrapy settings (values parsed as JSON when they can be), except
+``unserializable=1``, which makes the spider yield one request whose callback is a lambda.
+At close the crawl's stats are written to STATS_FILE as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import scrapy
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+
+LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
+
+
+class SiteSpider(scrapy.Spider):
+    name = "site"
+
+    def __init__(self, base: str, unserializable: str = "0", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [f"{base}/page/0"]
+        self.base = base
+        self.unserializable = unserializable == "1"
+
+    def parse(self, response):
+        for href, priority in LINK.findall(response.text):
+            yield response.follow(href, callback=self.parse_page, priority=int(priority), cb_kwargs={"via": response.url})
+        if self.unserializable and response.url.endswith("/page/0"):
+            yield scrapy.Request(f"{self.base}/extra", callback=lambda response: None)
+        yield {"url": response.url}
+
+    def parse_page(self, response, via):
+        yield from self.parse(response)
+
+
+def main() -> None:
+    jobdir, base, scheduler, stats_file, *pairs = sys.argv[1:]
+    settings = {
+        "JOBDIR": jobdir,
+        "CONCURRENT_REQUESTS": 8,
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "RETRY_ENABLED": False,
+    }
+    if scheduler == "diskfrontier":
+        settings["SCHEDULER"] = "diskfrontier.scrapy.Scheduler"
+    spider_args = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name == "unserializable":
+            spider_args[name] = value
+            continue
+        try:
+            settings[name] = json.loads(value)
+        except ValueError:
+            settings[name] = value
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(SiteSpider)
+
+    def write_stats(spider, reason):
+        stats = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in crawler.stats.get_stats().items()}
+        stats["finish_reason"] = reason
+        with open(stats_file, "w") as f:
+            json.dump(stats, f)
+
+    crawler.signals.connect(write_stats, signal=signals.spider_closed)
+    process.crawl(crawler, base=base, **spider_args)
+    process.start()
+
+
+if __name__ == "__main__":
+    main()

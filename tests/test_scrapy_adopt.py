@@ -1,0 +1,170 @@
+"""Taking over a JOBDIR of Scrapy's own scheduler: ``diskfrontier adopt-scrapy``."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+
+import pytest
+import scrapy
+from click.testing import CliRunner
+from queuelib import FifoDiskQueue, LifoDiskQueue
+
+from diskfrontier import Frontier, Request, ScrapyQueueFound
+from diskfrontier.adopt import MARKER, adopt_scrapy
+from diskfrontier.cli import main
+from diskfrontier.demo import SyntheticSite
+
+from scrapykit import finish, read_stats, start_crawl, stop_after
+
+SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]
+
+
+def _entry(url, **fields):
+    data = {"url": url, "callback": "parse", "errback": None, "headers": {}, "method": "GET", "body": b"",
+            "cookies": {}, "meta": {}, "encoding": "utf-8", "priority": 0, "dont_filter": False, "flags": [],
+            "cb_kwargs": {}}
+    data.update(fields)
+    return pickle.dumps(data, protocol=4)
+
+
+def scrapy_jobdir(path, *, closed=True):
+    """A JOBDIR as Scrapy's scheduler leaves it: seen file, LIFO queues per priority, a FIFO start queue."""
+    queue_dir = path / "requests.queue"
+    queue_dir.mkdir(parents=True)
+    seen = [Request(f"https://shop.example/{n}").fingerprint for n in range(6)]
+    (path / "requests.seen").write_bytes(b"".join(len(fp).to_bytes(2, "big") + fp for fp in seen))
+    high = LifoDiskQueue(str(queue_dir / "-5"))  # priority 5
+    for n in (1, 2):
+        high.push(_entry(f"https://shop.example/{n}", priority=5, meta={"jar": ("a", 1)}))
+    low = LifoDiskQueue(str(queue_dir / "0"))
+    for n in (3, 4):
+        low.push(_entry(f"https://shop.example/{n}", cb_kwargs={"n": n}))
+    start = FifoDiskQueue(str(queue_dir / "0s"))
+    start.push(_entry("https://shop.example/0", dont_filter=True, meta={"is_start_request": True}))
+    if closed:
+        for queue in (high, low, start):
+            queue.close()
+        (queue_dir / "active.json").write_text(json.dumps([-5, 0]))
+    else:  # as after kill -9: no headers, no info.json, no active.json
+        for queue in (high, low):
+            queue.f.flush()
+        start.headf.flush()
+    # Scrapy's pop order: priority 5 LIFO (2, 1), then priority 0: its queue LIFO (4, 3), then the start queue
+    return ["https://shop.example/2", "https://shop.example/1", "https://shop.example/4",
+            "https://shop.example/3", "https://shop.example/0"]
+
+
+def popped(path):
+    with Frontier(path) as frontier:
+        out = []
+        while (request := frontier.pop()) is not None:
+            out.append(request)
+            frontier.done(request)
+    return out
+
+
+@pytest.mark.parametrize("closed", [True, False], ids=["paused-cleanly", "killed"])
+def test_trusted_queue_is_imported_in_scrapys_pop_order(tmp_path, closed):
+    job = tmp_path / "job"
+    order = scrapy_jobdir(job, closed=closed)
+    report = adopt_scrapy(str(job), trust_pickle=True)
+    assert report.imported == 5 and not report.skipped and report.seen == 6
+    assert report.counted == (5 if closed else 0)  # headers are only written on a clean close
+    got = popped(job)
+    assert [r.url for r in got] == order
+    assert got[0].meta["callback"] == "parse" and got[0].meta["meta"] == {"jar": ("a", 1)}
+    assert got[2].meta["cb_kwargs"] == {"n": 4}
+
+
+def test_without_trust_the_queue_is_set_aside_unread_and_seen_kept(tmp_path):
+    job = tmp_path / "job"
+    scrapy_jobdir(job)
+    with pytest.raises(ScrapyQueueFound, match="adopt-scrapy"):
+        Frontier(job)
+    result = CliRunner().invoke(main, ["adopt-scrapy", str(job)])
+    assert result.exit_code == 0, result.output
+    assert "6 seen fingerprints kept" in result.output and "5 requests by their headers" in result.output
+    assert "--trust-pickle" in result.output and "will not be crawled" in result.output
+    with Frontier(job) as frontier:
+        assert len(frontier) == 0 and not frontier.push(Request("https://shop.example/3"))
+    # importing later, from the set-aside queue
+    result = CliRunner().invoke(main, ["adopt-scrapy", str(job), "--trust-pickle", "--json"])
+    assert result.exit_code == 0 and "unpickling runs" in result.stderr
+    assert json.loads(result.stdout)["imported"] == 5
+    assert CliRunner().invoke(main, ["adopt-scrapy", str(job)]).exit_code == 1  # nothing left to adopt
+
+
+def test_an_interrupted_import_carries_on_where_it_stopped(tmp_path):
+    job = tmp_path / "job"
+    scrapy_jobdir(job)
+    adopt_scrapy(str(job))  # set aside
+    aside = next(p for p in job.iterdir() if p.name.startswith("requests.queue.scrapy-"))
+    with Frontier(job) as frontier:  # as if a first import got its first batch (priority 5) in before a kill
+        frontier.push_many([Request(f"https://shop.example/{n}", priority=5, dont_filter=True) for n in (1, 2)])
+    (aside / MARKER).write_text(json.dumps({"imported": 2, "finished": False}))
+    report = adopt_scrapy(str(job), trust_pickle=True)
+    assert report.earlier == 2 and report.imported == 3
+    assert sorted(r.url for r in popped(job)) == sorted(f"https://shop.example/{n}" for n in range(5))
+
+
+def test_a_damaged_entry_is_skipped_and_named(tmp_path):
+    job = tmp_path / "job"
+    scrapy_jobdir(job)
+    queue = LifoDiskQueue(str(job / "requests.queue" / "-7"))
+    queue.push(b"\x80\x04not a pickle")
+    queue.close()
+    result = CliRunner().invoke(main, ["adopt-scrapy", str(job), "--trust-pickle"])
+    assert result.exit_code == 1
+    assert "skipped: " in result.stderr and "-7 entry 0: cannot be unpickled" in result.stderr
+    assert len(popped(job)) == 5
+
+
+def test_a_finished_scrapy_crawl_needs_no_adoption(tmp_path):
+    job = tmp_path / "job"
+    (job / "requests.queue").mkdir(parents=True)
+    (job / "requests.queue" / "active.json").write_text("[]")
+    with Frontier(job) as frontier:
+        assert frontier.push(Request("https://shop.example/"))
+
+
+def test_not_a_scrapy_jobdir(tmp_path):
+    result = CliRunner().invoke(main, ["adopt-scrapy", str(tmp_path)])
+    assert result.exit_code == 1 and "not a Scrapy JOBDIR" in result.output
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["paused", "killed"])
+def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
+    pages = 300
+    job = str(tmp_path / "job")
+    stats_path = str(tmp_path / "stats.json")
+    with SyntheticSite(pages, delay=0.02) as site:
+        stop_after(start_crawl(job, site, "scrapy", stats_path), site, 100, sig)
+        before = len(site.fetched())
+        refused = finish(start_crawl(job, site, "diskfrontier", stats_path))
+        assert "ScrapyQueueFound" in refused and "adopt-scrapy" in refused
+        assert len(site.fetched()) == before
+        adopted = subprocess.run(SCRIPT + ["adopt-scrapy", job, "--trust-pickle", "--json"],
+                                 capture_output=True, text=True, timeout=60)
+        report = json.loads(adopted.stdout)
+        assert report["imported"] > 0, adopted.stderr
+        proc = start_crawl(job, site, "diskfrontier", stats_path)
+        log = finish(proc)
+        fetches = site.fetched()
+    assert proc.returncode == 0, log[-3000:]
+    assert read_stats(stats_path)["finish_reason"] == "finished"
+    reached = sum(1 for n in range(pages) if fetches[f"/page/{n}"])
+    print(f"\nScrapy {'paused' if sig == signal.SIGINT else 'killed'} at {before} pages; adopt-scrapy imported "
+          f"{report['imported']} requests; after the resume {reached} of {pages} pages fetched")
+    if sig == signal.SIGINT:  # a clean pause loses nothing, and nothing is fetched twice...
+        assert reached == pages
+        # ...but the start page: Scrapy's dupefilter records no fingerprint for a dont_filter start
+        # request, so Scrapy's own run queues /page/0 again when a page links to it
+        assert {path for path, n in fetches.items() if n > 1} <= {"/page/0"}
+    else:  # what Scrapy had not written (its seen file's buffer, requests in flight) is beyond recovery
+        assert reached > before
