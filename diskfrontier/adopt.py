@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from .atomic import write_json_atomic
 from .codec import Unencodable, encode_request
 from .errors import FrontierError
-from .fingerprint import request_fingerprint
 from .frontier import Frontier
 from .jobdir import Layout, Lock
 from .recovery import Progress
@@ -57,22 +56,21 @@ def adopt_scrapy(path: str, *, trust_pickle: bool = False, progress: Progress | 
     layout = Layout(path)
     if not os.path.isdir(path):
         raise FrontierError(f"{path} is not a directory")
-    if os.path.exists(layout.meta):
-        unfinished = [a for a in sorted(glob.glob(layout.queue_dir + ".scrapy-*")) if not _finished(a)]
-        if not unfinished:
-            raise FrontierError(f"{path} is already a diskfrontier job directory, with no Scrapy queue left to import")
-        aside: str | None = unfinished[-1]
-    elif not os.path.exists(layout.seen) and not os.path.isdir(layout.queue_dir):
+    unfinished = [a for a in sorted(glob.glob(layout.queue_dir + ".scrapy-*")) if not _finished(a)]
+    aside: str | None = None
+    if os.path.isdir(layout.queue_dir) and not os.path.exists(layout.meta):
+        lock = Lock(layout.lock)
+        lock.acquire()  # a live Scrapy crawl does not lock; a live diskfrontier one does
+        try:
+            aside = set_aside(layout.queue_dir)
+        finally:
+            lock.release()
+    elif unfinished:
+        aside = unfinished[-1]  # set aside earlier, and not (all) imported yet
+    elif os.path.exists(layout.meta):
+        raise FrontierError(f"{path} is already a diskfrontier job directory, with no Scrapy queue left to import")
+    elif not os.path.exists(layout.seen):
         raise FrontierError(f"{path} is not a Scrapy JOBDIR: it has no requests.seen and no requests.queue/")
-    else:
-        aside = None
-        if os.path.isdir(layout.queue_dir):
-            lock = Lock(layout.lock)
-            lock.acquire()  # a live Scrapy crawl does not lock; a live diskfrontier one does
-            try:
-                aside = set_aside(layout.queue_dir)
-            finally:
-                lock.release()
     report = Adopted(path, aside=aside)
     with Frontier(path) as frontier:
         if aside is not None:
@@ -129,7 +127,7 @@ def _import(frontier: Frontier, aside: str, queues: list[ScrapyQueue], report: A
     batch: list[tuple[Request, bytes]] = []
     for path, index, data in entries[done:]:
         try:
-            stored = _frontier_request(data)
+            stored = frontier_request(load_entry(data), None)  # Scrapy's default fingerprint
             batch.append((stored, encode_request(stored)))
         except (ValueError, TypeError, Unencodable) as exc:
             report.skipped.append(f"{path} entry {index}: {exc}")
@@ -139,14 +137,6 @@ def _import(frontier: Frontier, aside: str, queues: list[ScrapyQueue], report: A
             batch = []
     _commit(frontier, aside, batch, done, report, progress, len(entries))
     write_json_atomic(os.path.join(aside, MARKER), {"imported": done, "finished": True})
-
-
-def _frontier_request(data: bytes) -> Request:
-    scrapy_dict = load_entry(data)
-    url, method, body = scrapy_dict.get("url"), scrapy_dict.get("method", "GET"), scrapy_dict.get("body", b"")
-    if not isinstance(url, str) or not isinstance(method, str) or not isinstance(body, bytes):
-        raise ValueError("holds a request dict without a str url and method and a bytes body")
-    return frontier_request(scrapy_dict, request_fingerprint(method, url, body))
 
 
 def _commit(frontier: Frontier, aside: str, batch: list[tuple[Request, bytes]], done: int, report: Adopted,

@@ -273,10 +273,10 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
     """
     bad = 0
     read = 0
+    size = _source_size(source)
 
     def requests(progress: Any) -> Iterator[Request]:
         nonlocal bad, read
-        size = _source_size(source)
         for number, line in enumerate(source, 1):
             read += len(line)
             if progress is not None and number % 1000 == 0:
@@ -290,7 +290,7 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
                 click.echo(f"line {number}: skipped: {exc}", err=True)
 
     queued = offered = 0
-    with Frontier(jobdir) as frontier, progress_bar("importing", _source_size(source)) as progress:
+    with Frontier(jobdir) as frontier, progress_bar("importing", size) as progress:
         for batch in _batches(requests(progress)):
             queued += frontier.push_many(batch)
             offered += len(batch)

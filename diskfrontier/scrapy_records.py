@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .fingerprint import request_fingerprint
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request
 
 _DEFAULTS: dict[str, Any] = {
@@ -30,12 +31,18 @@ LIFTED = frozenset({"url", "method", "body", "priority", "dont_filter"})
 _MISSING = object()
 
 
-def frontier_request(data: dict[str, Any], fingerprint: bytes, *, dont_filter: bool | None = None) -> Request:
+def route_priority(priority: int) -> int:
+    """The priority a frontier can route: Scrapy's, clamped to the 32-bit range of the journal header."""
+    return min(max(priority, PRIORITY_MIN), PRIORITY_MAX)
+
+
+def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_filter: bool | None = None) -> Request:
     """The frontier request for Scrapy's request dict ``data``.
 
-    ``dont_filter``: how the frontier should treat it (default: as ``data`` says);
-    when it differs from ``data``'s, the original is kept for ``scrapy_dict``.
-    Raises ``ValueError``/``TypeError`` for a dict Scrapy would not have written.
+    ``fingerprint``: None for Scrapy's default one. ``dont_filter``: how the frontier
+    should treat it (default: as ``data`` says); when it differs from ``data``'s, the
+    original is kept for ``scrapy_dict``. Raises ``ValueError``/``TypeError`` for a dict
+    Scrapy would not have written.
     """
     url, method, body = data.get("url"), data.get("method", "GET"), data.get("body", b"")
     priority, original = data.get("priority", 0), bool(data.get("dont_filter", False))
@@ -46,12 +53,14 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes, *, dont_filter: b
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"a Scrapy request priority must be an int, got {priority!r}")
     extras = {k: v for k, v in data.items() if k not in LIFTED and _DEFAULTS.get(k, _MISSING) != v}
-    routed = min(max(priority, PRIORITY_MIN), PRIORITY_MAX)
+    routed = route_priority(priority)
     if routed != priority:
         extras["priority"] = priority
     flag = original if dont_filter is None else dont_filter
     if flag != original:
         extras["dont_filter"] = original
+    if fingerprint is None:
+        fingerprint = request_fingerprint(method, url, body)
     return Request._trusted(url, method, {}, body, routed, extras, flag, fingerprint, None)
 
 

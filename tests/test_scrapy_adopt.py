@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import scrapy
@@ -168,3 +170,64 @@ def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
         assert {path for path, n in fetches.items() if n > 1} <= {"/page/0"}
     else:  # what Scrapy had not written (its seen file's buffer, requests in flight) is beyond recovery
         assert reached > before
+
+
+@pytest.fixture(scope="module")
+def big_scrapy_jobdir(tmp_path_factory):
+    """A Scrapy JOBDIR with 60,000 pending requests in three priorities (six import batches)."""
+    path = tmp_path_factory.mktemp("big") / "job"
+    (path / "requests.queue").mkdir(parents=True)
+    (path / "requests.seen").write_bytes(b"")
+    urls = []
+    for key in ("0", "-1", "-2"):
+        queue = LifoDiskQueue(str(path / "requests.queue" / key))
+        for n in range(20_000):
+            url = f"https://shop.example/p{key}/{n}"
+            queue.push(_entry(url, priority=-int(key)))
+            urls.append(url)
+        queue.close()
+    (path / "requests.queue" / "active.json").write_text("[0, -1, -2]")
+    return path, urls
+
+
+def _aside_state(job):
+    asides = [p for p in job.iterdir() if p.name.startswith("requests.queue.scrapy-")]
+    if not asides:
+        return None
+    marker = asides[0] / MARKER
+    try:
+        return json.loads(marker.read_text()) if marker.exists() else {}
+    except ValueError:  # caught mid-rename
+        return None
+
+
+MOMENTS = {
+    "queue-just-set-aside": lambda state: state is not None,
+    "some-batches-in": lambda state: bool(state) and 0 < state["imported"] < 60_000 and not state["finished"],
+}
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_adopt_killed_mid_import_loses_nothing_when_run_again(tmp_path, big_scrapy_jobdir, moment):
+    source, urls = big_scrapy_jobdir
+    job = tmp_path / "job"
+    shutil.copytree(source, job)
+    proc = subprocess.Popen(SCRIPT + ["adopt-scrapy", str(job), "--trust-pickle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not MOMENTS[moment](_aside_state(job)):
+        assert proc.poll() is None, f"adopt-scrapy finished before {moment!r}"
+        assert time.monotonic() < deadline
+        time.sleep(0.0002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    again = subprocess.run(SCRIPT + ["adopt-scrapy", str(job), "--trust-pickle", "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    got = [r.url for r in popped(job)]
+    assert set(got) == set(urls), f"{len(set(urls) - set(got))} requests lost"
+    # at most the batch the kill cut between its journal write and its progress mark comes twice
+    assert len(got) - len(urls) <= 10_000
+    print(f"\n{moment}: {json.loads(again.stdout)['earlier']} imported before the kill, "
+          f"{len(got) - len(urls)} queued twice")

@@ -47,8 +47,8 @@ from ..codec import Unencodable, encode_request
 from ..fingerprint import request_fingerprint
 from ..frontier import Frontier
 from ..jobdir import Layout
-from ..request import PRIORITY_MAX, PRIORITY_MIN, Request
-from ..scrapy_records import frontier_request, scrapy_dict
+from ..request import Request
+from ..scrapy_records import frontier_request, route_priority, scrapy_dict
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
 
@@ -268,9 +268,8 @@ class Scheduler(BaseScheduler):
 
     def _keep_in_memory(self, request: ScrapyRequest, fingerprint: bytes, dont_filter: bool, exc: Exception) -> None:
         assert self.frontier is not None
-        priority = min(max(request.priority, PRIORITY_MIN), PRIORITY_MAX)
-        stand_in = Request._trusted(request.url, request.method, {}, b"", priority, {_LIVE: request},
-                                    dont_filter, fingerprint, None)
+        stand_in = Request._trusted(request.url, request.method, {}, b"", route_priority(request.priority),
+                                    {_LIVE: request}, dont_filter, fingerprint, None)
         self.frontier.push(stand_in, memory_only=True)
         self._count("scheduler/unserializable")
         self._count("scheduler/enqueued/memory")
