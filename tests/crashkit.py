@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from diskfrontier import Frontier, Request
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
+TORN = "#torn"  # written by the parent after a log line that a kill cut short
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Model:
     done: set[str] = field(default_factory=set)
     done_called: set[str] = field(default_factory=set)  # done() entered; it may not have returned
     popped: set[str] = field(default_factory=set)
+    popped_prefixes: list[str] = field(default_factory=list)  # "O" lines cut short by a kill
     duplicates_accepted: list[str] = field(default_factory=list)
 
     def read(self, log_path: str) -> None:
@@ -32,8 +34,20 @@ class Model:
         if lines and lines[-1] == "":
             lines.pop()
         pending_intent: list[str] = []
-        for line in lines:
+        for number, line in enumerate(lines):
+            if line == TORN:
+                continue
             kind, _, rest = line.partition(" ")
+            if number + 1 < len(lines) and lines[number + 1] == TORN:
+                # The kill cut this line short. An intent cut short: its call never started.
+                # An acknowledgement cut short: its call had returned, for all it intended.
+                if kind in ("P", "M"):
+                    for url in pending_intent:
+                        self._ack(url, 0)
+                    pending_intent = []
+                elif kind == "O":
+                    self.popped_prefixes.append(rest)
+                continue
             if kind in ("?P", "?M"):
                 pending_intent = rest.split()
             elif kind == "P":
@@ -84,11 +98,24 @@ def kill_when(proc: subprocess.Popen, log_path: str, marker: str, count: int, st
         if seen >= count:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
+            mark_torn_line(log_path)
             return True
         time.sleep(0.0005)
     proc.kill()
     proc.wait()
+    mark_torn_line(log_path)
     return False
+
+
+def mark_torn_line(log_path: str) -> None:
+    """A write cut by SIGKILL can leave half a line: end it, and say so, before the next run writes."""
+    with open(log_path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) != b"\n":
+            f.write(f"\n{TORN}\n".encode())
 
 
 def run_round(jobdir: str, log_path: str, seed: int, round_no: int, order: str, marker: str, count: int,
@@ -142,7 +169,8 @@ def check_guarantees(model: Model, drained: Drained, order: str) -> dict[str, in
     assert priorities == sorted(priorities, reverse=True), "order violated: a lower priority came before a higher one"
     by_priority: dict[int, list[int]] = {}
     for request in drained.order:
-        if request.url in model.popped or request.url not in model.push_order:
+        if (request.url in model.popped or request.url not in model.push_order
+                or any(request.url.startswith(prefix) for prefix in model.popped_prefixes)):
             continue
         by_priority.setdefault(request.priority, []).append(model.push_order[request.url])
     for priority, seq in by_priority.items():

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from crashkit import Model, check_guarantees, dedupe_survives, drain, run_round
+from crashkit import TORN, Model, check_guarantees, dedupe_survives, drain, mark_torn_line, run_round
 
 pytestmark = pytest.mark.crash
 
@@ -33,7 +33,10 @@ def _crash_rounds(tmp_path, order: str, seed: int, rounds: int, markers: list[st
     model = Model()
     model.read(log_path)
     drained = drain(jobdir)
-    result = check_guarantees(model, drained, order)
+    try:
+        result = check_guarantees(model, drained, order)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc} (the child's log: {log_path})") from None
     result["dedupe_checked"] = dedupe_survives(jobdir, model)
     result["kills"] = rounds
     print(f"\n{order} seed={seed}: kills by point {tally}; {result}")
@@ -60,3 +63,19 @@ def test_no_loss_with_fsync_on(tmp_path):
 def test_in_flight_requests_come_back_after_sigkill(tmp_path):
     result = _crash_rounds(tmp_path, "lifo", 7, rounds=8, markers=["?D", "?O"])
     assert result["in_flight_returned"] > 0
+
+
+def test_the_model_reads_log_lines_cut_short_by_a_kill(tmp_path):
+    log = tmp_path / "child.log"
+    log.write_text("R\n?M https://a.example/1 https://a.example/2\nM https://a.example/1 0 https://a.exa")
+    mark_torn_line(str(log))  # push_many had returned: both are promised
+    with open(log, "a") as f:
+        f.write("R\n?M https://a.example/3\n?P https://a.exa")
+    mark_torn_line(str(log))  # an intent cut short: that push never started
+    with open(log, "a") as f:
+        f.write("R\n")
+    assert log.read_text().count(TORN) == 2
+    model = Model()
+    model.read(str(log))
+    assert set(model.pushed) == {"https://a.example/1", "https://a.example/2"}
+    assert model.uncertain == {"https://a.example/3"}
