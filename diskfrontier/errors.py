@@ -58,3 +58,47 @@ class NotInFlight(FrontierError, ValueError):
 
 class FrontierClosed(FrontierError):
     """The frontier was used after close()."""
+
+
+class JobDirUnsafe(FrontierError):
+    """An entry of the job directory is a symbolic link, or not the kind of file it should be."""
+
+    LINK = "is a symbolic link"
+    LINK_WHY = ("diskfrontier never follows links inside a job directory "
+                "(a link there could make it overwrite files elsewhere)")
+
+    def __init__(
+        self, path: str | os.PathLike[str], problem: str = LINK, *, why: str | None = None,
+        fix: str = "replace it with the real file",
+    ) -> None:
+        self.path = os.fspath(path)
+        self.problem = problem
+        if why is None and problem == self.LINK:
+            why = self.LINK_WHY
+        because = f"; {why}" if why else ""
+        super().__init__(f"{self.path} {problem}{because}: {fix}")
+
+
+class JobDirNotOwned(FrontierError):
+    """The frontier was used in a process that did not open it (a child forked from the one that did)."""
+
+    def __init__(self, path: str | os.PathLike[str], owner: int | None) -> None:
+        self.path = os.fspath(path)
+        self.owner = owner
+        self.pid = os.getpid()
+        opener = f"pid {owner}" if owner else "another process"
+        super().__init__(
+            f"the frontier of {self.path} was opened by {opener}, not by this process (pid {self.pid}, "
+            f"a forked child): only the process that opened a job directory may use or close it; "
+            f"open the frontier in the child itself, after the parent has closed it"
+        )
+
+
+class RequestTooLarge(ValueError):
+    """A request exceeds what a job directory can hold: its URL, body, stored size or nesting depth.
+
+    An input error like any other bad ``Request`` field, so a ``ValueError`` (not a
+    ``FrontierError``, which is about the job directory): ``push`` and ``push_many`` raise
+    it before anything is written. The limits are ``MAX_URL_LENGTH``, ``MAX_BODY_BYTES``,
+    ``MAX_RECORD_BYTES`` and ``MAX_DEPTH`` in ``diskfrontier.request``.
+    """

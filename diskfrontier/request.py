@@ -8,42 +8,105 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .canonical import canonicalize, is_plain, make_safe
+from .errors import RequestTooLarge
 from .fingerprint import request_fingerprint
 
 PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
+
+# The limits of what a request may hold, so that every request accepted can be read back
+# (a journal record holds at most 1 GiB; these stay far below it). Checked here for the
+# URL and body, and by ``codec.encode_request`` for the nesting depth and the whole record.
+MAX_URL_LENGTH = 1 << 20
+"""Characters in ``Request.url`` (1 MiB; browsers stop near 2 MB, most servers near 8 KB)."""
+MAX_BODY_BYTES = 64 << 20
+"""Bytes in ``Request.body`` (64 MiB)."""
+MAX_DEPTH = 64
+"""Levels of nested containers in ``Request.meta`` (dicts, lists, tuples, sets and frozensets
+alike; ``meta`` itself is the first level)."""
+MAX_RECORD_BYTES = MAX_BODY_BYTES + MAX_URL_LENGTH + (1 << 20)
+"""Bytes in a request's stored record: URL, method, headers, body and meta together (66 MiB)."""
+
 _METHOD = re.compile(r"[A-Z][A-Z0-9_-]*\Z")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 field-name: a token of tchar
+_SHOWN = 80  # characters of a long value shown in an error message
 
 HeaderValue = str | bytes
 Headers = dict[str, HeaderValue | list[HeaderValue]]
 
 
+def _shown(value: str | bytes) -> str:
+    """``repr(value)``, cut short for an error message (without copying a long value)."""
+    if len(value) <= _SHOWN:
+        return repr(value)
+    return f"{value[:_SHOWN]!r}... ({len(value):,} long)"
+
+
+def _check_url_length(url: str) -> None:
+    if len(url) > MAX_URL_LENGTH:
+        raise RequestTooLarge(
+            f"Request.url {_shown(url)} is {len(url):,} characters, more than the limit of "
+            f"{MAX_URL_LENGTH:,} (MAX_URL_LENGTH); no web server accepts such a URL: shorten it, "
+            f"or send the data in the body"
+        )
+
+
 def _check_url(url: Any) -> str:
     if not isinstance(url, str):
         raise TypeError(f"Request.url must be a str, got {type(url).__name__}")
+    _check_url_length(url)
     if is_plain(url):
         return url
     if not url or url != url.strip() or any(c in url for c in "\r\n\t\x00"):
         raise ValueError(
-            f"Request.url {url!r} is empty or has whitespace or control characters at its ends"
+            f"Request.url {_shown(url)} is empty or has whitespace or control characters at its ends"
         )
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ValueError(f"Request.url {url!r} cannot be parsed: {exc}") from None
+        raise ValueError(f"Request.url {_shown(url)} cannot be parsed: {exc}") from None
     if not parts.scheme:
         raise ValueError(
-            f"Request.url {url!r} has no scheme; give an absolute URL such as https://{url.lstrip('/')}"
+            f"Request.url {_shown(url)} has no scheme; give an absolute URL such as https://{url.lstrip('/')}"
         )
     if not parts.netloc or not parts.hostname:
-        raise ValueError(f"Request.url {url!r} has no host; give an absolute URL such as https://example.com/")
+        raise ValueError(f"Request.url {_shown(url)} has no host; give an absolute URL such as https://example.com/")
     try:
         parts.port  # noqa: B018 - raises ValueError for a port out of range
         safe = make_safe(url)
+    except ValueError as exc:
+        raise ValueError(f"Request.url {_shown(url)} is not a valid URL: {exc}") from None
+    _check_url_length(safe)  # percent-escaping can make it longer
+    try:
         canonicalize(safe)  # what the fingerprint needs must not fail later, inside push()
     except ValueError as exc:
-        raise ValueError(f"Request.url {url!r} is not a valid URL: {exc}") from None
+        raise ValueError(f"Request.url {_shown(url)} is not a valid URL: {exc}") from None
     return safe
+
+
+def _check_header_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"Request.headers: name {name!r} must be a str, got {type(name).__name__}")
+    if not _TOKEN.match(name):
+        raise ValueError(
+            f"Request.headers: name {_shown(name)} is not a header name: use letters, digits and "
+            f"!#$%&'*+-.^_`|~ only (an RFC 9110 token: no spaces, ':' or control characters)"
+        )
+    return name
+
+
+def _check_header_value(name: str, value: HeaderValue) -> HeaderValue:
+    if isinstance(value, str):
+        unsafe = "\r" in value or "\n" in value or "\0" in value
+    else:
+        unsafe = b"\r" in value or b"\n" in value or b"\0" in value
+    if unsafe:
+        raise ValueError(
+            f"Request.headers[{name!r}] value {_shown(value)} holds a CR, LF or NUL character, which "
+            f"would end the header line and start another (header injection): remove it, and give "
+            f"several values as a list"
+        )
+    return value
 
 
 def _check_headers(headers: Any) -> Headers:
@@ -53,12 +116,11 @@ def _check_headers(headers: Any) -> Headers:
         raise TypeError(f"Request.headers must be a mapping of name to value, got {type(headers).__name__}")
     checked: Headers = {}
     for name, value in headers.items():
-        if not isinstance(name, str) or not name or any(c in name for c in " :\r\n"):
-            raise TypeError(f"Request.headers: name {name!r} must be a non-empty str without spaces or ':'")
+        name = _check_header_name(name)
         if isinstance(value, (str, bytes)):
-            checked[name] = value
+            checked[name] = _check_header_value(name, value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, bytes)) for v in value):
-            checked[name] = list(value)
+            checked[name] = [_check_header_value(name, v) for v in value]
         else:
             raise TypeError(
                 f"Request.headers[{name!r}] must be a str, bytes or a list of them, got {type(value).__name__}"
@@ -66,15 +128,27 @@ def _check_headers(headers: Any) -> Headers:
     return checked
 
 
+def _check_body_size(size: int) -> None:
+    if size > MAX_BODY_BYTES:
+        raise RequestTooLarge(
+            f"Request.body is {size:,} bytes, more than the limit of {MAX_BODY_BYTES:,} "
+            f"(MAX_BODY_BYTES, 64 MiB): keep a payload that large outside the request "
+            f"(for example a file path in meta)"
+        )
+
+
 def _check_body(body: Any) -> bytes:
     if body is None:
         return b""
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        size = body.nbytes if isinstance(body, memoryview) else len(body)
+        _check_body_size(size)
+        return body if isinstance(body, bytes) else bytes(body)
     if isinstance(body, str):
-        return body.encode("utf-8")
+        _check_body_size(len(body))  # UTF-8 is never shorter: refuse before encoding
+        encoded = body.encode("utf-8")
+        _check_body_size(len(encoded))
+        return encoded
     raise TypeError(f"Request.body must be bytes or str, got {type(body).__name__}")
 
 
@@ -103,7 +177,9 @@ class Request:
     ``priority``: larger is fetched first (as in Scrapy). ``dont_filter``: queue it even if
     its fingerprint was seen before. ``fingerprint``: the 20-byte sha1 that Scrapy's
     default ``RequestFingerprinter`` gives the same request. Every field is checked here;
-    a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written.
+    a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written
+    (``RequestTooLarge``, a ``ValueError``, for a URL or body over ``MAX_URL_LENGTH`` or
+    ``MAX_BODY_BYTES``).
     """
 
     __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq")
@@ -157,7 +233,7 @@ class Request:
 
     def replace(self, **changes: Any) -> Request:
         """A copy with some fields changed (validated again)."""
-        fields = {
+        fields: dict[str, Any] = {
             "method": self.method, "headers": self.headers, "body": self.body,
             "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
         }

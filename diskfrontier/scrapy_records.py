@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import RequestTooLarge
 from .fingerprint import request_fingerprint
-from .request import PRIORITY_MAX, PRIORITY_MIN, Request
+from .request import MAX_BODY_BYTES, MAX_URL_LENGTH, PRIORITY_MAX, PRIORITY_MIN, Request
 
 _DEFAULTS: dict[str, Any] = {
     "callback": None, "errback": None, "headers": {}, "cookies": {}, "meta": {},
@@ -42,7 +43,8 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_fi
     ``fingerprint``: None for Scrapy's default one. ``dont_filter``: how the frontier
     should treat it (default: as ``data`` says); when it differs from ``data``'s, the
     original is kept for ``scrapy_dict``. Raises ``ValueError``/``TypeError`` for a dict
-    Scrapy would not have written.
+    Scrapy would not have written, and ``RequestTooLarge`` for a URL or body over the
+    limits of ``diskfrontier.request`` (``codec.encode_request`` checks the rest).
     """
     url, method, body = data.get("url"), data.get("method", "GET"), data.get("body", b"")
     priority, original = data.get("priority", 0), bool(data.get("dont_filter", False))
@@ -52,6 +54,7 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_fi
         raise TypeError("a Scrapy request dict needs a str 'method' and a bytes 'body'")
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"a Scrapy request priority must be an int, got {priority!r}")
+    _check_sizes(url, body)
     extras = {k: v for k, v in data.items() if k not in LIFTED and _DEFAULTS.get(k, _MISSING) != v}
     routed = route_priority(priority)
     if routed != priority:
@@ -63,6 +66,17 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_fi
         fingerprint = request_fingerprint(method, url, body)
     return Request._trusted(url, method, {}, body, routed, extras, flag, fingerprint, None)
 
+
+def _check_sizes(url: str, body: bytes) -> None:
+    """Raise ``RequestTooLarge`` for a URL or body that a job directory does not store."""
+    if len(url) > MAX_URL_LENGTH:
+        raise RequestTooLarge(
+            f"the URL {url[:80]!r}... is {len(url):,} characters, more than the {MAX_URL_LENGTH:,} "
+            f"(MAX_URL_LENGTH) a job directory stores: shorten it")
+    if len(body) > MAX_BODY_BYTES:
+        raise RequestTooLarge(
+            f"the body of {url[:80]!r} is {len(body):,} bytes, more than the {MAX_BODY_BYTES:,} "
+            f"(MAX_BODY_BYTES) a job directory stores: keep large payloads outside the request")
 
 
 def scrapy_dict(request: Request) -> dict[str, Any]:

@@ -65,7 +65,18 @@ def test_fingerprint_known_vector():
         ({"url": "https://a.com/", "priority": 2**40}, ValueError, "outside the range"),
         ({"url": "https://a.com/", "headers": ["Accept"]}, TypeError, "Request.headers must be a mapping"),
         ({"url": "https://a.com/", "headers": {"Accept": 5}}, TypeError, "Request.headers['Accept']"),
-        ({"url": "https://a.com/", "headers": {"Bad Name": "x"}}, TypeError, "name 'Bad Name'"),
+        ({"url": "https://a.com/", "headers": {"Bad Name": "x"}}, ValueError, "name 'Bad Name' is not a header name"),
+        ({"url": "https://a.com/", "headers": {5: "x"}}, TypeError, "name 5 must be a str"),
+        ({"url": "https://a.com/", "headers": {"": "x"}}, ValueError, "name '' is not a header name"),
+        ({"url": "https://a.com/", "headers": {"X-A\r\nX-B": "x"}}, ValueError, "RFC 9110 token"),
+        ({"url": "https://a.com/", "headers": {"X-A:": "x"}}, ValueError, "name 'X-A:'"),
+        ({"url": "https://a.com/", "headers": {"Caf\u00e9": "x"}}, ValueError, "name 'Caf\u00e9'"),
+        ({"url": "https://a.com/", "headers": {"X-A": "1\r\nSet-Cookie: s=1"}}, ValueError,
+         "Request.headers['X-A'] value '1\\r\\nSet-Cookie: s=1' holds a CR, LF or NUL"),
+        ({"url": "https://a.com/", "headers": {"X-A": b"1\nX-B: 2"}}, ValueError, "Request.headers['X-A']"),
+        ({"url": "https://a.com/", "headers": {"X-A": "1\x002"}}, ValueError, "header injection"),
+        ({"url": "https://a.com/", "headers": {"X-A": ["ok", b"a\rb"]}}, ValueError, "Request.headers['X-A']"),
+        ({"url": "https://a.com/", "headers": {"X-A": ("ok", "a\nb")}}, ValueError, "Request.headers['X-A']"),
         ({"url": "https://a.com/", "meta": [("a", 1)]}, TypeError, "Request.meta must be a dict"),
         ({"url": "https://a.com/", "meta": {1: "x"}}, TypeError, "Request.meta keys must be str"),
         ({"url": "https://a.com/", "body": 12}, TypeError, "Request.body must be bytes or str"),
@@ -101,6 +112,12 @@ def test_request_fields_and_defaults():
     assert request.replace(priority=3).priority == 3
     with pytest.raises(TypeError):
         request.replace(priority="high")
+
+
+def test_header_names_are_tokens_and_values_may_hold_any_other_character():
+    name = "X-Any!#$%&'*+-.^_`|~09az"
+    request = Request("https://a.com/", headers={name: "tab\there \u00e9", "B": [b"\xff\x01", "x"]})
+    assert request.headers == {name: "tab\there \u00e9", "B": [b"\xff\x01", "x"]}
 
 
 def test_url_w3lib_cannot_canonicalise_is_refused_at_the_door():

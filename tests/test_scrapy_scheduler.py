@@ -21,7 +21,7 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
 from test_canonical import urls
 
-from diskfrontier import Frontier, ScrapyQueueFound
+from diskfrontier import Frontier, ScrapyQueueFound, scrapy_records
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.scheduler import default_fingerprint, fingerprint_function
 
@@ -161,6 +161,24 @@ def test_unserializable_requests_stay_in_memory_counted_and_logged_once(tmp_path
     assert s.stats()["diskfrontier/memory_lost"] == 3  # two waiting, one handed out and never finished
     s.open()
     assert [r.url.rsplit("/", 1)[1] for r in drain(s.scheduler)] == ["disk"]
+    s.close()
+
+
+def test_requests_beyond_the_limits_stay_in_memory(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="diskfrontier")
+    monkeypatch.setattr(scrapy_records, "MAX_BODY_BYTES", 10)  # as if a body of 64 MiB + 1 byte
+    s = Session(tmp_path / "job", False)
+    size = s.scheduler.frontier.stats()["journal_bytes"]
+    deep: object = ()
+    for _ in range(100):
+        deep = (deep,)
+    assert s.scheduler.enqueue_request(scrapy.Request("https://shop.example/big", method="POST", body=b"x" * 11))
+    assert s.scheduler.enqueue_request(scrapy.Request("https://shop.example/deep", meta={"x": deep}))
+    stats = s.stats()
+    assert stats["scheduler/unserializable"] == 2 and stats["scheduler/enqueued/memory"] == 2
+    assert s.scheduler.frontier.stats()["journal_bytes"] == size
+    assert any("MAX_BODY_BYTES" in r.getMessage() for r in caplog.records)
+    assert sorted(r.url for r in drain(s.scheduler)) == ["https://shop.example/big", "https://shop.example/deep"]
     s.close()
 
 

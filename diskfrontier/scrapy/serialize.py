@@ -4,11 +4,16 @@ The dict is the one ``Request.to_dict(spider=...)`` gives and ``request_from_dic
 reads. It is built here the same way, except that the name of a callback or errback is
 looked up once per function and cached: Scrapy scans every member of the spider on each
 call (~30 us a request).
+
+A stored ``_class`` (a subclass such as ``FormRequest``) is looked up only among modules
+already imported, and must name a ``scrapy.Request`` subclass: a job directory is data,
+and a record naming a module must not make the crawl import (run) it.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any
 
 from scrapy import Request, Spider
@@ -38,7 +43,13 @@ class RequestDicts:
         return data
 
     def from_dict(self, data: dict[str, Any]) -> Request:
-        """The request of a dict made by ``to_dict``, its callbacks bound to the spider."""
+        """The request of a dict made by ``to_dict``, its callbacks bound to the spider.
+
+        Raises ``ValueError`` if its ``_class`` is not an imported ``scrapy.Request`` subclass.
+        """
+        if "_class" in data:
+            # Scrapy's load_object imports a dotted path, but returns a class as it is
+            data = {**data, "_class": request_class(data["_class"])}
         return request_from_dict(data, spider=self.spider)
 
     def _method_name(self, func: Any) -> Any:
@@ -60,3 +71,27 @@ class RequestDicts:
             f"callback {func!r} is not a method of the spider {self.spider.name!r}, so it cannot be "
             f"stored on disk (use a spider method, with cb_kwargs for its arguments)"
         )
+
+
+def request_class(path: Any) -> type[Request]:
+    """The ``scrapy.Request`` subclass that the stored ``_class`` path names, without importing anything.
+
+    Only modules already in ``sys.modules`` are looked at, and only their own attributes (a
+    module's ``__getattr__`` could import). Raises ``ValueError`` saying why otherwise.
+    """
+    if not isinstance(path, str) or "." not in path:
+        raise ValueError(f"the stored request class {path!r} is not a dotted path such as 'scrapy.FormRequest'")
+    module_name, _, name = path.rpartition(".")
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise ValueError(
+            f"the stored request class {path!r} is in the module {module_name!r}, which is not imported; "
+            f"a job directory never makes diskfrontier import a module: import it in your project "
+            f"(for example in the spider's module) if the class is yours"
+        )
+    cls = getattr(module, "__dict__", {}).get(name)
+    if not (isinstance(cls, type) and issubclass(cls, Request)):
+        raise ValueError(
+            f"the stored request class {path!r} is not a scrapy.Request subclass, so the request is not rebuilt"
+        )
+    return cls
