@@ -6,7 +6,10 @@ from .errors import (
     FrontierError,
     JobDirCorrupt,
     JobDirLocked,
+    JobDirNotOwned,
+    JobDirUnsafe,
     NotInFlight,
+    RequestTooLarge,
     ScrapyQueueFound,
 )
 from .frontier import Frontier
@@ -19,8 +22,11 @@ __all__ = [
     "FrontierError",
     "JobDirCorrupt",
     "JobDirLocked",
+    "JobDirNotOwned",
+    "JobDirUnsafe",
     "NotInFlight",
     "Request",
+    "RequestTooLarge",
     "ScrapyQueueFound",
 ]
 __version__ = "0.1.0"

@@ -141,7 +141,7 @@ def _import(frontier: Frontier, aside: str, queues: list[ScrapyQueue], report: A
 
 def _commit(frontier: Frontier, aside: str, batch: list[tuple[Request, bytes]], done: int, report: Adopted,
             progress: Progress | None, total: int) -> None:
-    frontier._push_records(batch)
+    frontier.push_records(batch, dedupe=False)
     report.imported += len(batch)
     write_json_atomic(os.path.join(aside, MARKER), {"imported": done, "finished": False})
     if progress is not None:

@@ -1,18 +1,37 @@
-"""Whole-file replacement that a crash cannot tear: temp file, fsync, rename, fsync dir."""
+"""Whole-file replacement that a crash cannot tear: temp file, fsync, rename, fsync dir.
+
+The temp file is created with ``O_EXCL | O_NOFOLLOW`` under a name nobody else uses
+(``<path>.tmp-<pid>-<random>``), so a link or a file planted at a predictable temp name
+is never written through; the rename replaces ``path`` itself (a link at ``path`` is
+replaced, not followed). If anything fails before the rename (ENOSPC, an interrupt), the
+temp file is removed and ``path`` is as before.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 from typing import Any
+
+from .safefs import create_exclusive, open_fd, unique_temp
 
 
 def fsync_dir(path: str) -> None:
-    """Make a rename or a new file in ``path`` durable."""
-    fsync_path(path)
+    """Make a rename or a new file in the folder ``path`` durable.
+
+    The folder is opened with ``O_DIRECTORY`` but may be reached through a link: the job
+    directory itself may be one, and an fsync writes no bytes, so following it is harmless.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def write_all(fd: int, data: bytes | bytearray) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write all of ``data`` to ``fd``, finishing a short write (a kill can cause one)."""
     view = memoryview(data)
     while view:
@@ -20,24 +39,33 @@ def write_all(fd: int, data: bytes | bytearray) -> None:
 
 
 def fsync_path(path: str) -> None:
-    """fsync a file that is not open here."""
-    fd = os.open(path, os.O_RDONLY)
+    """fsync a file (or folder) that is not open here; a link raises ``JobDirUnsafe``."""
+    fd = open_fd(path, os.O_RDONLY, directory=stat.S_ISDIR(os.lstat(path).st_mode))
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data``: readers see the old file or the new one, never a mix."""
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
+    """Replace ``path`` with ``data``: readers see the old file or the new one, never a mix.
+
+    On any exception (also ``KeyboardInterrupt``) the temp file is removed and re-raised;
+    ``path`` is untouched unless the rename happened.
+    """
+    tmp = unique_temp(path)
+    fd = create_exclusive(tmp)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 

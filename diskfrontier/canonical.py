@@ -55,7 +55,7 @@ def _fast_canonical(url: str) -> str | None:
     for part in query.split("&"):
         if not part:
             continue
-        key, sep, value = part.partition("=")
+        key, _, value = part.partition("=")
         if "=" in value:
             return None  # w3lib escapes a second '=' as %3D
         pairs.append((key, value))

@@ -1,11 +1,19 @@
 """``requests.cursor``: the checkpoint that says whether the queue files can be trusted.
 
-A JSON document, replaced atomically. While a frontier is open it says
-``"state": "open"``. A clean close writes ``"state": "clean"`` with the journal's and
-the seen file's sizes and the pending count per priority. At the next open the queue
-files are used as they are only if the checkpoint is clean and every size matches;
-anything else (a crash, a damaged or missing cursor, a file that changed) means the
-queues are rebuilt from the journal. Trusting nothing is always safe, only slower.
+A JSON document, replaced atomically, carrying a crc32 of its own content (``crc``,
+over the other keys serialised with sorted keys). While a frontier is open it says
+``"state": "open"`` with the journal's length at that moment (``journal_floor``:
+the journal only grows between compactions, so a shorter journal later is damage,
+not a torn tail). A clean close writes ``"state": "clean"`` with the journal's and the
+seen file's sizes, the offset of the journal's last record, the crc of each queue
+file and the pending count per priority, which must equal the journal's PUSH count
+minus its DONE count.
+
+At the next open the queue files are used as they are only if the checkpoint is
+clean, intact and every figure matches the files; anything else (a crash, a damaged
+or missing cursor, a file that changed) means the queues are rebuilt from the
+journal. Trusting nothing is always safe, only slower; a damaged checkpoint never
+means "empty".
 """
 
 from __future__ import annotations
@@ -13,9 +21,12 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from .atomic import write_json_atomic
+from .safefs import open_file
 
 
 @dataclass
@@ -24,11 +35,15 @@ class Checkpoint:
 
     state: str = "missing"
     journal_bytes: int = -1
+    journal_floor: int = 0
     seen_bytes: int = -1
+    seen_tail: tuple[int, int] | None = None
     pending: dict[int, int] = field(default_factory=dict)
-    pid: int | None = None
+    queues: dict[int, int] = field(default_factory=dict)
+    last_record: int = -1
     journal_pushes: int = 0
     journal_dones: int = 0
+    pid: int | None = None
     problem: str | None = None
 
     @property
@@ -36,40 +51,105 @@ class Checkpoint:
         """True when the last close was clean."""
         return self.state == "clean"
 
+    @property
+    def floor(self) -> int:
+        """The length below which the journal cannot have been cut by a crash."""
+        return self.journal_bytes if self.clean else self.journal_floor
+
+
+def _crc(value: dict[str, Any]) -> int:
+    return zlib.crc32(json.dumps(value, sort_keys=True).encode())
+
+
+def _int(value: dict[str, Any], key: str, default: int | None = None) -> int:
+    item = value.get(key, default)
+    if isinstance(item, bool) or not isinstance(item, int):
+        raise ValueError(f"{key} is {item!r}, not an integer")
+    return item
+
+
+def _int_map(value: dict[str, Any], key: str) -> dict[int, int]:
+    items = value.get(key, {})
+    if not isinstance(items, dict):
+        raise ValueError(f"{key} is not an object")
+    return {int(k): _int(items, k) for k in items}
+
+
+def _tail(value: dict[str, Any]) -> tuple[int, int] | None:
+    tail = value.get("seen_tail")
+    if tail is None:
+        return None
+    if not isinstance(tail, list) or len(tail) != 2 or not all(isinstance(x, int) for x in tail):
+        raise ValueError("seen_tail is not [end, crc]")
+    return tail[0], tail[1]
+
 
 def read_checkpoint(path: str) -> Checkpoint:
-    """Read the cursor; a missing or unreadable one comes back as not clean, with the reason."""
+    """Read the cursor; a missing, damaged or inconsistent one comes back as not clean, with the reason."""
     try:
-        with open(path, "rb") as f:
-            value = json.loads(f.read())
-        pending = {int(k): int(v) for k, v in value.get("pending", {}).items()}
-        return Checkpoint(
-            state=str(value["state"]), journal_bytes=int(value.get("journal_bytes", -1)),
-            seen_bytes=int(value.get("seen_bytes", -1)), pending=pending, pid=value.get("pid"),
-            journal_pushes=int(value.get("journal_pushes", 0)), journal_dones=int(value.get("journal_dones", 0)),
-        )
+        with open_file(path) as f:
+            value = json.loads(f.read(1 << 20))
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        crc = value.pop("crc", None)
+        if crc != _crc(value):
+            raise ValueError("its checksum does not match its content")
+        state = value.get("state")
+        if state not in ("open", "clean", "repaired"):
+            raise ValueError(f"unknown state {state!r}")
+        saved = Checkpoint(state=state, pid=value.get("pid") if isinstance(value.get("pid"), int) else None)
+        if state == "open":
+            saved.journal_floor = _int(value, "journal_floor", 0)
+            saved.seen_tail = _tail(value)
+        elif state == "clean":
+            saved.journal_bytes = _int(value, "journal_bytes")
+            saved.seen_bytes = _int(value, "seen_bytes")
+            saved.seen_tail = _tail(value)
+            saved.pending = _int_map(value, "pending")
+            saved.queues = _int_map(value, "queues")
+            saved.last_record = _int(value, "last_record")
+            saved.journal_pushes = _int(value, "journal_pushes")
+            saved.journal_dones = _int(value, "journal_dones")
+            if sum(saved.pending.values()) != saved.journal_pushes - saved.journal_dones:
+                raise ValueError(f"its pending counts add up to {sum(saved.pending.values())}, but the journal it "
+                                 f"describes has {saved.journal_pushes} pushes and {saved.journal_dones} dones")
+            if any(n <= 0 for n in saved.pending.values()) or set(saved.queues) != set(saved.pending):
+                raise ValueError("its queue list does not match its pending counts")
+        return saved
     except FileNotFoundError:
         return Checkpoint(state="missing", problem="no requests.cursor")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return Checkpoint(state="damaged", problem=f"unreadable requests.cursor ({exc})")
 
 
-def write_open(path: str) -> None:
+def _write(path: str, value: dict[str, Any]) -> None:
+    value["time"] = time.time()
+    value["crc"] = _crc(value)
+    write_json_atomic(path, value)
+
+
+def write_open(path: str, journal_floor: int, seen_tail: tuple[int, int] | None) -> None:
     """Mark the directory as open: from now on the queue files are not to be trusted."""
-    write_json_atomic(path, {"state": "open", "pid": os.getpid(), "time": time.time()})
+    value: dict[str, Any] = {"state": "open", "pid": os.getpid(), "journal_floor": journal_floor}
+    if seen_tail is not None:
+        value["seen_tail"] = list(seen_tail)
+    _write(path, value)
 
 
 def write_clean(
-    path: str, journal_bytes: int, seen_bytes: int, pending: dict[int, int], pushes: int, dones: int
+    path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
+    queues: dict[int, int], pushes: int, dones: int,
 ) -> None:
     """Mark a clean close: the queue files match this journal and seen file."""
-    write_json_atomic(path, {
-        "state": "clean", "journal_bytes": journal_bytes, "seen_bytes": seen_bytes,
+    _write(path, {
+        "state": "clean", "journal_bytes": journal_bytes, "last_record": last_record,
+        "seen_bytes": seen_tail[0], "seen_tail": list(seen_tail),
         "journal_pushes": pushes, "journal_dones": dones,
-        "pending": {str(p): n for p, n in sorted(pending.items())}, "time": time.time(),
+        "pending": {str(p): n for p, n in sorted(pending.items())},
+        "queues": {str(p): c for p, c in sorted(queues.items())},
     })
 
 
-def write_json_repaired(path: str) -> None:
+def write_repaired(path: str) -> None:
     """Mark the directory as repaired: the queues must be rebuilt at the next open."""
-    write_json_atomic(path, {"state": "repaired", "time": time.time()})
+    _write(path, {"state": "repaired"})

@@ -1,21 +1,24 @@
 """Compaction: rewrite the journal to hold only the pending PUSH records, atomically.
 
-The new journal is written beside the old one (``requests.urls.compact``), fsynced, and
-renamed over it; the seen file is fsynced first by the caller, because it then becomes
+The new journal is written beside the old one (``requests.urls.compact``, a new file),
+each record framed for its new offset, and fsynced. Only then does the caller move it
+over the old one (``install``): the seen file is fsynced first, because it then becomes
 the only record of the fingerprints of finished requests. The checkpoint says "open"
 the whole time, so a kill at any point leaves either the old journal or the new one,
-and both rebuild the same queues: the job directory is the old one or the new one.
+and both rebuild the same queues. A failure while writing (a full disk) removes the
+new file and leaves the old journal, and the frontier using it, as they were.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import zlib
 from dataclasses import dataclass
 
 from .atomic import fsync_dir, write_all
-from .journal import FRAME, MAGIC, PUSH, JournalScan
-from .recovery import Progress, Rebuilt, done_offsets
+from .journal import FRAME, MAGIC, PUSH, JournalScan, frame, push_priority
+from .safefs import create_exclusive
+from .state import Progress, read_state
 
 _WRITE_CHUNK = 1 << 20
 _PROGRESS_EVERY = 1 << 16
@@ -31,37 +34,48 @@ class Compacted:
     dropped_records: int
 
 
-def compact_journal(path: str, tmp_path: str, progress: Progress | None = None) -> Compacted:
-    """Rewrite the journal at ``path`` keeping pending PUSH records; return their new offsets."""
-    scanned = Rebuilt()
-    done = done_offsets(path, scanned, progress)
-    end = scanned.scan.end
+def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None) -> Compacted:
+    """Write the pending PUSH records of the journal at ``path`` to the new file ``tmp_path``."""
+    state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress))
+    done, end, size = state.done, state.scan.end, state.scan.size
     kept: list[tuple[int, int]] = []
-    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if os.path.lexists(tmp_path):
+        os.unlink(tmp_path)  # left by a compaction that was killed: the old journal stands
+    fd = create_exclusive(tmp_path)
     try:
         out = bytearray(MAGIC)
         position = len(MAGIC)
-        total = 2 * scanned.scan.size
-        for count, (offset, body) in enumerate(JournalScan(path)):
+        for count, (offset, body) in enumerate(JournalScan(path, floor=floor)):
             if offset >= end:
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
-                progress(scanned.scan.size + offset, total)
+                progress(size + offset, 2 * size)
             if body[0] != PUSH or offset in done:
                 continue
-            kept.append((position, int.from_bytes(body[1:5], "big", signed=True)))
-            out += FRAME.pack(len(body), zlib.crc32(body))
-            out += body
+            kept.append((position, push_priority(body)))
+            out += frame(position, body)
             position += FRAME.size + len(body)
             if len(out) >= _WRITE_CHUNK:
                 write_all(fd, out)
                 out = bytearray()
         write_all(fd, out)
         os.fsync(fd)
-        if progress is not None:
-            progress(total, total)
-    finally:
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
+    os.close(fd)
+    if progress is not None:
+        progress(2 * size, 2 * size)
+    return Compacted(size, position, kept, state.pushes + state.dones - len(kept))
+
+
+def install(path: str, tmp_path: str) -> None:
+    """Move the compacted journal over the old one (atomic), and make the rename durable."""
     os.replace(tmp_path, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
-    return Compacted(scanned.scan.size, position, kept, scanned.pushes + scanned.dones - len(kept))
+
+
+def _first_half(progress: Progress) -> Progress:
+    return lambda done, total: progress(done, 2 * total)

@@ -8,14 +8,16 @@ is a multiple of 10 are linked with a higher priority. Every response is appende
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import re
+import signal
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .frontier import Frontier
@@ -27,7 +29,7 @@ _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 class _SiteHandler(http.server.BaseHTTPRequestHandler):
     site: SyntheticSite
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+    def do_GET(self) -> None:
         self.site._fetched(self.path)
         if self.site.delay:
             time.sleep(self.site.delay)
@@ -108,6 +110,26 @@ class SyntheticSite:
         self.server.server_close()
 
 
+@contextlib.contextmanager
+def _first_ctrl_c_finishes_the_page() -> Iterator[threading.Event]:
+    """A first Ctrl-C lets the page in hand finish, then stops; a second one stops at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
     on_page: Callable[[int, int], None] | None = None,
@@ -121,18 +143,18 @@ def run_demo(
     fetched = 0
     stopped_by = "finished"
     log_path = os.path.join(jobdir, "demo-fetches.log")
-    with SyntheticSite(pages) as site, Frontier(jobdir) as frontier:
+    with SyntheticSite(pages) as site, Frontier(jobdir) as frontier, _first_ctrl_c_finishes_the_page() as stop:
         # Links are stored as paths relative to the site so that a resumed run, on a new
         # port, fetches the same pages; the fingerprint is of the stable URL.
         frontier.push(Request("http://site.invalid/page/0", priority=1))
         with open(log_path, "a", buffering=1) as fetch_log:
             try:
-                while (request := frontier.pop()) is not None:
+                while not stop.is_set() and (request := frontier.pop()) is not None:
                     if seconds is not None and time.monotonic() - started >= seconds:
                         stopped_by = "time limit"
                         break  # the popped request goes back to the queue at close
                     path = request.url.split("site.invalid", 1)[1]
-                    with urllib.request.urlopen(site.base + path, timeout=10) as response:
+                    with urllib.request.urlopen(site.base + path, timeout=10) as response:  # noqa: S310 - our own site
                         html = response.read().decode()
                     fetch_log.write(f"{path}\n")
                     links = [
@@ -146,6 +168,8 @@ def run_demo(
                         stats = frontier.stats()
                         on_page(stats["seen"] - stats["pending"] - stats["in_flight"], stats["pending"])
             except KeyboardInterrupt:
+                stopped_by = "interrupted"
+            if stop.is_set():
                 stopped_by = "interrupted"
         stats = frontier.stats()
         pending, seen = stats["pending"] + stats["in_flight"], stats["seen"]

@@ -10,15 +10,22 @@ memory fallback) with a recovery journal under it:
 * The queues and the seen file are derived from the journal. A clean ``close`` makes
   them consistent and says so in the checkpoint; after anything else they are rebuilt
   from the journal at the next open (``recovery.py``).
+* Every call is atomic with respect to this process's state: a write that fails is cut
+  back from the journal, and an exception after the journal write (a Ctrl-C, a
+  MemoryError) marks the frontier dirty, so that ``close`` leaves the checkpoint saying
+  "rebuild" instead of writing a clean one over inconsistent queues.
+* One lock serialises the calls, so a frontier may be shared by many threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from queuelib import PriorityQueue
 from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
@@ -26,16 +33,19 @@ from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 from . import checkpoint
 from .atomic import fsync_path
 from .codec import Unencodable, decode_request, encode_request
-from .compaction import Compacted, compact_journal
+from .compaction import Compacted, install, write_compacted
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from .jobdir import Layout, Lock, read_meta, write_meta
-from .journal import JournalWriter, done_frame, parse_push, push_frame
-from .queues import OffsetQueues, read_active
-from .scrapy_queue import holds_requests, set_aside
-from .recovery import Progress, rebuild, save_torn_tail
+from .journal import JournalWriter, done_body, frame_all, parse_push, push_body
+from .queues import OffsetQueues, distrust_reason, queue_crc
+from .recovery import rebuild, save_torn_tail
 from .request import Request
+from .safefs import check_entries, remove_stale_temps
+from .scrapy_queue import holds_requests, set_aside
 from .seen import SeenFile
 from .seenindex import key_of
+from .state import Progress
+from .upgrade import upgrade_format1
 
 log = logging.getLogger("diskfrontier")
 
@@ -51,7 +61,8 @@ class Frontier:
     was for an existing one. ``fsync=True`` makes every call also survive a power cut.
     ``progress`` is called as ``progress(done, total)`` during long recovery scans.
 
-    Not thread-safe: use it from one thread, as Scrapy uses its scheduler.
+    Thread-safe: one lock serialises the calls, so worker threads may share it. Only
+    the process that opened it may use it (a forked child gets ``JobDirNotOwned``).
     """
 
     def __init__(
@@ -70,6 +81,7 @@ class Frontier:
         self.layout = Layout(self.path)
         self.fsync = fsync
         self._closed = True
+        self._mutex = threading.RLock()
         self._counters = dict.fromkeys(
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
              "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal"), 0)
@@ -77,10 +89,14 @@ class Frontier:
         self._pending: dict[int, int] = {}
         self._memory_seq = 0
         self._records = {"pushes": 0, "dones": 0}  # records in the journal since its last compaction
+        self._last_record = -1
         self._memory_seen: set[bytes] = set()
         self._warned_unserializable = False
+        self._dirty: str | None = None  # why the queues may not match the journal any more
+        self._broken: str | None = None  # why no further call can be served
         self.recovery = "new"
         os.makedirs(self.path, exist_ok=True)
+        check_entries(self.path, self.layout.entries())
         self._lock = Lock(self.layout.lock)
         self._lock.acquire()
         try:
@@ -95,6 +111,8 @@ class Frontier:
     def _open(self, order: str | None, progress: Progress | None) -> None:
         layout = self.layout
         started = time.perf_counter()
+        remove_stale_temps(layout.cursor)
+        remove_stale_temps(layout.meta)
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:
@@ -104,33 +122,44 @@ class Frontier:
                 )
             if not os.path.exists(layout.journal):
                 raise JobDirCorrupt(layout.journal, 0, "the journal is missing, so pending requests cannot be read")
+            if meta["version"] == 1:
+                upgrade_format1(layout, progress)
+                meta = read_meta(layout)
             fresh = False
         else:
+            if os.path.lexists(layout.journal):
+                raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
+                                    hint='restore frontier.json from a backup, or write it anew as {"format": '
+                                         '"diskfrontier", "version": 2, "order": "lifo"} (or "fifo")')
             self._set_aside_foreign_queue()
-            meta = write_meta(layout, order or "lifo")
             JournalWriter.create(layout.journal)
+            meta = write_meta(layout, order or "lifo")
             fresh = True
         self.order: str = meta["order"]
-        if os.path.exists(layout.compacting):
+        if os.path.lexists(layout.compacting):
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor)
-        checkpoint.write_open(layout.cursor)
+        self._floor = saved.floor
+        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail)
         self._seen = SeenFile(layout.seen)
-        loaded = self._seen.open()
+        loaded = self._seen.open(require_sums=not fresh, tail=saved.seen_tail)
         if loaded.torn:
             log.warning("cut %d bytes of torn tail from %s", loaded.torn, layout.seen)
         if loaded.legacy_hex:
             log.warning("converted %s from hex lines (Scrapy < 2.19) to the binary format", layout.seen)
-        self._memq = PriorityQueue(lambda _key: LifoMemoryQueue() if self.order == "lifo" else FifoMemoryQueue())
-        reason = None if fresh else self._distrust_reason(saved, loaded.end)
+        memory_queue = LifoMemoryQueue if self.order == "lifo" else FifoMemoryQueue
+        self._memq = PriorityQueue(cast(Any, lambda _key: memory_queue()))
+        reason = None if fresh else self._distrust_reason(saved)
         if fresh or reason is None:
             self._open_trusted(saved)
         else:
             self._rebuild(reason, progress)
         self._counters["torn_bytes_cut"] += loaded.torn
-        elapsed = time.perf_counter() - started
+        self._seen.flush()
+        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail())
+        self._floor = self._journal.size
         if not fresh:
-            self._log_resume(elapsed)
+            self._log_resume(time.perf_counter() - started)
 
     def _set_aside_foreign_queue(self) -> None:
         """A Scrapy JOBDIR's queue: an empty one is set aside; one with requests needs ``adopt-scrapy``."""
@@ -140,25 +169,10 @@ class Frontier:
             aside = set_aside(self.layout.queue_dir)
             log.info("moved the empty queue folder %s of a finished Scrapy crawl to %s", self.layout.queue_dir, aside)
 
-    def _distrust_reason(self, saved: checkpoint.Checkpoint, seen_end: int) -> str | None:
+    def _distrust_reason(self, saved: checkpoint.Checkpoint) -> str | None:
         """Why the queue files cannot be used as they are, or None if they can."""
-        if not saved.clean:
-            return saved.problem or "the last run did not close cleanly"
-        try:
-            journal_size = os.path.getsize(self.layout.journal)
-        except OSError as exc:
-            return f"journal unreadable ({exc})"
-        if journal_size != saved.journal_bytes:
-            return f"the journal is {journal_size} bytes, the checkpoint says {saved.journal_bytes}"
-        if seen_end != saved.seen_bytes:
-            return f"requests.seen is {seen_end} bytes, the checkpoint says {saved.seen_bytes}"
-        try:
-            active = read_active(self.layout.active) if saved.pending else []
-        except JobDirCorrupt as exc:
-            return str(exc)
-        if sorted(active) != sorted(saved.pending):
-            return "active.json does not match the checkpoint"
-        return None
+        distrust = distrust_reason(self.layout, saved, self._seen.end)
+        return None if distrust is None else f"{distrust[0]}: {distrust[1]}"
 
     def _open_trusted(self, saved: checkpoint.Checkpoint) -> None:
         self._journal = JournalWriter(self.layout.journal, os.path.getsize(self.layout.journal), fsync=self.fsync)
@@ -168,12 +182,13 @@ class Frontier:
             self._rebuild(str(exc), None)
             return
         sizes = self._queues.sizes()
-        if sizes != {p: n for p, n in saved.pending.items() if n}:
+        if sizes != saved.pending:
             self._queues.close()
             self._rebuild(f"queue sizes {sizes} do not match the checkpoint {saved.pending}", None)
             return
         self._pending = dict(sizes)
         self._records = {"pushes": saved.journal_pushes, "dones": saved.journal_dones}
+        self._last_record = saved.last_record
         self.recovery = "clean" if saved.clean else "new"
 
     def _rebuild(self, reason: str, progress: Progress | None) -> None:
@@ -182,18 +197,18 @@ class Frontier:
             self._journal.close()
         OffsetQueues.wipe(self.layout.queue_dir)
         self._queues = OffsetQueues(self.layout.queue_dir, self.order)
-        result = rebuild(self.layout.journal, self._queues, self._seen, progress)
-        torn = result.scan.torn
+        state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor, progress=progress)
+        torn = state.scan.torn
         if torn:
-            aside = save_torn_tail(self.layout.journal, result.scan.end)
+            aside = save_torn_tail(self.layout.journal, state.scan.end)
             log.warning("cut %d bytes of torn tail from %s (kept in %s)", torn, self.layout.journal, aside)
             self._counters["torn_bytes_cut"] += torn
-        self._journal = JournalWriter(self.layout.journal, result.scan.end, fsync=self.fsync)
-        self._pending = result.pending
-        self._records = {"pushes": result.pushes, "dones": result.dones}
-        self._counters["recovered"] = sum(result.pending.values())
-        self._counters["seen_added_from_journal"] = result.seen_added
-        self._seen.flush()
+        self._journal = JournalWriter(self.layout.journal, state.scan.end, fsync=self.fsync)
+        self._pending = {p: len(offsets) for p, offsets in state.pending.items()}
+        self._records = {"pushes": state.pushes, "dones": state.dones}
+        self._last_record = state.last_record
+        self._counters["recovered"] = state.pending_count
+        self._counters["seen_added_from_journal"] = added
         self.recovery = "rebuilt"
 
     def _log_resume(self, elapsed: float) -> None:
@@ -207,6 +222,26 @@ class Frontier:
         else:
             log.info("resumed %s: %s pending, %s seen%s", self.path, f"{pending:,}", f"{len(self._seen):,}", tail)
 
+    # ------------------------------------------------------------------ guarding every call
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Hold the lock for one call, after checking the frontier can serve it."""
+        with self._mutex:
+            self._check_open()
+            yield
+
+    @contextlib.contextmanager
+    def _changing(self, what: str) -> Iterator[None]:
+        """Bookkeeping after a journal write: an exception half-way marks the frontier dirty."""
+        try:
+            yield
+        except BaseException as exc:
+            if self._dirty is None:
+                self._dirty = f"{type(exc).__name__} during {what}"
+                log.warning("%s was interrupted during %s (%s: %s): its queues will be rebuilt from the journal "
+                            "at the next open", self.path, what, type(exc).__name__, exc)
+            raise
+
     # ------------------------------------------------------------------ the API
     def push(self, request: Request, *, memory_only: bool = False) -> bool:
         """Queue ``request``; False (and nothing written) if its fingerprint was seen before.
@@ -216,89 +251,134 @@ class Frontier:
         ``memory_only=True`` keeps it in memory without trying to store it (the caller
         knows it cannot be): served in priority order in this run, lost at close.
         """
-        self._check_open()
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
         fingerprint = request.fingerprint
-        key = key_of(fingerprint)
+        record = None
+        reason = None
+        if not memory_only:
+            try:
+                record = encode_request(request)
+            except Unencodable as exc:
+                reason = str(exc)
+        with self._serving():
+            if self._is_duplicate(request, fingerprint, key_of(fingerprint)):
+                return False
+            if record is None:
+                self._push_memory(request, reason)
+            else:
+                self._store([(request, record)])
+            return True
+
+    def push_record(self, request: Request, record: bytes) -> bool:
+        """``push`` for a request already encoded as ``record`` (a msgpack request record).
+
+        For integrations that build their own records (the Scrapy scheduler stores
+        Scrapy's request dict): dedupe as ``push``, then one journal write.
+        """
+        with self._serving():
+            if self._is_duplicate(request, request.fingerprint, key_of(request.fingerprint)):
+                return False
+            self._store([(request, record)])
+            return True
+
+    def push_records(self, pairs: Iterable[tuple[Request, bytes]], *, dedupe: bool = True) -> int:
+        """Store already encoded requests as one group commit; return how many were stored.
+
+        ``dedupe=False`` stores every one (their fingerprints are still marked seen):
+        for importing requests whose fingerprints an earlier crawl already saw.
+        """
+        batch = list(pairs)
+        with self._serving():
+            if dedupe:
+                batch = self._fresh(batch)
+            self._store(batch)
+            return len(batch)
+
+    def _is_duplicate(self, request: Request, fingerprint: bytes, key: int) -> bool:
         if not request.dont_filter and (key in self._seen.index or fingerprint in self._memory_seen):
             self._counters["duplicates"] += 1
-            return False
-        if memory_only:
-            self._push_memory(request, None)
             return True
-        try:
-            record = encode_request(request)
-        except Unencodable as exc:
-            self._push_memory(request, str(exc))
-            return True
-        self._push_record(request, record, key)
-        return True
+        return False
+
+    def _fresh(self, batch: list[tuple[Request, Any]]) -> list[tuple[Request, Any]]:
+        """The requests of ``batch`` that are neither seen nor repeated within it."""
+        index, memory_seen = self._seen.index, self._memory_seen
+        fresh: set[int] = set()
+        out = []
+        for pair in batch:
+            request = pair[0]
+            if not request.dont_filter:
+                fingerprint = request.fingerprint
+                key = key_of(fingerprint)
+                if key in index or key in fresh or fingerprint in memory_seen:
+                    self._counters["duplicates"] += 1
+                    continue
+                fresh.add(key)
+            out.append(pair)
+        return out
 
     def has_seen(self, fingerprint: bytes) -> bool:
         """True if a request with this fingerprint was accepted, in this or an earlier run."""
-        return key_of(fingerprint) in self._seen.index or fingerprint in self._memory_seen
+        with self._serving():
+            return key_of(fingerprint) in self._seen.index or fingerprint in self._memory_seen
 
-    def _push_record(self, request: Request, record: bytes, key: int | None = None) -> None:
-        """Store an accepted request whose msgpack record is ``record`` (dedupe already done)."""
-        priority = request.priority
-        fingerprint = request.fingerprint
-        offset = self._journal.write(push_frame(priority, request.dont_filter, fingerprint, record))
-        if not request.dont_filter:
-            self._seen.add(fingerprint, key)
-        self._queues.push(offset, priority)
-        self._count_pending(priority, 1)
-        self._counters["pushed"] += 1
-        self._records["pushes"] += 1
+    def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
+        """Add fingerprints to the seen set without queueing anything; return how many were new.
+
+        For carrying a crawl's seen set to another job directory (``export --seen``).
+        They are written to ``requests.seen`` before this returns.
+        """
+        batch = list(fingerprints)
+        for fingerprint in batch:
+            if not isinstance(fingerprint, bytes) or not 1 <= len(fingerprint) <= 255:
+                raise TypeError(f"mark_seen() takes fingerprints of 1 to 255 bytes, got {fingerprint!r:.80}")
+        with self._serving():
+            added = sum(self._seen.add(fingerprint) for fingerprint in batch)
+            self._seen.sync() if self.fsync else self._seen.flush()
+            return added
+
+    def _store(self, accepted: list[tuple[Request, bytes]]) -> None:
+        """Append PUSH records for accepted requests in one journal write, then index them."""
+        if not accepted:
+            return
+        bodies = [push_body(r.priority, r.dont_filter, r.fingerprint, record) for r, record in accepted]
+        data, offsets = frame_all(self._journal.size, bodies)
+        self._journal.write(data)  # a failure here is cut back: nothing has changed
+        with self._changing("push"):
+            seen_add, queue_push, count = self._seen.add, self._queues.push, self._count_pending
+            for (request, _), offset in zip(accepted, offsets, strict=True):
+                if not request.dont_filter:
+                    seen_add(request.fingerprint)
+                queue_push(offset, request.priority)
+                count(request.priority, 1)
+            self._counters["pushed"] += len(accepted)
+            self._records["pushes"] += len(accepted)
+            self._last_record = offsets[-1]
 
     def push_many(self, requests: Iterable[Request]) -> int:
         """Push many requests as one group commit (one write); return how many were queued.
 
         Every request is checked first: a bad one raises before anything is written.
         """
-        self._check_open()
         batch = list(requests)
         for request in batch:
             if not isinstance(request, Request):
                 raise TypeError(f"push_many() takes diskfrontier.Request objects, got {type(request).__name__}")
-        accepted: list[tuple[Request, bytes]] = []
-        fresh: set[int] = set()
-        index = self._seen.index
-        memory: list[tuple[Request, str]] = []
+        encoded: list[tuple[Request, bytes | str]] = []
         for request in batch:
-            fingerprint = request.fingerprint
-            if not request.dont_filter:
-                key = key_of(fingerprint)
-                if key in index or key in fresh or fingerprint in self._memory_seen:
-                    self._counters["duplicates"] += 1
-                    continue
-                fresh.add(key)
+            request.fingerprint  # noqa: B018 - computed outside the lock
             try:
-                record = encode_request(request)
+                encoded.append((request, encode_request(request)))
             except Unencodable as exc:
-                memory.append((request, str(exc)))
-                continue
-            accepted.append((request, record))
-        self._push_records(accepted)
-        for request, reason in memory:
-            self._push_memory(request, reason)
-        return len(accepted) + len(memory)
-
-    def _push_records(self, accepted: list[tuple[Request, bytes]]) -> None:
-        """Store accepted requests with their msgpack records in one journal write (dedupe already done)."""
-        if not accepted:
-            return
-        frames = [push_frame(r.priority, r.dont_filter, r.fingerprint, record) for r, record in accepted]
-        position = self._journal.write(b"".join(frames))
-        seen_add, queue_push = self._seen.add, self._queues.push
-        for (request, _), frame in zip(accepted, frames):
-            if not request.dont_filter:
-                seen_add(request.fingerprint)
-            queue_push(position, request.priority)
-            self._count_pending(request.priority, 1)
-            position += len(frame)
-        self._counters["pushed"] += len(accepted)
-        self._records["pushes"] += len(accepted)
+                encoded.append((request, str(exc)))
+        with self._serving():
+            fresh = self._fresh(encoded)
+            self._store([(r, rec) for r, rec in fresh if isinstance(rec, bytes)])
+            for request, reason in fresh:
+                if isinstance(reason, str):
+                    self._push_memory(request, reason)
+            return len(fresh)
 
     def _push_memory(self, request: Request, reason: str | None) -> None:
         # The fingerprint is kept out of requests.seen: after a restart this request is
@@ -318,23 +398,25 @@ class Frontier:
 
     def pop(self) -> Request | None:
         """The next request (highest priority first), now in flight until ``done``; None if empty."""
-        self._check_open()
-        disk_top = self._queues.top_priority()
-        memory_top = None if self._memq.curprio is None else -self._memq.curprio
-        if disk_top is None and memory_top is None:
-            return None
-        if memory_top is not None and (disk_top is None or memory_top > disk_top):
-            request = self._memq.pop()
-            self._memory_seq -= 1
-            request._seq = self._memory_seq
-        else:
-            offset = self._queues.pop()
-            assert offset is not None
-            request = self._load(offset)
-        self._inflight[request._seq] = request  # type: ignore[index]
-        self._count_pending(request.priority, -1)
-        self._counters["popped"] += 1
-        return request
+        with self._serving():
+            disk_top = self._queues.top_priority()
+            memory_top = None if self._memq.curprio is None else -self._memq.curprio
+            if disk_top is None and memory_top is None:
+                return None
+            with self._changing("pop"):
+                if memory_top is not None and (disk_top is None or memory_top > disk_top):
+                    request = self._memq.pop()
+                    assert request is not None
+                    self._memory_seq -= 1
+                    request._seq = self._memory_seq
+                else:
+                    offset = self._queues.pop()
+                    assert offset is not None
+                    request = self._load(offset)
+                self._inflight[request._seq] = request  # type: ignore[index]  # set by both branches
+                self._count_pending(request.priority, -1)
+                self._counters["popped"] += 1
+                return request
 
     def _load(self, offset: int) -> Request:
         body = self._journal.read_body(offset)
@@ -344,37 +426,36 @@ class Frontier:
         except ValueError as exc:
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
 
+    def _in_flight_seq(self, request: Request, what: str, taken: Iterable[int] = ()) -> int:
+        seq = getattr(request, "_seq", None)
+        if seq is None or seq not in self._inflight or seq in taken:
+            raise NotInFlight(
+                f"{what}() was given {request!r}, which is not in flight: pass the Request object "
+                f"pop() returned, once")
+        return int(seq)
+
     def done(self, request: Request) -> None:
         """Acknowledge ``request`` (as returned by ``pop``): it will never be handed out again."""
-        self._check_open()
-        seq = getattr(request, "_seq", None)
-        if seq is None or seq not in self._inflight:
-            raise NotInFlight(
-                f"done() was given {request!r}, which is not in flight: pass the Request object "
-                f"pop() returned, once")
-        if seq >= 0:
-            self._journal.write(done_frame(seq))
-            self._records["dones"] += 1
-        del self._inflight[seq]
-        self._counters["done"] += 1
+        self.done_many([request], what="done")
 
-    def done_many(self, requests: Iterable[Request]) -> None:
+    def done_many(self, requests: Iterable[Request], *, what: str = "done_many") -> None:
         """``done`` for many requests as one write; all are checked before anything is written."""
-        self._check_open()
         batch = list(requests)
-        seqs = []
-        for request in batch:
-            seq = getattr(request, "_seq", None)
-            if seq is None or seq not in self._inflight or seq in seqs:
-                raise NotInFlight(f"done_many() was given {request!r}, which is not in flight")
-            seqs.append(seq)
-        frames = b"".join(done_frame(seq) for seq in seqs if seq >= 0)
-        if frames:
-            self._journal.write(frames)
-            self._records["dones"] += sum(1 for seq in seqs if seq >= 0)
-        for seq in seqs:
-            del self._inflight[seq]
-        self._counters["done"] += len(seqs)
+        with self._serving():
+            seqs: list[int] = []
+            for request in batch:
+                seqs.append(self._in_flight_seq(request, what, seqs))
+            on_disk = [seq for seq in seqs if seq >= 0]
+            if on_disk:
+                data, offsets = frame_all(self._journal.size, [done_body(seq) for seq in on_disk])
+                self._journal.write(data)
+            with self._changing(what):
+                if on_disk:
+                    self._records["dones"] += len(on_disk)
+                    self._last_record = offsets[-1]
+                for seq in seqs:
+                    del self._inflight[seq]
+                self._counters["done"] += len(seqs)
 
     def _count_pending(self, priority: int, delta: int) -> None:
         count = self._pending.get(priority, 0) + delta
@@ -385,61 +466,96 @@ class Frontier:
 
     def __len__(self) -> int:
         """Requests waiting to be popped (in flight ones not counted)."""
-        return sum(self._pending.values())
+        with self._mutex:
+            return sum(self._pending.values())
 
     @property
     def in_flight(self) -> list[Request]:
         """The requests popped and not yet done."""
-        return list(self._inflight.values())
+        with self._mutex:
+            return list(self._inflight.values())
 
     def stats(self) -> dict[str, Any]:
         """Counters of this run and the state of the frontier."""
-        memory_only = len(self._memq) + sum(1 for s in self._inflight if s < 0)
-        return {
-            **self._counters,
-            "pending": len(self),
-            "in_flight": len(self._inflight),
-            "pending_by_priority": dict(sorted(self._pending.items(), reverse=True)),
-            "memory_only": memory_only,
-            "seen": len(self._seen),
-            "journal_bytes": self._journal.size if not self._closed else None,
-            "order": self.order,
-            "recovery": self.recovery,
-        }
+        with self._mutex:
+            memory_only = len(self._memq) + sum(1 for s in self._inflight if s < 0)
+            return {
+                **self._counters,
+                "pending": sum(self._pending.values()),
+                "in_flight": len(self._inflight),
+                "pending_by_priority": dict(sorted(self._pending.items(), reverse=True)),
+                "memory_only": memory_only,
+                "seen": len(self._seen),
+                "journal_bytes": self._journal.size if not self._closed else None,
+                "order": self.order,
+                "recovery": self.recovery,
+                "dirty": self._dirty,
+            }
 
     # ------------------------------------------------------------------ closing
     def compact(self, progress: Progress | None = None) -> Compacted:
         """Rewrite the journal to hold only pending requests (nothing may be in flight)."""
-        self._check_open()
-        if self._inflight:
-            raise FrontierError(
-                f"cannot compact with {len(self._inflight)} requests in flight: done() them or close() first")
-        return self._compact(progress)
+        with self._serving():
+            if self._inflight:
+                raise FrontierError(
+                    f"cannot compact with {len(self._inflight)} requests in flight: done() them or close() first")
+            if self._dirty:
+                raise FrontierError(
+                    f"cannot compact {self.path}: an earlier call was interrupted ({self._dirty}); close it and "
+                    f"open it again first")
+            return self._compact(progress)
 
     def _compact(self, progress: Progress | None) -> Compacted:
+        layout = self.layout
         self._seen.sync()
-        self._queues.close()
-        self._journal.close()
-        result = compact_journal(self.layout.journal, self.layout.compacting, progress)
-        OffsetQueues.wipe(self.layout.queue_dir)
-        self._queues = OffsetQueues(self.layout.queue_dir, self.order)
-        for offset, priority in result.kept:
-            self._queues.push(offset, priority)
-        self._journal = JournalWriter(self.layout.journal, result.bytes_after, fsync=self.fsync)
+        # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
+        result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress)
+        try:
+            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail())  # valid for old and new
+            self._queues.close()
+            self._journal.close()
+            install(layout.journal, layout.compacting)
+            OffsetQueues.wipe(layout.queue_dir)
+            self._queues = OffsetQueues(layout.queue_dir, self.order)
+            for offset, priority in result.kept:
+                self._queues.push(offset, priority)
+            self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync)
+        except BaseException as exc:
+            self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
+            raise
+        self._floor = result.bytes_after
         self._records = {"pushes": len(result.kept), "dones": 0}
-        log.info("compacted %s: journal %s -> %s bytes", self.path, f"{result.bytes_before:,}", f"{result.bytes_after:,}")
+        self._last_record = result.kept[-1][0] if result.kept else -1
+        log.info("compacted %s: journal %s -> %s bytes", self.path, f"{result.bytes_before:,}",
+                 f"{result.bytes_after:,}")
         return result
 
     def close(self) -> None:
-        """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._checkpoint_and_close()
-        finally:
-            self._release_files()
-            self._lock.release()
+        """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock.
+
+        In a process that did not open the frontier (a forked child), only this
+        process's file descriptors are closed: nothing is written and the lock stays
+        with its owner.
+        """
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            if not self._lock.owned():
+                self._forget_files()
+                self._lock.release()
+                return
+            try:
+                if self._dirty is None:
+                    self._checkpoint_and_close()
+                else:
+                    log.warning("closing %s without a clean checkpoint (%s): it is rebuilt from its journal at the "
+                                "next open", self.path, self._dirty)
+            finally:
+                try:
+                    self._release_files()
+                finally:
+                    self._lock.release()
 
     def _checkpoint_and_close(self) -> None:
         requeued = 0
@@ -463,9 +579,12 @@ class Frontier:
         OffsetQueues.write_active(self.layout.active, active)
         self._seen.sync()
         self._journal.sync()
+        pending = {p: n for p, n in self._pending.items() if n}
         checkpoint.write_clean(
-            self.layout.cursor, self._journal.size, os.path.getsize(self.layout.seen),
-            {p: n for p, n in self._pending.items() if n}, self._records["pushes"], self._records["dones"])
+            self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
+            seen_tail=self._seen.tail(), pending=pending,
+            queues={p: queue_crc(self.layout.queue_dir, p) for p in pending},
+            pushes=self._records["pushes"], dones=self._records["dones"])
 
     def _memory_requests(self) -> list[Request]:
         out = []
@@ -493,9 +612,21 @@ class Frontier:
             if obj is not None:
                 obj.close()
 
+    def _forget_files(self) -> None:
+        """Close this process's copies of the descriptors without writing anything (a forked child)."""
+        journal, seen = getattr(self, "_journal", None), getattr(self, "_seen", None)
+        for fd in (getattr(journal, "fd", -1), getattr(seen, "fd", -1), getattr(seen, "sums_fd", -1)):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
     def _check_open(self) -> None:
         if self._closed:
             raise FrontierClosed(f"the frontier of {self.path} is closed; open it again with Frontier(path)")
+        self._lock.check_owner()
+        if self._broken:
+            raise FrontierError(f"the frontier of {self.path} cannot go on ({self._broken}); close it and open it "
+                                f"again: it is rebuilt from its journal")
 
     def __enter__(self) -> Frontier:
         return self
@@ -506,3 +637,4 @@ class Frontier:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self)} pending, {len(self._inflight)} in flight"
         return f"<Frontier {self.path} ({state})>"
+

@@ -1,20 +1,22 @@
 """The job directory: its file names, ``frontier.json`` and the ``lock``.
 
-Format 1::
+Format 2 (docs/format.md describes every file)::
 
     JOBDIR/
-      frontier.json        {"format": "diskfrontier", "version": 1, "order", "created", ...}
-      lock                 flock()ed by the one process that has the frontier open; its pid
+      frontier.json        {"format": "diskfrontier", "version": 2, "order", "created", ...}
+      lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
-      requests.queue/      per-priority queuelib queues of journal offsets + active.json
+      requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
+      requests.queue/      per-priority queuelib queues of journal offsets + active.json (queues.py)
       requests.urls        the journal: every accepted push and done (journal.py)
       requests.cursor      the checkpoint (checkpoint.py)
+
+Format 1 directories (no checksums over record identity, no seen sums) are upgraded
+in place when they are opened (upgrade.py).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import time
@@ -22,10 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .atomic import write_json_atomic
-from .errors import FormatError, JobDirCorrupt, JobDirLocked
+from .errors import FormatError, JobDirCorrupt
+from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; imported from here too
+from .safefs import DIRECTORY, FILE, open_file
 
 FORMAT_NAME = "diskfrontier"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1 is upgraded on open
 FINGERPRINT_VERSION = "scrapy-sha1-1"
 
 
@@ -64,21 +69,31 @@ class Layout:
         return os.path.join(self.root, "requests.cursor")
 
     @property
+    def seen_sums(self) -> str:
+        return os.path.join(self.root, "requests.seen.sums")
+
+    @property
     def compacting(self) -> str:
         return os.path.join(self.root, "requests.urls.compact")
 
+    def entries(self) -> dict[str, str]:
+        """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
+        files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.urls", "requests.cursor",
+                 "requests.urls.compact")
+        return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY}
+
 
 _META_HINT = (
-    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 1, '
+    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 2, '
     '"order": "lifo"} (or "fifo": FIFO queues are folders in requests.queue/)'
 )
 
 
 def read_meta(layout: Layout) -> dict[str, Any]:
-    """Read and check ``frontier.json``."""
+    """Read and check ``frontier.json`` (format 1 or 2; ``meta["version"]`` says which)."""
     try:
-        with open(layout.meta, "rb") as f:
-            meta = json.loads(f.read())
+        with open_file(layout.meta) as f:
+            meta = json.loads(f.read(1 << 20))
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as exc:
@@ -86,10 +101,10 @@ def read_meta(layout: Layout) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise FormatError(f"{layout.meta} is not a diskfrontier job directory description")
     version = meta.get("version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise FormatError(
             f"{layout.root}: incompatible job directory format (got v{version}, can handle "
-            f"v{FORMAT_VERSION}); use the diskfrontier release that wrote it"
+            f"v{READABLE_VERSIONS[0]} to v{FORMAT_VERSION}); use the diskfrontier release that wrote it"
         )
     if meta.get("order") not in ("lifo", "fifo"):
         raise JobDirCorrupt(layout.meta, 0, f"unknown queue order {meta.get('order')!r}", hint=_META_HINT)
@@ -105,62 +120,3 @@ def write_meta(layout: Layout, order: str) -> dict[str, Any]:
     }
     write_json_atomic(layout.meta, meta)
     return meta
-
-
-def _holder_pid(path: str) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            text = f.read(32).strip()
-        return int(text) if text else None
-    except (OSError, ValueError):
-        return None
-
-
-class Lock:
-    """The job directory's exclusive lock (``flock``), released by the kernel on any exit."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd = -1
-
-    def acquire(self) -> None:
-        """Take the lock or raise ``JobDirLocked`` naming the holder's pid."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        for attempt in range(5):  # a read-only probe holds a shared lock for microseconds
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or attempt == 4:
-                    pid = _holder_pid(self.path)
-                    os.close(fd)
-                    raise JobDirLocked(os.path.dirname(self.path), pid) from None
-                time.sleep(0.01)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self.fd = fd
-
-    def release(self) -> None:
-        """Release the lock."""
-        if self.fd >= 0:
-            os.ftruncate(self.fd, 0)
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = -1
-
-
-def probe_lock(path: str) -> int | None:
-    """Without taking it for more than an instant: the pid holding the lock, 0 if unknown, None if free."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return _holder_pid(path) or 0
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)

@@ -1,7 +1,9 @@
 """Read-only views of a job directory: its state, what is pending, in pop order.
 
 Nothing here writes, takes the lock, or opens a file for writing, so it is safe on a
-directory that a live crawl holds (guarantee 5).
+directory that a live crawl holds (guarantee 5). The journal is read with the one
+checked scan (``state.py``) and each request with the one crc-checked record read
+(``journal.read_record``): a damaged record is an error, never printed as data.
 """
 
 from __future__ import annotations
@@ -10,17 +12,19 @@ import os
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any
 
 from . import checkpoint
 from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
 from .jobdir import Layout, probe_lock, read_meta
-from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan, parse_push
+from .journal import MAGIC, parse_push, read_record
+from .queuelib_files import fifo_entries, lifo_entries
+from .queues import OFFSET, distrust_reason, queue_path
 from .request import Request
-from .queuelib_files import lifo_entries
-from .queues import OFFSET
-from .seen import parse_seen
+from .safefs import open_fd, open_file
+from .seen import fingerprints_in, parse_seen
+from .state import read_state
 
 
 @dataclass
@@ -43,86 +47,71 @@ class JobInfo:
     reclaimable_bytes: int = 0
     torn_bytes: int = 0
 
-    def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
-class _Pending:
-    """One read of the journal: pending PUSH offsets per priority, and totals."""
-
-    offsets: dict[int, list[int]]
-    live_bytes: int
-    pushes: int
-    torn: int
-
-
-def _pending_offsets(journal: str, priority: int | None = None) -> _Pending:
-    """Pending PUSH offsets per priority, in journal order, from a single read of the journal."""
-    pushed: list[tuple[int, int, int]] = []  # (offset, priority, frame bytes)
-    done: set[int] = set()
-    scan = JournalScan(journal)
-    for offset, body in scan:
-        if body[0] == DONE:
-            done.add(DONE_BODY.unpack_from(body)[1])
-        else:
-            pushed.append((offset, int.from_bytes(body[1:5], "big", signed=True), FRAME.size + len(body)))
-    offsets: dict[int, list[int]] = {}
-    live = 0
-    for offset, p, size in pushed:
-        if offset not in done and (priority is None or p == priority):
-            offsets.setdefault(p, []).append(offset)
-            live += size
-    return _Pending(offsets, live, len(pushed), scan.result.torn)
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def _dir_bytes(path: str) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        total += sum(os.lstat(os.path.join(root, f)).st_size for f in files)
     return total
+
+
+def _require_jobdir(layout: Layout) -> dict[str, Any]:
+    if not os.path.lexists(layout.meta):
+        raise FrontierError(f"{layout.root} is not a diskfrontier job directory (no frontier.json)")
+    return read_meta(layout)
 
 
 def inspect_jobdir(path: str) -> JobInfo:
     """Describe the job directory at ``path`` without changing it."""
     layout = Layout(path)
-    if not os.path.exists(layout.meta):
-        raise FrontierError(f"{path} is not a diskfrontier job directory (no frontier.json)")
-    meta = read_meta(layout)
+    meta = _require_jobdir(layout)
     holder = probe_lock(layout.lock)
     saved = checkpoint.read_checkpoint(layout.cursor)
-    pending = _pending_offsets(layout.journal)
-    by_priority = {p: len(offsets) for p, offsets in pending.offsets.items()}
-    journal_bytes = os.path.getsize(layout.journal)
-    seen_count = 0
-    if os.path.exists(layout.seen):
-        with open(layout.seen, "rb") as f:
-            _, loaded = parse_seen(layout.seen, f.read(), strict=False)
-        seen_count = loaded.count
+    state = read_state(layout.journal, sizes=True)
+    by_priority = {p: len(offsets) for p, offsets in state.pending.items()}
+    journal_bytes = os.lstat(layout.journal).st_size
+    seen_count = seen_bytes = 0
+    if os.path.lexists(layout.seen):
+        with open_file(layout.seen) as f:
+            data = f.read()
+        seen_bytes = len(data)
+        seen_count = parse_seen(layout.seen, data, strict=False)[1].count
     if holder is not None:
-        state = f"in use by pid {holder}" if holder else "in use by another process"
+        label = f"in use by pid {holder}" if holder else "in use by another process"
+    elif meta["version"] == 1:
+        label = "format 1 (upgraded to format 2 at the next open)"
     elif saved.clean and saved.journal_bytes == journal_bytes:
-        state = "clean"
+        label = "clean"
     else:
-        state = "needs recovery (it will be rebuilt from the journal at the next open)"
+        label = "needs recovery (it will be rebuilt from the journal at the next open)"
     return JobInfo(
-        path=path, state=state, holder_pid=holder or None, format_version=meta["version"], order=meta["order"],
-        created=meta.get("created", ""), pending=sum(by_priority.values()),
+        path=path, state=label, holder_pid=holder or None, format_version=meta["version"], order=meta["order"],
+        created=meta.get("created", ""), pending=state.pending_count,
         pending_by_priority=dict(sorted(by_priority.items(), reverse=True)),
-        done=pending.pushes - sum(by_priority.values()), seen=seen_count, journal_bytes=journal_bytes,
-        queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=os.path.getsize(layout.seen) if os.path.exists(layout.seen) else 0,
-        reclaimable_bytes=journal_bytes - len(MAGIC) - pending.live_bytes, torn_bytes=pending.torn,
+        done=state.dones, seen=seen_count, journal_bytes=journal_bytes,
+        queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=seen_bytes,
+        reclaimable_bytes=journal_bytes - len(MAGIC) - state.live_bytes, torn_bytes=state.scan.torn,
     )
 
 
-def _queue_order(layout: Layout, meta: dict) -> dict[int, list[int]] | None:
-    """Offsets per priority in pop order, from the queue files of a cleanly closed LIFO directory."""
+def _queue_order(layout: Layout, meta: dict[str, Any]) -> dict[int, list[int]] | None:
+    """Offsets per priority in pop order, from the queue files of a cleanly closed directory.
+
+    They differ from journal order where requests in flight at the close were put back.
+    """
     saved = checkpoint.read_checkpoint(layout.cursor)
-    if meta["order"] != "lifo" or not saved.clean or saved.journal_bytes != os.path.getsize(layout.journal):
+    if meta["version"] != 2:
+        return None
+    seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
+    if distrust_reason(layout, saved, seen_bytes) is not None:
         return None
     order: dict[int, list[int]] = {}
     for priority, count in saved.pending.items():
-        entries = lifo_entries(os.path.join(layout.queue_dir, f"p{priority}")).items
+        path = queue_path(layout.queue_dir, priority)
+        entries = (lifo_entries(path) if meta["order"] == "lifo" else fifo_entries(path)).items
         if len(entries) != count:
             return None
         order[priority] = [OFFSET.unpack(e)[0] for e in entries]
@@ -132,49 +121,59 @@ def _queue_order(layout: Layout, meta: dict) -> dict[int, list[int]] | None:
 class PendingRequests:
     """The pending requests of a job directory in pop order, read without changing it.
 
-    ``len()`` is their number; iterating reads each from the journal. For a cleanly
-    closed LIFO directory the order is read from its queue files; otherwise it is the
-    order a frontier rebuilt from the journal would pop them in.
+    ``len()`` is their number; iterating reads each from the journal, checked against
+    its crc. For a cleanly closed LIFO directory the order is read from its queue files;
+    otherwise it is the order a frontier rebuilt from the journal would pop them in.
+    With ``push_order``, within each priority they are in the order they were pushed
+    (the LIFO reversal undone), so that pushing them in that order into a directory of
+    the same order gives the same pop order.
     """
 
-    def __init__(self, path: str, *, priority: int | None = None) -> None:
+    def __init__(self, path: str, *, priority: int | None = None, push_order: bool = False) -> None:
         self.layout = Layout(path)
-        meta = read_meta(self.layout)
+        meta = _require_jobdir(self.layout)
+        self.version: int = meta["version"]
+        lifo = meta["order"] == "lifo"
         exact = _queue_order(self.layout, meta) if probe_lock(self.layout.lock) is None else None
         if exact is None:
-            exact = _pending_offsets(self.layout.journal, priority).offsets
-            if meta["order"] == "lifo":
-                exact = {p: offsets[::-1] for p, offsets in exact.items()}
+            pending = read_state(self.layout.journal).pending
+            exact = {p: (offsets[::-1] if lifo else offsets).tolist() for p, offsets in pending.items()}
         self.offsets = array("Q")
         for p in sorted(exact, reverse=True):
             if priority is None or p == priority:
-                self.offsets.extend(exact[p])
+                self.offsets.extend(exact[p][::-1] if push_order and lifo else exact[p])
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def __iter__(self) -> Iterator[Request]:
-        with open(self.layout.journal, "rb") as f:
+        path = self.layout.journal
+        fd = open_fd(path, os.O_RDONLY)
+        try:
             for offset in self.offsets:
-                yield _read_request(f, offset)
+                priority, dont_filter, fingerprint, record = parse_push(read_record(fd, offset, path, self.version))
+                try:
+                    yield decode_request(record, priority, dont_filter, fingerprint, None)
+                except ValueError as exc:
+                    raise JobDirCorrupt(path, offset, str(exc)) from None
+        finally:
+            os.close(fd)
 
 
-def pending_requests(path: str, *, priority: int | None = None) -> PendingRequests:
-    """Pending requests in pop order (read-only); see ``PendingRequests``."""
-    return PendingRequests(path, priority=priority)
+def pending_requests(path: str, *, priority: int | None = None, push_order: bool = False) -> PendingRequests:
+    """Pending requests in pop order, or push order (read-only); see ``PendingRequests``."""
+    return PendingRequests(path, priority=priority, push_order=push_order)
 
 
-def _read_request(f: BinaryIO, offset: int) -> Request:
-    f.seek(offset)
-    length = int.from_bytes(f.read(FRAME.size)[:4], "big")
-    body = f.read(length)
-    if len(body) != length or not body or body[0] != PUSH:
-        raise JobDirCorrupt(f.name, offset, "a queue entry does not point at a PUSH record")
-    prio, dont_filter, fingerprint, record = parse_push(body)
-    try:
-        return decode_request(record, prio, dont_filter, fingerprint, None)
-    except ValueError as exc:
-        raise JobDirCorrupt(f.name, offset, str(exc)) from None
+def seen_fingerprints(path: str) -> Iterator[bytes]:
+    """Every fingerprint of the job directory's ``requests.seen`` (read-only)."""
+    layout = Layout(path)
+    _require_jobdir(layout)
+    if not os.path.lexists(layout.seen):
+        return iter(())
+    with open_file(layout.seen) as f:
+        data = f.read()
+    return fingerprints_in(data)
 
 
-__all__ = ["JobInfo", "PendingRequests", "inspect_jobdir", "pending_requests"]
+__all__ = ["JobInfo", "PendingRequests", "inspect_jobdir", "pending_requests", "seen_fingerprints"]

@@ -1,16 +1,27 @@
 """``requests.urls``: the recovery journal, the truth of what is pending.
 
-Format 1. The file starts with the 8-byte magic ``DFURLS\\x00\\x01``. Then records, each
-a frame ``length:u32 crc32:u32`` (big-endian; crc32 of the body) and a body of
-``length`` bytes whose first byte is its type:
+Format 2. The file starts with the 8-byte magic ``DFURLS\\x00\\x02``. Then records, each
+a 10-byte frame ``length:u32 crc32:u32 check:u16`` (big-endian) and a body of ``length``
+bytes whose first byte is its type:
 
 * PUSH ``0x01 priority:i32 flags:u8 fplen:u8 fingerprint request-record``; flags bit 0 is
   ``dont_filter``. The request record is msgpack (``codec.py``).
 * DONE ``0x02 offset:u64``: the PUSH record at that byte offset is finished.
 
-A request's identity is the byte offset of its PUSH record. Pending = PUSH - DONE.
-A last record cut short by a crash (a torn tail) is detected by its length or crc and
-cut; damage anywhere else is an error naming the byte offset.
+The crc32 covers the record's own byte offset (as a u64) and then its body, so a
+record is only valid where it was written: a record copied, swapped or shifted
+elsewhere fails its check. ``check`` is the low 16 bits of the crc32 of the offset and
+the length, so a damaged length field is told apart from a write cut short. A
+request's identity is the byte offset of its PUSH record. Pending = PUSH - DONE.
+
+A bad record is a torn tail (cut at the next open) only when it looks like what a
+kill leaves (a frame cut short, or an intact frame whose record runs past the end of
+the file, or zeros to the end), nothing intact follows it, and it lies at or above
+the journal's last checkpointed end (the ``floor``). Anything else is damage, named
+by its byte offset.
+
+Format 1 (``DFURLS\\x00\\x01``, an 8-byte frame ``length crc32`` with the crc32 of the
+body alone) is read to upgrade it (``upgrade.py``) and never written.
 """
 
 from __future__ import annotations
@@ -18,33 +29,81 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 from .atomic import write_all
-from .errors import FormatError, JobDirCorrupt
+from .errors import FormatError, FrontierError, JobDirCorrupt
+from .safefs import open_fd, open_file
 
-MAGIC = b"DFURLS\x00\x01"
-FRAME = struct.Struct(">II")
+MAGIC = b"DFURLS\x00\x02"
+MAGIC_V1 = b"DFURLS\x00\x01"
+FRAME = struct.Struct(">IIH")
+FRAME_V1 = struct.Struct(">II")
+_LENGTH = struct.Struct(">QI")
 PUSH_HEAD = struct.Struct(">BiBB")
 DONE_BODY = struct.Struct(">BQ")
+OFFSET = struct.Struct(">Q")
 PUSH, DONE = 1, 2
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
 _CHUNK = 8 << 20
 
 
-def push_frame(priority: int, dont_filter: bool, fingerprint: bytes, record: bytes) -> bytes:
-    """The framed PUSH record for one request."""
-    body = PUSH_HEAD.pack(PUSH, priority, FLAG_DONT_FILTER if dont_filter else 0, len(fingerprint)) + fingerprint + record
-    return FRAME.pack(len(body), zlib.crc32(body)) + body
+def record_crc(offset: int, body: bytes | memoryview) -> int:
+    """The crc32 of a record at ``offset``: its offset, then its body."""
+    return zlib.crc32(body, zlib.crc32(OFFSET.pack(offset)))
 
 
-def done_frame(offset: int) -> bytes:
-    """The framed DONE record for the PUSH at ``offset``."""
-    body = DONE_BODY.pack(DONE, offset)
-    return FRAME.pack(len(body), zlib.crc32(body)) + body
+def _crc_v1(_offset: int, body: bytes | memoryview) -> int:
+    return zlib.crc32(body)
+
+
+def header_check(offset: int, length: int) -> int:
+    """The 16-bit check of a frame's length at ``offset``."""
+    return zlib.crc32(_LENGTH.pack(offset, length)) & 0xFFFF
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """How one format frames its records."""
+
+    frame: struct.Struct
+    crc: Callable[[int, bytes | memoryview], int]
+    checked_header: bool
+
+
+_RULES = {2: _Rules(FRAME, record_crc, True), 1: _Rules(FRAME_V1, _crc_v1, False)}
+
+
+def push_body(priority: int, dont_filter: bool, fingerprint: bytes, record: bytes) -> bytes:
+    """The body of a PUSH record (framed by ``frame`` once its offset is known)."""
+    flags = FLAG_DONT_FILTER if dont_filter else 0
+    return PUSH_HEAD.pack(PUSH, priority, flags, len(fingerprint)) + fingerprint + record
+
+
+def done_body(offset: int) -> bytes:
+    """The body of the DONE record for the PUSH at ``offset``."""
+    return DONE_BODY.pack(DONE, offset)
+
+
+def frame(offset: int, body: bytes | memoryview) -> bytes:
+    """The record ``body`` framed to be written at ``offset``."""
+    return FRAME.pack(len(body), record_crc(offset, body), header_check(offset, len(body))) + bytes(body)
+
+
+def frame_all(offset: int, bodies: list[bytes]) -> tuple[bytes, list[int]]:
+    """Frame ``bodies`` to be written one after the other from ``offset``; (bytes, each offset)."""
+    out = []
+    offsets = []
+    pack, header = FRAME.pack, FRAME.size
+    for body in bodies:
+        offsets.append(offset)
+        out.append(pack(len(body), record_crc(offset, body), header_check(offset, len(body))))
+        out.append(body)
+        offset += header + len(body)
+    return b"".join(out), offsets
 
 
 def parse_push(body: bytes | memoryview) -> tuple[int, bool, bytes, memoryview]:
@@ -55,17 +114,35 @@ def parse_push(body: bytes | memoryview) -> tuple[int, bool, bytes, memoryview]:
     return priority, bool(flags & FLAG_DONT_FILTER), bytes(view[start:start + fplen]), view[start + fplen:]
 
 
-def check_magic(path: str, head: bytes, size: int) -> None:
-    """Raise unless ``head`` (the file's first bytes) is this format's magic."""
+def push_priority(body: bytes | memoryview) -> int:
+    """The priority of a PUSH body."""
+    return int.from_bytes(body[1:5], "big", signed=True)
+
+
+def done_target(body: bytes | memoryview) -> int:
+    """The PUSH offset a DONE body names."""
+    return int(DONE_BODY.unpack_from(body)[1])
+
+
+def journal_version(path: str, head: bytes, size: int) -> int:
+    """1 or 2, from the file's first bytes; raises unless they are a journal magic."""
     if size == 0:
         raise JobDirCorrupt(path, 0, "the journal is empty (its header is missing)")
-    if head != MAGIC:
-        if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
-            raise FormatError(
-                f"{path}: incompatible journal version (got v{head[-1]}, "
-                f"can handle v{MAGIC[-1]}); use the diskfrontier release that wrote it"
-            )
-        raise JobDirCorrupt(path, 0, "not a diskfrontier journal (bad magic)")
+    if head == MAGIC:
+        return 2
+    if head == MAGIC_V1:
+        return 1
+    if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
+        raise FormatError(
+            f"{path}: incompatible journal version (got v{head[-1]}, can handle v1 and v2); "
+            f"use the diskfrontier release that wrote it")
+    raise JobDirCorrupt(path, 0, "not a diskfrontier journal (bad magic)")
+
+
+def check_magic(path: str, head: bytes, size: int) -> None:
+    """Raise unless ``head`` is the magic of the format written now (2)."""
+    if journal_version(path, head, size) != 2:
+        raise FormatError(f"{path} is a format-1 journal; open the job directory with Frontier() to upgrade it")
 
 
 def _body_ok(body: memoryview) -> bool:
@@ -92,148 +169,241 @@ class ScanResult:
     size: int = 0
     end: int = 0
     torn: int = 0
+    version: int = 2
     damage: list[Damage] = field(default_factory=list)
 
 
 class JournalScan:
     """Iterate over ``(offset, body)`` of every intact record of a journal file.
 
-    ``repair=False``: a torn tail is noted in ``result.torn`` and the scan stops; any
-    other damage raises ``JobDirCorrupt``. ``repair=True``: damage is noted in
+    ``repair=False``: a torn tail (see the module docstring; ``floor`` is the end the
+    journal had at its last checkpoint) is noted in ``result.torn`` and the scan stops;
+    any other damage raises ``JobDirCorrupt``. ``repair=True``: damage is noted in
     ``result.damage``, skipped, and the scan resynchronises on the next intact record.
-    The file is read in chunks; the scan never writes.
+    The file is read in chunks, through a descriptor that never follows a symlink; the
+    scan never writes.
     """
 
-    def __init__(self, path: str, *, repair: bool = False) -> None:
+    def __init__(self, path: str, *, repair: bool = False, floor: int = 0) -> None:
         self.path = path
         self.repair = repair
+        self.floor = floor
         self.result = ScanResult()
 
     def __iter__(self) -> Iterator[tuple[int, memoryview]]:
-        with open(self.path, "rb") as f:
+        with open_file(self.path) as f:
             size = os.fstat(f.fileno()).st_size
             self.result.size = size
-            check_magic(self.path, f.read(len(MAGIC)), size)
-            yield from self._records(f, size)
+            head = f.read(len(MAGIC))
+            self.result.version = journal_version(self.path, head, size)
+            if size < self.floor and not self.repair:
+                raise JobDirCorrupt(
+                    self.path, size,
+                    f"the journal is {size:,} bytes, but it held {self.floor:,} bytes at its last checkpoint: it was "
+                    f"truncated or replaced", hint=_TRUNCATED_HINT.format(dir=os.path.dirname(self.path) or "."))
+            yield from self._records(f, size, _RULES[self.result.version])
 
-    def _records(self, f: BinaryIO, size: int) -> Iterator[tuple[int, memoryview]]:
-        unpack, crc32, header = FRAME.unpack_from, zlib.crc32, FRAME.size
+    def _records(self, f: IO[bytes], size: int, rules: _Rules) -> Iterator[tuple[int, memoryview]]:
+        fmt, crc_of, checked = rules.frame, rules.crc, rules.checked_header
+        unpack, header = fmt.unpack_from, fmt.size
         result = self.result
         pos = len(MAGIC)  # absolute offset of the next record
         buf, base = b"", pos  # buf holds the file's bytes from offset `base`
         while pos < size:
             rel = pos - base
-            if len(buf) - rel < header or len(buf) - rel < header + unpack(buf, rel)[0]:
-                if len(buf) - rel < header or unpack(buf, rel)[0] <= MAX_BODY:
-                    f.seek(pos)
-                    want = _CHUNK if len(buf) - rel < header else max(_CHUNK, header + unpack(buf, rel)[0])
-                    buf, base, rel = f.read(want), pos, 0
-            problem = None
+            avail = len(buf) - rel
+            if avail < header or avail < header + unpack(buf, rel)[0] <= header + MAX_BODY:
+                f.seek(pos)
+                want = _CHUNK if avail < header else max(_CHUNK, header + unpack(buf, rel)[0])
+                buf, base, rel = f.read(want), pos, 0
+            cut_short = False  # what a kill in the middle of a write leaves
             if len(buf) - rel < header:
-                problem = "torn"
+                problem, cut_short = "a record frame cut short", True
             else:
-                length, crc = unpack(buf, rel)
+                fields = unpack(buf, rel)
+                length = fields[0]
                 end = pos + header + length
-                if length == 0 or length > MAX_BODY:
-                    problem = "torn" if self._zeros_from(f, pos) else f"impossible record length {length}"
+                if checked and header_check(pos, length) != fields[2]:
+                    problem = f"a damaged record frame (length field {length})"
+                elif length == 0 or length > MAX_BODY:
+                    problem = f"impossible record length {length}"
                 elif end > size:
-                    problem = "torn"
+                    problem, cut_short = f"a record of {length} bytes runs past the end of the file", True
                 else:
                     body = memoryview(buf)[rel + header:rel + header + length]
-                    if crc32(body) != crc:
-                        problem = "torn" if end == size else "checksum mismatch"
+                    if crc_of(pos, body) != fields[1]:
+                        problem = "checksum mismatch"
                     elif not _body_ok(body):
                         problem = f"record of unknown type {body[0]}"
                     else:
                         yield pos, body
                         pos = end
                         continue
-            if problem == "torn":
+            zeros = not cut_short and _zeros_from(f, pos)
+            nxt = size if zeros else _next_intact(f, pos + 1, size, rules)
+            if (cut_short or zeros) and nxt == size and pos >= self.floor:
                 result.torn = size - pos
                 result.end = pos
                 return
+            if pos < self.floor and nxt == size:
+                problem += f", below the {self.floor:,} bytes the journal held at its last checkpoint"
             if not self.repair:
                 raise JobDirCorrupt(self.path, pos, problem)
-            nxt = self._resync(f, pos + 1, size)
             result.damage.append(Damage(pos, nxt - pos, problem))
             pos = nxt
             buf, base = b"", pos
         result.end = pos
 
-    @staticmethod
-    def _zeros_from(f: BinaryIO, pos: int) -> bool:
-        f.seek(pos)
-        while chunk := f.read(_CHUNK):
-            if chunk.strip(b"\0"):
-                return False
-        return True
 
-    @staticmethod
-    def _resync(f: BinaryIO, pos: int, size: int) -> int:
-        """The offset of the next intact record after damage (a byte-by-byte search)."""
-        unpack, crc32, header = FRAME.unpack_from, zlib.crc32, FRAME.size
-        f.seek(0)
-        view = memoryview(f.read())  # repair only: the whole file is read once
-        while pos + header < size:
-            length, crc = unpack(view, pos)
-            end = pos + header + length
-            if 0 < length <= MAX_BODY and end <= size:
-                body = view[pos + header:end]
-                if crc32(body) == crc and _body_ok(body):
-                    return pos
-            pos += 1
-        return size
+_TRUNCATED_HINT = (
+    "restore the job directory from a backup if you have one; 'diskfrontier verify --repair {dir}' keeps "
+    "what is left, and the requests that were cut off are lost")
+
+
+def _zeros_from(f: IO[bytes], pos: int) -> bool:
+    """True if the file holds only zero bytes from ``pos`` on (what a power cut can leave)."""
+    f.seek(pos)
+    while chunk := f.read(_CHUNK):
+        if chunk.strip(b"\0"):
+            return False
+    return True
+
+
+def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules) -> int:
+    """The offset of the next intact record at or after ``pos``, or ``size`` if there is none.
+
+    Only a record whose checksum (which covers its own offset) matches counts, so a
+    stray byte pattern is not taken for a record.
+    """
+    fmt, crc_of, checked = rules.frame, rules.crc, rules.checked_header
+    unpack, header = fmt.unpack_from, fmt.size
+    while pos + header < size:
+        f.seek(pos)
+        chunk = f.read(_CHUNK + header)
+        for i in range(0, min(len(chunk) - header, _CHUNK)):
+            fields = unpack(chunk, i)
+            length = fields[0]
+            if not 0 < length <= MAX_BODY or pos + i + header + length > size:
+                continue
+            if checked and header_check(pos + i, length) != fields[2]:
+                continue
+            if i + header + length <= len(chunk):
+                body = memoryview(chunk)[i + header:i + header + length]
+            else:
+                f.seek(pos + i + header)
+                body = memoryview(f.read(length))
+            if crc_of(pos + i, body) == fields[1] and _body_ok(body):
+                return pos + i
+        pos += max(1, min(len(chunk) - header, _CHUNK))
+    return size
+
+
+def read_record(fd: int, offset: int, path: str, version: int = 2) -> memoryview:
+    """The body of the PUSH record at ``offset`` of the journal open as ``fd``, checked against its crc.
+
+    ``version``: the journal's format (1 only for read-only views of a directory not upgraded yet).
+    """
+    body = _intact_at(fd, offset, _RULES[version])
+    if body is None or body[0] != PUSH:
+        raise JobDirCorrupt(path, offset, "a queue entry does not point at an intact PUSH record")
+    return body
+
+
+def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
+    """The body of the intact record at ``offset``, or None."""
+    fmt = rules.frame
+    if offset < len(MAGIC):
+        return None
+    chunk = os.pread(fd, 512, offset)
+    if len(chunk) < fmt.size:
+        return None
+    fields = fmt.unpack_from(chunk)
+    length = fields[0]
+    if not 0 < length <= MAX_BODY or (rules.checked_header and header_check(offset, length) != fields[2]):
+        return None
+    if length + fmt.size > len(chunk):
+        chunk = os.pread(fd, fmt.size + length, offset)
+    body = memoryview(chunk)[fmt.size:fmt.size + length]
+    if len(body) != length or rules.crc(offset, body) != fields[1] or not _body_ok(body):
+        return None
+    return body
+
+
+def record_end(path: str, offset: int) -> int | None:
+    """Where the intact record at ``offset`` ends (the magic's end for -1, "no record"); None if none is there."""
+    if offset == -1:
+        return len(MAGIC)
+    fd = open_fd(path, os.O_RDONLY)
+    try:
+        body = _intact_at(fd, offset, _RULES[2])
+    finally:
+        os.close(fd)
+    return None if body is None else offset + FRAME.size + len(body)
+
+
+class JournalFailed(FrontierError):
+    """A write to the journal failed and the file could not be cut back to its last good end."""
 
 
 class JournalWriter:
-    """Appends framed records to ``requests.urls``; each ``write`` is one system call."""
+    """Appends framed records to ``requests.urls``; each ``write`` is one system call.
+
+    A write that fails part-way (a full disk, an interrupt) is cut back to the last
+    good end before the error propagates, so the file never holds a partial record
+    in the middle; if even that fails, every later write is refused.
+    """
 
     def __init__(self, path: str, end: int, *, fsync: bool) -> None:
         self.path = path
         self.fsync = fsync
-        self.fd = os.open(path, os.O_RDWR)
+        self.fd = open_fd(path, os.O_RDWR)
+        self.failed: str | None = None
         try:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
+            if os.fstat(self.fd).st_size != end:
+                os.ftruncate(self.fd, end)
         except BaseException:
             os.close(self.fd)
             raise
-        if os.fstat(self.fd).st_size != end:
-            os.ftruncate(self.fd, end)
-        os.lseek(self.fd, end, os.SEEK_SET)
         self.size = end
 
     @staticmethod
     def create(path: str) -> None:
         """Write a new empty journal (just the magic)."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             os.write(fd, MAGIC)
         finally:
             os.close(fd)
 
     def write(self, data: bytes) -> int:
-        """Append ``data`` (whole frames); return the offset it starts at."""
+        """Append ``data`` (whole frames, framed for this offset); return the offset it starts at."""
+        if self.failed:
+            raise JournalFailed(
+                f"{self.path}: an earlier write failed ({self.failed}) and could not be undone; close the "
+                f"frontier and open it again")
         offset = self.size
-        write_all(self.fd, data)
+        try:
+            os.lseek(self.fd, offset, os.SEEK_SET)
+            write_all(self.fd, data)
+            if self.fsync:
+                os.fsync(self.fd)
+        except BaseException as exc:
+            self._cut_back(offset, exc)
+            raise
         self.size = offset + len(data)
-        if self.fsync:
-            os.fsync(self.fd)
         return offset
 
+    def _cut_back(self, offset: int, exc: BaseException) -> None:
+        try:
+            os.ftruncate(self.fd, offset)
+        except BaseException:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            raise
+
     def read_body(self, offset: int) -> memoryview:
-        """The body of the record at ``offset``, checked against its crc."""
-        chunk = os.pread(self.fd, 512, offset)
-        if len(chunk) < FRAME.size:
-            raise JobDirCorrupt(self.path, offset, "a queue entry points past the end of the journal")
-        length, crc = FRAME.unpack_from(chunk)
-        if length + FRAME.size > len(chunk):
-            if length > MAX_BODY:
-                raise JobDirCorrupt(self.path, offset, f"impossible record length {length}")
-            chunk = os.pread(self.fd, FRAME.size + length, offset)
-        body = memoryview(chunk)[FRAME.size:FRAME.size + length]
-        if len(body) != length or zlib.crc32(body) != crc or body[0] != PUSH:
-            raise JobDirCorrupt(self.path, offset, "a queue entry does not point at an intact PUSH record")
-        return body
+        """The body of the PUSH record at ``offset``, checked against its crc."""
+        return read_record(self.fd, offset, self.path)
 
     def sync(self) -> None:
         """fsync the journal."""

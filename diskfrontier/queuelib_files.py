@@ -19,6 +19,8 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from .safefs import open_file
+
 _SIZE = struct.Struct(">L")
 
 
@@ -32,7 +34,7 @@ class Entries:
 
 def lifo_header(path: str) -> int:
     """The entry count a LIFO queue file's header gives (0 if the file is too short)."""
-    with open(path, "rb") as f:
+    with open_file(path) as f:
         head = f.read(_SIZE.size)
     return _SIZE.unpack(head)[0] if len(head) == _SIZE.size else 0
 
@@ -43,7 +45,7 @@ def lifo_entries(path: str, *, trust_header: bool = True) -> Entries:
     ``trust_header``: read as many as the header counts; otherwise as many as the file
     holds, walking back from its end until the header is reached.
     """
-    with open(path, "rb") as f:
+    with open_file(path) as f:
         data = f.read()
     out = Entries()
     if len(data) < _SIZE.size:
@@ -69,9 +71,9 @@ def lifo_entries(path: str, *, trust_header: bool = True) -> Entries:
 def fifo_info(path: str) -> dict | None:
     """A FIFO queue folder's ``info.json``, or None if it is missing or unreadable."""
     try:
-        with open(os.path.join(path, "info.json"), "rb") as f:
+        with open_file(os.path.join(path, "info.json")) as f:
             info = json.loads(f.read())
-        info["size"], info["head"], info["tail"]  # noqa: B018 - the keys must be there
+        info["size"], info["head"], info["tail"]
         return info if isinstance(info, dict) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -95,7 +97,7 @@ def fifo_entries(path: str) -> Entries:
         chunk = os.path.join(path, f"q{number:05d}")
         if not os.path.exists(chunk):
             continue
-        with open(chunk, "rb") as f:
+        with open_file(chunk) as f:
             data = f.read()
         pos = offset if number == first else 0
         while pos + _SIZE.size <= len(data):

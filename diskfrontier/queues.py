@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
+import zlib
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
 
 from .atomic import write_json_atomic
+from .checkpoint import Checkpoint
 from .errors import JobDirCorrupt
+from .journal import record_end
+from .safefs import check_tree, make_dir, open_file, remove_tree
 
 OFFSET = struct.Struct(">Q")
 ORDERS = ("lifo", "fifo")
@@ -46,8 +49,8 @@ def queue_path(directory: str, priority: int) -> str:
 def read_active(path: str) -> list[int]:
     """The priorities ``active.json`` lists; raises JobDirCorrupt if it is not a list of ints."""
     try:
-        with open(path, "rb") as f:
-            value = json.loads(f.read())
+        with open_file(path) as f:
+            value = json.loads(f.read(1 << 20))
     except (OSError, ValueError) as exc:
         raise JobDirCorrupt(path, 0, f"unreadable active.json ({exc})") from None
     if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
@@ -114,7 +117,8 @@ class BatchedLifoQueue:
             or not data[8::ENTRY] == data[9::ENTRY] == data[10::ENTRY] == zeros
             or data[11::ENTRY] != b"\x08" * count
         ):
-            raise JobDirCorrupt(disk.path, max(0, f.tell() - len(data)), "a queue entry is not an 8-byte journal offset")
+            where = max(0, f.tell() - len(data))
+            raise JobDirCorrupt(disk.path, where, "a queue entry is not an 8-byte journal offset")
         f.seek(-ENTRY * count, os.SEEK_END)
         f.truncate()
         disk.size -= count
@@ -140,9 +144,10 @@ class OffsetQueues:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
         self.directory = directory
         self.order = order
-        os.makedirs(directory, exist_ok=True)
+        make_dir(directory)
+        check_tree(directory)  # queuelib opens its files by name: no link may be among them
         self._queue_class = BatchedLifoQueue if order == "lifo" else FifoDiskQueue
-        self.pq = PriorityQueue(self._factory, [-p for p in startprios])
+        self.pq = PriorityQueue(cast(Any, self._factory), [-p for p in startprios])
 
     def _factory(self, key: int) -> ByteQueue:
         path = queue_path(self.directory, -key)
@@ -184,7 +189,56 @@ class OffsetQueues:
 
     @staticmethod
     def wipe(directory: str) -> None:
-        """Remove every queue file (they will be rebuilt from the journal)."""
-        if os.path.isdir(directory):
-            shutil.rmtree(directory)
-        os.makedirs(directory)
+        """Remove every queue file (they will be rebuilt from the journal), never following a link."""
+        remove_tree(directory)
+        make_dir(directory)
+
+
+def queue_crc(directory: str, priority: int) -> int:
+    """The crc32 of one priority's queue as it is on disk: the LIFO file, or the FIFO folder's files."""
+    path = queue_path(directory, priority)
+    if os.path.isdir(path) and not os.path.islink(path):
+        names = sorted(os.listdir(path))
+        files = [os.path.join(path, name) for name in names]
+    else:
+        names, files = [""], [path]
+    crc = 0
+    for name, file in zip(names, files, strict=True):
+        crc = zlib.crc32(name.encode(), crc)
+        with open_file(file) as f:
+            while chunk := f.read(1 << 20):
+                crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int) -> tuple[str, str] | None:
+    """Why the queue files of the job directory ``layout`` cannot be used as they are, as
+    ``(the file concerned, the reason)``, or None if they can.
+
+    They can only after a clean close whose checkpoint matches every file: the journal's
+    and the seen file's sizes, the journal's last record, ``active.json`` and each queue
+    file's checksum.
+    """
+    if not saved.clean:
+        return layout.cursor, saved.problem or "the last run did not close cleanly"
+    journal_size = os.path.getsize(layout.journal)
+    if journal_size != saved.journal_bytes:
+        return layout.journal, f"the journal is {journal_size} bytes, the checkpoint says {saved.journal_bytes}"
+    if seen_bytes != saved.seen_bytes:
+        return layout.seen, f"requests.seen is {seen_bytes} bytes, the checkpoint says {saved.seen_bytes}"
+    if record_end(layout.journal, saved.last_record) != journal_size:
+        return layout.journal, "the journal's last record is not where the checkpoint says"
+    try:
+        active = read_active(layout.active) if saved.pending else []
+    except JobDirCorrupt as exc:
+        return layout.active, exc.problem
+    if sorted(active) != sorted(saved.pending):
+        return layout.active, "active.json does not match the checkpoint"
+    for priority, crc in saved.queues.items():
+        path = queue_path(layout.queue_dir, priority)
+        try:
+            if queue_crc(layout.queue_dir, priority) != crc:
+                return path, "the queue file does not match its checksum in the checkpoint"
+        except OSError as exc:
+            return path, f"unreadable queue file ({exc.strerror or exc})"
+    return None

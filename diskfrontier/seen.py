@@ -5,6 +5,12 @@ Older Scrapy wrote one 40-character hex digest a line; such a file is read too a
 when the directory is opened for writing, converted in place (atomically) so that
 Scrapy 2.19 can read it as well.
 
+Scrapy's format has no checksum, so one lives beside it: ``requests.seen.sums`` holds
+the magic ``DFSEEN\\x00\\x02`` and then a crc32 for every complete 64 KiB block of the
+seen file (seeded with the block's index, so a block is only valid in its place). The
+last, partial block is covered by a crc kept in the checkpoint. A damaged fingerprint
+would silently drop one URL's dedupe; with the sums it is named instead.
+
 The file may lag the journal by a few thousand fingerprints: appends are buffered and
 written in batches, because every fingerprint accepted since the last compaction is
 also in its journal PUSH record, from which recovery fills the gap. Compaction writes
@@ -15,15 +21,28 @@ from __future__ import annotations
 
 import os
 import re
+import struct
+import zlib
 from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .atomic import write_all, write_atomic
 from .errors import JobDirCorrupt
+from .safefs import open_fd, open_file
 from .seenindex import SeenIndex, key_of
 
 _HEX_LINE = re.compile(rb"[0-9a-fA-F]{40}\r?\n")
 FLUSH_BYTES = 64 * 1024
+BLOCK = 1 << 16
+SUMS_MAGIC = b"DFSEEN\x00\x02"
+_SUM = struct.Struct(">I")
+_INDEX = struct.Struct(">Q")
+
+
+def block_crc(index: int, data: bytes | memoryview, start: int = -1) -> int:
+    """The crc32 of block ``index`` of the seen file (``start``: a running crc to continue)."""
+    return zlib.crc32(data, zlib.crc32(_INDEX.pack(index)) if start < 0 else start)
 
 
 @dataclass
@@ -123,34 +142,157 @@ def hex_to_binary(data: bytes) -> bytes:
     return bytes(out)
 
 
+def fingerprints_in(data: bytes) -> Iterator[bytes]:
+    """Every fingerprint of a seen file's bytes (binary or hex lines), torn tail left out."""
+    if _HEX_LINE.match(data):
+        data = hex_to_binary(data)
+    pos, size = 0, len(data)
+    while pos + 2 <= size:
+        width = int.from_bytes(data[pos:pos + 2], "big")
+        if not width or pos + 2 + width > size:
+            return
+        yield data[pos + 2:pos + 2 + width]
+        pos += 2 + width
+
+
+def sums_path(seen_path: str) -> str:
+    """The checksum file beside a seen file."""
+    return seen_path + ".sums"
+
+
+def read_sums(path: str) -> list[int] | None:
+    """The block crcs of a sums file, None if it is missing; raises JobDirCorrupt if it is not one."""
+    try:
+        with open_file(path) as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if data[:len(SUMS_MAGIC)] != SUMS_MAGIC:
+        raise JobDirCorrupt(path, 0, "not a diskfrontier checksum file (bad magic)", hint=_SUMS_HINT.format(path=path))
+    body = data[len(SUMS_MAGIC):]
+    whole = len(body) // _SUM.size * _SUM.size  # a sum cut short by a crash is dropped
+    return list(struct.unpack(f">{whole // _SUM.size}I", body[:whole]))
+
+
+_SUMS_HINT = ("run 'diskfrontier verify --repair' on its job directory: it checks every fingerprint's length "
+              "and writes the checksums anew ({path})")
+
+
+def check_blocks(path: str, data: bytes | memoryview, sums: list[int]) -> JobDirCorrupt | None:
+    """The first block of ``data`` whose crc is not its sum, as an error; None if all match."""
+    view = memoryview(data)
+    for index, expected in enumerate(sums):
+        block = view[index * BLOCK:(index + 1) * BLOCK]
+        if len(block) < BLOCK:
+            return JobDirCorrupt(path, len(view), f"the file is {len(view):,} bytes, shorter than its checksums "
+                                                  f"cover ({len(sums) * BLOCK:,}): it was truncated")
+        if block_crc(index, block) != expected:
+            return JobDirCorrupt(path, index * BLOCK, f"checksum mismatch in the fingerprints of bytes "
+                                                      f"{index * BLOCK:,}..{(index + 1) * BLOCK:,}")
+    return None
+
+
+def check_tail(path: str, view: memoryview, tail: tuple[int, int], summed: int) -> JobDirCorrupt | None:
+    """Check the partial last block as a checkpoint recorded it (``tail`` = (end, crc)), as an error or None.
+
+    ``summed``: how many blocks have their own sum (a block completed since is checked by it).
+    """
+    end, crc = tail
+    block = end // BLOCK
+    if block < summed:
+        return None
+    if len(view) < end:
+        return JobDirCorrupt(path, len(view), f"the file is {len(view):,} bytes, but it held {end:,} at the last "
+                                              f"checkpoint: it was truncated")
+    if block_crc(block, view[block * BLOCK:end]) != crc:
+        return JobDirCorrupt(path, block * BLOCK, f"checksum mismatch in the fingerprints of bytes "
+                                                  f"{block * BLOCK:,}..{end:,}")
+    return None
+
+
+def sums_of(data: bytes | memoryview) -> list[int]:
+    """The crc of every complete block of ``data``."""
+    view = memoryview(data)
+    return [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK]) for i in range(len(view) // BLOCK)]
+
+
+def write_sums(path: str, sums: Iterable[int]) -> None:
+    """Replace the sums file atomically."""
+    write_atomic(path, SUMS_MAGIC + b"".join(_SUM.pack(s) for s in sums))
+
+
 class SeenFile:
-    """The seen file opened for appending, with its in-memory index."""
+    """The seen file opened for appending, with its in-memory index and its block checksums."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.sums_path = sums_path(path)
         self.index = SeenIndex()
         self._pending = bytearray()
         self.load = SeenLoad()
         self.fd = -1
+        self.sums_fd = -1
+        self.end = 0
+        self._blocks = 0  # complete blocks of the seen file
+        self._sums_on_disk = 0  # sums in the sums file (fewer than blocks only after a failed write)
+        self._tail_crc = block_crc(0, b"")
 
-    def open(self) -> SeenLoad:
-        """Load the file into the index, cut a torn tail, convert a hex file; open for append."""
+    def open(self, *, require_sums: bool, tail: tuple[int, int] | None = None) -> SeenLoad:
+        """Load the file into the index, check its checksums, cut a torn tail, convert a hex file.
+
+        ``require_sums``: a non-empty seen file must have its sums file (a job directory
+        of format 2); otherwise sums are computed from the file as it is (a file that
+        Scrapy or format 1 wrote). ``tail``: ``(end, crc)`` of the partial last block as
+        a checkpoint recorded it.
+        """
         data = b""
-        if os.path.exists(self.path):
-            with open(self.path, "rb") as f:
+        try:
+            with open_file(self.path) as f:
                 data = f.read()
+        except FileNotFoundError:
+            pass
         keys, info = parse_seen(self.path, data)
         if info.legacy_hex:
-            write_atomic(self.path, hex_to_binary(data))
-            info.end, info.torn = info.count * 22, 0
+            data = hex_to_binary(data)
+            write_atomic(self.path, data)
+            info.end, info.torn = len(data), 0
+        view = memoryview(data)[:info.end]
+        stored = read_sums(self.sums_path)
+        if stored is None and require_sums and info.end:
+            raise JobDirCorrupt(self.sums_path, 0, "missing: the checksums of requests.seen are gone",
+                                hint=_SUMS_HINT.format(path=self.sums_path))
+        sums = stored or []
+        damage = check_blocks(self.path, view, sums)
+        if damage is not None:
+            raise damage
+        self._blocks = info.end // BLOCK
+        complete = sums + [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK]) for i in range(len(sums), self._blocks)]
+        self._tail_crc = block_crc(self._blocks, view[self._blocks * BLOCK:])
+        if tail is not None:
+            self._check_tail(view, tail)
+        self._open_files(info.end, complete, rewrite_sums=stored is None or len(complete) != len(sums))
         self.index = SeenIndex(expected=len(keys) + 1024)
         self.index.update(keys)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(self.fd).st_size != info.end:
-            os.ftruncate(self.fd, info.end)
-        os.lseek(self.fd, info.end, os.SEEK_SET)
         self.load = info
         return info
+
+    def _check_tail(self, view: memoryview, tail: tuple[int, int]) -> None:
+        damage = check_tail(self.path, view, tail, self._blocks)
+        if damage is not None:
+            raise damage
+
+    def _open_files(self, end: int, sums: list[int], *, rewrite_sums: bool) -> None:
+        if rewrite_sums:
+            write_sums(self.sums_path, sums)
+        self.fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
+        if os.fstat(self.fd).st_size != end:
+            os.ftruncate(self.fd, end)
+        self.sums_fd = open_fd(self.sums_path, os.O_RDWR)
+        sums_end = len(SUMS_MAGIC) + _SUM.size * len(sums)
+        if os.fstat(self.sums_fd).st_size != sums_end:
+            os.ftruncate(self.sums_fd, sums_end)
+        self.end = end
+        self._sums_on_disk = len(sums)
 
     def add(self, fingerprint: bytes, key: int | None = None) -> bool:
         """Record ``fingerprint`` (whose index key may be given); False if it was already seen."""
@@ -168,19 +310,74 @@ class SeenFile:
         return len(self.index)
 
     def flush(self) -> None:
-        """Write the buffered fingerprints to the file."""
-        if self._pending:
-            write_all(self.fd, self._pending)
-            self._pending.clear()
+        """Write the buffered fingerprints to the file, then the sums of the blocks they complete.
+
+        A write that fails part-way is cut back to the last good end, and the
+        fingerprints stay buffered for the next flush.
+        """
+        if not self._pending:
+            return
+        data = bytes(self._pending)
+        start = self.end
+        try:
+            os.lseek(self.fd, start, os.SEEK_SET)
+            write_all(self.fd, data)
+        except BaseException:
+            os.ftruncate(self.fd, start)
+            raise
+        self._pending.clear()
+        self.end = start + len(data)
+        new_sums = self._advance_sums(start, data)
+        if new_sums:
+            self._append_sums(new_sums)
+
+    def _advance_sums(self, start: int, data: bytes) -> list[int]:
+        """Carry the running crc of the partial block over ``data``; the sums of blocks it completes."""
+        done = []
+        pos = 0
+        offset = start
+        while pos < len(data):
+            room = BLOCK - offset % BLOCK
+            piece = data[pos:pos + room]
+            self._tail_crc = block_crc(self._blocks, piece, self._tail_crc)
+            pos += len(piece)
+            offset += len(piece)
+            if offset % BLOCK == 0:
+                done.append(self._tail_crc)
+                self._blocks += 1
+                self._tail_crc = block_crc(self._blocks, b"")
+        return done
+
+    def _append_sums(self, sums: list[int]) -> None:
+        if self._sums_on_disk + len(sums) != self._blocks:
+            return  # an earlier sums write failed: the next open computes the missing ones
+        at = len(SUMS_MAGIC) + _SUM.size * self._sums_on_disk
+        try:
+            os.lseek(self.sums_fd, at, os.SEEK_SET)
+            write_all(self.sums_fd, b"".join(_SUM.pack(s) for s in sums))
+        except BaseException:
+            os.ftruncate(self.sums_fd, at)
+            raise
+        self._sums_on_disk += len(sums)
+
+    def tail(self) -> tuple[int, int]:
+        """``(end, crc)`` of the partial last block, for the checkpoint (after a flush)."""
+        return self.end, self._tail_crc
 
     def sync(self) -> None:
         """Flush and fsync."""
         self.flush()
         os.fsync(self.fd)
+        os.fsync(self.sums_fd)
 
     def close(self) -> None:
         """Flush and close."""
-        if self.fd >= 0:
-            self.flush()
-            os.close(self.fd)
-            self.fd = -1
+        try:
+            if self.fd >= 0:
+                self.flush()
+        finally:
+            for name in ("fd", "sums_fd"):
+                fd = getattr(self, name)
+                if fd >= 0:
+                    os.close(fd)
+                    setattr(self, name, -1)

@@ -1,25 +1,30 @@
 """``verify``: check every record of every file of a job directory; ``repair`` keeps the intact ones.
 
-Verification only reads. Repair rewrites the damaged journal and seen file with every
-intact record (each file replaced atomically) and marks the checkpoint dirty, so the
-next open rebuilds the queues from the repaired journal.
+Verification only reads. It uses the same checked scan as recovery (``state.py``), so
+anything an open would refuse, verify names, and the other way round. Repair rewrites
+a damaged journal with every intact record (each framed again for its new offset,
+DONE records pointed at their PUSH's new offset, DONE records that name nothing
+dropped), rewrites the seen file with every fingerprint that still parses plus every
+fingerprint of the journal, with fresh checksums (each file replaced atomically), and
+marks the checkpoint so that the next open rebuilds the queues from the repaired
+journal.
 """
 
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass, field
 
 from . import checkpoint
-from .atomic import write_atomic
+from .atomic import write_all, write_atomic
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .jobdir import Layout, Lock, read_meta
-from .journal import DONE, DONE_BODY, FRAME, MAGIC, PUSH, JournalScan
-from .queues import OFFSET, read_active
+from .journal import FLAG_DONT_FILTER, MAGIC, PUSH, PUSH_HEAD, JournalScan, done_body, done_target, frame
 from .queuelib_files import fifo_entries, lifo_entries
-from .recovery import Progress
-from .seen import parse_seen
+from .queues import OFFSET, distrust_reason, queue_path
+from .safefs import create_aside, open_file
+from .seen import check_blocks, check_tail, parse_seen, read_sums, sums_of, write_sums
+from .state import JournalState, Progress, read_state
 
 PROGRESS_EVERY = 1 << 16
 
@@ -63,12 +68,18 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
         lock = Lock(layout.lock)
         lock.acquire()
     try:
-        _check_meta(layout, report)
-        journal_offsets = _check_journal(layout, report, repair, progress)
-        _check_seen(layout, report, repair)
-        _check_queues(layout, report, journal_offsets)
+        saved = checkpoint.read_checkpoint(layout.cursor)
+        version = _check_meta(layout, report)
+        state = _check_journal(layout, report, saved, repair, progress)
+        if version == 2:
+            _check_seen(layout, report, saved, state, repair)
+        if state is not None and version == 2:
+            _check_queues(layout, report, saved, state)
+        if saved.problem is not None and saved.state != "missing":
+            report.notes.append(f"{layout.cursor}: {saved.problem}; the queues will be rebuilt from the journal at "
+                                f"the next open")
         if repair and report.findings:
-            checkpoint.write_json_repaired(layout.cursor)
+            checkpoint.write_repaired(layout.cursor)
             report.repaired = True
     finally:
         if lock is not None:
@@ -76,89 +87,124 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
     return report
 
 
-def _check_meta(layout: Layout, report: Report) -> None:
+def _check_meta(layout: Layout, report: Report) -> int:
     try:
-        read_meta(layout)
+        version: int = read_meta(layout)["version"]
+        if version == 1:
+            report.notes.append(f"{layout.root}: format 1, upgraded to format 2 when it is next opened")
+        return version
     except FileNotFoundError:
         report.findings.append(Finding(layout.meta, 0, "missing: not a diskfrontier job directory"))
     except FormatError:
         raise
     except FrontierError as exc:
         report.findings.append(Finding(layout.meta, 0, str(exc)))
+    return 2
 
 
 def _check_journal(
-    layout: Layout, report: Report, repair: bool, progress: Progress | None
-) -> tuple[set[int], set[int]]:
-    pushes: set[int] = set()
-    dones: set[int] = set()
-    if not os.path.exists(layout.journal):
+    layout: Layout, report: Report, saved: checkpoint.Checkpoint, repair: bool, progress: Progress | None
+) -> JournalState | None:
+    if not os.path.lexists(layout.journal):
         report.findings.append(Finding(layout.journal, 0, "missing: the pending requests are gone"))
         if repair:
             write_atomic(layout.journal, MAGIC)
-        return pushes, dones
-    scan = JournalScan(layout.journal, repair=True)
-    intact = bytearray(MAGIC)
-    moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
+        return None
     try:
-        for offset, body in scan:
-            report.records += 1
-            if progress is not None and report.records % PROGRESS_EVERY == 0:
-                progress(offset, scan.result.size)
-            if body[0] == PUSH:
-                pushes.add(offset)
-                moved[offset] = len(intact)
-            elif body[0] == DONE:
-                target = DONE_BODY.unpack_from(body)[1]
-                dones.add(target)
-                if target not in moved:
-                    continue  # its PUSH was lost: nothing left to mark done
-                body = memoryview(DONE_BODY.pack(DONE, moved[target]))
-            if repair:
-                intact += FRAME.pack(len(body), zlib.crc32(body)) + body
+        state = read_state(layout.journal, floor=saved.floor, repair=True, progress=progress)
     except JobDirCorrupt as exc:  # bad magic or empty file: nothing in it can be trusted
         report.findings.append(Finding(layout.journal, exc.offset, exc.problem))
         if repair:
-            os.replace(layout.journal, layout.journal + ".damaged")
+            _set_aside(layout.journal)
             write_atomic(layout.journal, MAGIC)
-        return pushes, dones
-    result = scan.result
-    if progress is not None:
-        progress(result.size, result.size)
-    for damage in result.damage:
-        report.findings.append(Finding(layout.journal, damage.offset, f"{damage.problem} ({damage.length} bytes skipped)"))
+        return None
+    scan = state.scan
+    report.records = state.pushes + state.dones + len(state.bad_dones)
+    if scan.size < saved.floor:
+        report.findings.append(Finding(layout.journal, scan.size, f"the journal is {scan.size:,} bytes, but it held "
+                                       f"{saved.floor:,} at its last checkpoint: it was truncated"))
+    for damage in scan.damage:
+        problem = f"{damage.problem} ({damage.length} bytes skipped)"
+        report.findings.append(Finding(layout.journal, damage.offset, problem))
         report.dropped_bytes += damage.length
-    if result.torn:
-        report.notes.append(f"{layout.journal}: a torn last record of {result.torn} bytes at byte {result.end} "
+    for offset, problem in state.bad_dones[:20]:
+        report.findings.append(Finding(layout.journal, offset, problem))
+    if scan.torn:
+        report.notes.append(f"{layout.journal}: a torn last record of {scan.torn} bytes at byte {scan.end} "
                             f"(normal after a crash; cut at the next open)")
-    stray = dones - pushes
-    for offset in sorted(stray)[:20]:
-        report.findings.append(Finding(layout.journal, offset, "a DONE record names no PUSH record"))
-    if repair and (result.damage or stray):
-        write_atomic(layout.journal, bytes(intact))
-    return pushes, dones
+    if repair and (scan.damage or state.bad_dones or scan.size < saved.floor):
+        _rewrite_journal(layout.journal, {offset for offset, _ in state.bad_dones})
+        return read_state(layout.journal, repair=True)
+    return state
 
 
-def _check_seen(layout: Layout, report: Report, repair: bool) -> None:
-    if not os.path.exists(layout.seen):
-        return
-    with open(layout.seen, "rb") as f:
-        data = f.read()
+def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
+    """Rewrite the journal with every intact record, framed for its new place."""
+    out = bytearray(MAGIC)
+    moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
+    for offset, body in JournalScan(path, repair=True):
+        if body[0] == PUSH:
+            moved[offset] = len(out)
+        elif offset in bad_dones or done_target(body) not in moved:
+            continue  # names nothing (or its PUSH was lost): nothing left to mark done
+        else:
+            body = memoryview(done_body(moved[done_target(body)]))
+        out += frame(len(out), body)
+    _set_aside(path)
+    write_atomic(path, bytes(out))
+
+
+def _set_aside(path: str) -> None:
+    """Keep a copy of a damaged file beside it (``<file>.damaged``, a new name) before it is rewritten."""
+    with open_file(path) as src:
+        data = src.read()
+    fd, _name = create_aside(f"{path}.damaged")
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _check_seen(
+    layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState | None, repair: bool
+) -> None:
+    data = b""
+    if os.path.lexists(layout.seen):
+        with open_file(layout.seen) as f:
+            data = f.read()
+    problems: list[Finding] = []
     try:
         _, info = parse_seen(layout.seen, data, strict=True)
+        end = info.end
+        if info.torn:
+            report.notes.append(f"{layout.seen}: a torn last fingerprint of {info.torn} bytes (cut at the next open)")
     except JobDirCorrupt as exc:
-        report.findings.append(Finding(layout.seen, exc.offset, exc.problem))
-        if repair:
-            keys_data = _intact_seen(data)
-            report.dropped_bytes += len(data) - len(keys_data)
-            write_atomic(layout.seen, keys_data)
-        return
-    if info.torn:
-        report.notes.append(f"{layout.seen}: a torn last fingerprint of {info.torn} bytes (cut at the next open)")
+        problems.append(Finding(layout.seen, exc.offset, exc.problem))
+        end = len(data)
+    try:
+        sums = read_sums(layout.seen_sums)
+    except JobDirCorrupt as exc:
+        problems.append(Finding(exc.file, exc.offset, exc.problem))
+        sums = []
+    if sums is None:
+        if end:
+            problems.append(Finding(layout.seen_sums, 0, "missing: the checksums of requests.seen are gone"))
+    elif not problems:
+        damage = check_blocks(layout.seen, memoryview(data)[:end], sums)
+        if damage is None and saved.seen_tail is not None:
+            damage = check_tail(layout.seen, memoryview(data)[:end], saved.seen_tail, len(sums))
+        if damage is not None:
+            problems.append(Finding(damage.file, damage.offset, damage.problem))
+    if not problems and sums is None and saved.seen_tail is not None and saved.seen_tail[0] > end:
+        problems.append(Finding(layout.seen, end, f"the file is {end:,} bytes, but it held {saved.seen_tail[0]:,} "
+                                                  f"at the last checkpoint: it was truncated"))
+    report.findings += problems
+    if repair and problems:
+        _rewrite_seen(layout, data, state)
 
 
-def _intact_seen(data: bytes) -> bytes:
-    """The records of a damaged seen file that have the file's usual width."""
+def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> None:
+    """Every fingerprint that still parses, plus every fingerprint of the journal, with fresh sums."""
     width = int.from_bytes(data[:2], "big") or 20
     out = bytearray()
     pos = 0
@@ -168,33 +214,40 @@ def _intact_seen(data: bytes) -> bytes:
             pos += 2 + width
         else:
             pos += 1
-    return bytes(out)
+    if state is not None:
+        have = {bytes(out[i + 2:i + 2 + width]) for i in range(0, len(out), 2 + width)}
+        fp_start = PUSH_HEAD.size
+        for _offset, body in JournalScan(layout.journal, repair=True):
+            if body[0] == PUSH and not body[fp_start - 2] & FLAG_DONT_FILTER:
+                fingerprint = bytes(body[fp_start:fp_start + body[fp_start - 1]])
+                if fingerprint not in have:
+                    have.add(fingerprint)
+                    out += len(fingerprint).to_bytes(2, "big") + fingerprint
+    if os.path.lexists(layout.seen):
+        _set_aside(layout.seen)
+    write_atomic(layout.seen, bytes(out))
+    write_sums(layout.seen_sums, sums_of(bytes(out)))
 
 
-def _check_queues(layout: Layout, report: Report, offsets: tuple[set[int], set[int]]) -> None:
-    saved = checkpoint.read_checkpoint(layout.cursor)
+def _check_queues(layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState) -> None:
     if not saved.clean:
-        report.notes.append(f"{layout.cursor}: {saved.problem or saved.state}; the queues will be rebuilt from the journal at the next open")
+        report.notes.append(f"{layout.cursor}: {saved.problem or saved.state}; the queues will be rebuilt from the "
+                            f"journal at the next open")
         return
-    pushes, dones = offsets
-    try:
-        active = read_active(layout.active) if saved.pending else []
-    except JobDirCorrupt as exc:
-        report.findings.append(Finding(layout.active, 0, exc.problem))
+    seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
+    distrust = distrust_reason(layout, saved, seen_bytes)
+    if distrust is not None and state.scan.torn and state.scan.end == saved.journal_bytes:
+        report.notes.append(f"{distrust[0]}: {distrust[1]}; the queues will be rebuilt at the next open")
+    elif distrust is not None:
+        report.findings.append(Finding(distrust[0], 0, distrust[1]))
         return
-    for priority in active:
-        qpath = os.path.join(layout.queue_dir, f"p{priority}")
-        if os.path.isfile(qpath):
-            entries = lifo_entries(qpath).items
-        elif os.path.isdir(qpath):
-            entries = fifo_entries(qpath).items
-        else:
-            report.findings.append(Finding(qpath, 0, "missing queue file listed in active.json"))
-            continue
-        if len(entries) != saved.pending.get(priority, 0):
-            report.findings.append(Finding(qpath, 0, f"{len(entries)} entries, the checkpoint says {saved.pending.get(priority, 0)}"))
+    pending = {offset for offsets in state.pending.values() for offset in offsets}
+    for priority in saved.pending:
+        qpath = queue_path(layout.queue_dir, priority)
+        entries = lifo_entries(qpath).items if os.path.isfile(qpath) else fifo_entries(qpath).items
         for entry in entries:
             offset = OFFSET.unpack(entry)[0] if len(entry) == OFFSET.size else -1
-            if offset not in pushes or offset in dones:
-                report.findings.append(Finding(qpath, 0, f"an entry names journal offset {offset}, which is not a pending PUSH"))
+            if offset not in pending:
+                report.findings.append(Finding(qpath, 0, f"an entry names journal offset {offset}, which is not a "
+                                                         f"pending PUSH"))
                 break

@@ -206,7 +206,9 @@ class Scheduler(BaseScheduler):
         except (ValueError, TypeError, Unencodable) as exc:
             self._keep_in_memory(request, fingerprint, dont_filter, exc)
             return True
-        frontier._push_record(stored, record)
+        if not frontier.push_record(stored, record):
+            self._log_duplicate(request)
+            return False
         self._count("scheduler/enqueued/disk")
         self._count("scheduler/enqueued")
         return True

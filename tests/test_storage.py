@@ -1,0 +1,277 @@
+"""Unit tests of the storage parts themselves: the journal scan, the queues (one contract
+suite run against every queue class, in queuelib's style), the seen index and the seen
+file's checksums."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import struct
+
+import pytest
+from queuelib import FifoDiskQueue
+
+from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.journal import (
+    FRAME,
+    MAGIC,
+    JournalScan,
+    JournalWriter,
+    done_body,
+    frame,
+    frame_all,
+    push_body,
+    read_record,
+)
+from diskfrontier.queues import BATCH, BatchedLifoQueue
+from diskfrontier.seen import BLOCK, SeenFile, read_sums
+from diskfrontier.seenindex import SeenIndex
+from diskfrontier.state import read_state
+
+
+def write_journal(path, bodies) -> list[int]:
+    JournalWriter.create(str(path))
+    writer = JournalWriter(str(path), len(MAGIC), fsync=False)
+    data, offsets = frame_all(writer.size, bodies)
+    writer.write(data)
+    writer.close()
+    return offsets
+
+
+def pushes(n: int, priority: int = 0) -> list[bytes]:
+    return [push_body(priority, False, bytes([i % 256]) * 20, b"\x91\xa1x") for i in range(n)]
+
+
+# ---------------------------------------------------------------- the journal scan
+def test_scan_yields_every_record_at_its_offset(tmp_path):
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(50))
+    scan = JournalScan(str(path))
+    assert [offset for offset, _ in scan] == offsets
+    assert scan.result.end == os.path.getsize(path) and scan.result.torn == 0
+
+
+def test_frames_are_bound_to_their_offset(tmp_path):
+    body = push_body(0, False, b"f" * 20, b"\x91\xa1x")
+    assert frame(8, body) != frame(8 + len(body) + FRAME.size, body)
+    path = tmp_path / "j"
+    write_journal(path, pushes(3))
+    data = path.read_bytes()
+    first = data[8:8 + FRAME.size + len(pushes(1)[0])]
+    path.write_bytes(data + first)  # an intact record copied to another place
+    with pytest.raises(JobDirCorrupt) as info:
+        list(JournalScan(str(path)))
+    assert info.value.offset == len(data)
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9, 10, 20])
+def test_a_write_cut_short_is_a_torn_tail(tmp_path, cut):
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(5))
+    size = os.path.getsize(path)
+    os.truncate(path, size - cut)
+    scan = JournalScan(str(path))
+    assert [o for o, _ in scan] == offsets[:4]
+    assert scan.result.end == offsets[4] and scan.result.torn == size - cut - offsets[4]
+
+
+def test_a_torn_tail_below_the_floor_is_damage(tmp_path):
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(5))
+    size = os.path.getsize(path)
+    os.truncate(path, size - 3)
+    with pytest.raises(JobDirCorrupt):
+        list(JournalScan(str(path), floor=size))
+    with pytest.raises(JobDirCorrupt):
+        list(JournalScan(str(path), floor=offsets[4] + 1))
+    assert len(list(JournalScan(str(path), floor=offsets[4]))) == 4
+
+
+def test_zeros_to_the_end_are_a_torn_tail(tmp_path):
+    path = tmp_path / "j"
+    write_journal(path, pushes(5))
+    with open(path, "ab") as f:
+        f.write(b"\0" * 5000)
+    scan = JournalScan(str(path))
+    assert len(list(scan)) == 5 and scan.result.torn == 5000
+
+
+def test_a_full_checksum_mismatch_at_the_end_is_damage_not_a_tear(tmp_path):
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(5))
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # every byte of the last record is there: a kill cannot leave this
+    path.write_bytes(bytes(data))
+    with pytest.raises(JobDirCorrupt) as info:
+        list(JournalScan(str(path)))
+    assert info.value.offset == offsets[4]
+
+
+def test_repair_scan_resynchronises_after_damage(tmp_path):
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(20))
+    data = bytearray(path.read_bytes())
+    data[offsets[7] + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    scan = JournalScan(str(path), repair=True)
+    assert [o for o, _ in scan] == offsets[:7] + offsets[8:]
+    assert [(d.offset, d.length) for d in scan.result.damage] == [(offsets[7], offsets[8] - offsets[7])]
+
+
+def test_read_record_checks_the_crc_and_the_kind(tmp_path):
+    path = tmp_path / "j"
+    offsets = write_journal(path, [*pushes(2), done_body(8)])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert bytes(read_record(fd, offsets[1], str(path))) == pushes(2)[1]
+        for bad in (offsets[2], offsets[1] + 1, 10_000_000, 3):
+            with pytest.raises(JobDirCorrupt):
+                read_record(fd, bad, str(path))
+    finally:
+        os.close(fd)
+
+
+def test_writer_cuts_back_a_failed_write(tmp_path, monkeypatch):
+    path = tmp_path / "j"
+    write_journal(path, pushes(2))
+    size = os.path.getsize(path)
+    writer = JournalWriter(str(path), size, fsync=False)
+    import diskfrontier.journal as journal
+
+    def half_then_fail(fd, data):
+        os.write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal, "write_all", half_then_fail)
+    with pytest.raises(OSError):
+        writer.write(frame(size, pushes(1)[0]))
+    monkeypatch.undo()
+    assert os.path.getsize(path) == size and writer.size == size
+    writer.write(frame(size, pushes(1)[0]))
+    writer.close()
+    assert len(list(JournalScan(str(path)))) == 3
+
+
+def test_state_counts_pending_per_priority_in_push_order(tmp_path):
+    path = tmp_path / "j"
+    bodies = pushes(6, 1) + pushes(4, -2)
+    offsets = write_journal(path, bodies)
+    JournalWriter(str(path), os.path.getsize(path), fsync=False).write(
+        frame_all(os.path.getsize(path), [done_body(offsets[0]), done_body(offsets[7])])[0])
+    state = read_state(str(path), sizes=True)
+    assert list(state.pending[1]) == offsets[1:6] and list(state.pending[-2]) == [offsets[6], *offsets[8:]]
+    assert (state.pushes, state.dones, state.pending_count) == (10, 2, 8)
+    assert state.live_bytes == sum(FRAME.size + len(bodies[i]) for i in (1, 2, 3, 4, 5, 6, 8, 9))
+
+
+# ---------------------------------------------------------------- the queues: one contract, every class
+QUEUES = {
+    "batched-lifo": (BatchedLifoQueue, "lifo"),
+    "fifo": (FifoDiskQueue, "fifo"),
+}
+
+
+@pytest.fixture(params=list(QUEUES))
+def queue_kind(request):
+    return QUEUES[request.param]
+
+
+def test_queue_contract_against_a_model(tmp_path, queue_kind):
+    cls, order = queue_kind
+    path = str(tmp_path / "q")
+    rng = random.Random(3)
+    model: list[bytes] = []
+    q = cls(path)
+    for step in range(6 * BATCH):
+        if rng.random() < 0.6:
+            item = struct.pack(">Q", step)
+            q.push(item)
+            model.append(item)
+        else:
+            got = q.pop()
+            want = (model.pop() if order == "lifo" else model.pop(0)) if model else None
+            assert got == want
+        assert len(q) == len(model)
+        if step % 997 == 0:  # close and reopen: the queue file keeps its order
+            q.close()
+            q = cls(path)
+    q.close()
+    q = cls(path)
+    rest = []
+    while (item := q.pop()) is not None:
+        rest.append(item)
+    assert rest == (model[::-1] if order == "lifo" else model)
+    q.close()
+
+
+def test_batched_lifo_peek_and_refill_across_the_batch_boundary(tmp_path):
+    q = BatchedLifoQueue(str(tmp_path / "q"))
+    for i in range(3 * BATCH + 7):
+        q.push(struct.pack(">Q", i))
+    q.close()
+    q = BatchedLifoQueue(str(tmp_path / "q"))
+    for i in reversed(range(3 * BATCH + 7)):
+        assert q.peek() == struct.pack(">Q", i)
+        assert q.pop() == struct.pack(">Q", i)
+    assert q.pop() is None and len(q) == 0
+    q.close()
+
+
+def test_batched_lifo_refuses_a_header_that_does_not_match_the_file(tmp_path):
+    q = BatchedLifoQueue(str(tmp_path / "q"))
+    for i in range(10):
+        q.push(struct.pack(">Q", i))
+    q.close()
+    os.truncate(tmp_path / "q", os.path.getsize(tmp_path / "q") - 12)
+    with pytest.raises(JobDirCorrupt):
+        BatchedLifoQueue(str(tmp_path / "q"))
+
+
+# ---------------------------------------------------------------- the seen index and file
+def test_seen_index_matches_a_set(tmp_path):
+    rng = random.Random(5)
+    index, model = SeenIndex(), set()
+    for _ in range(50_000):
+        key = rng.getrandbits(64) or 1 if rng.random() < 0.7 else rng.choice(list(model) or [1])
+        assert index.add(key) == (key not in model)
+        model.add(key)
+    assert len(index) == len(model)
+    assert all(k in index for k in list(model)[:1000])
+    assert sum(rng.getrandbits(64) in index for _ in range(10_000)) == 0
+
+
+def test_seen_file_writes_a_sum_for_every_block(tmp_path):
+    path = str(tmp_path / "requests.seen")
+    seen = SeenFile(path)
+    seen.open(require_sums=False)
+    count = 3 * BLOCK // 22 + 100
+    for i in range(count):
+        seen.add(hashlib.sha1(str(i).encode()).digest())
+    seen.sync()
+    seen.close()
+    sums = read_sums(path + ".sums")
+    assert sums is not None and len(sums) == os.path.getsize(path) // BLOCK == 3
+    again = SeenFile(path)
+    again.open(require_sums=True)
+    assert len(again) == count
+    again.close()
+    with open(path, "r+b") as f:
+        f.seek(BLOCK + 100)
+        value = f.read(1)[0]
+        f.seek(BLOCK + 100)
+        f.write(bytes([value ^ 4]))
+    with pytest.raises(JobDirCorrupt) as info:
+        SeenFile(path).open(require_sums=True)
+    assert info.value.offset == BLOCK
+
+
+def test_seen_file_of_a_format2_directory_needs_its_sums(tmp_path):
+    path = str(tmp_path / "requests.seen")
+    seen = SeenFile(path)
+    seen.open(require_sums=False)
+    seen.add(b"x" * 20)
+    seen.close()
+    os.unlink(path + ".sums")
+    with pytest.raises(JobDirCorrupt, match="sums"):
+        SeenFile(path).open(require_sums=True)
