@@ -7,16 +7,24 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, TypeVar, cast
 
 import click
 
 from .adopt import adopt_scrapy
-from .cli_support import JSON_OPTION, human_bytes, one_line_errors, progress_bar, table
+from .cli_support import (
+    EXIT_INTERRUPTED,
+    JSON_OPTION,
+    human_bytes,
+    one_line_errors,
+    progress_bar,
+    require_jobdir,
+    table,
+)
 from .demo import run_demo
 from .frontier import Frontier
-from .jobinfo import inspect_jobdir, pending_requests
-from .jsonlines import request_from_json, request_to_json
+from .jobinfo import inspect_jobdir, pending_requests, seen_fingerprints
+from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request
 from .verify import verify
 
@@ -24,6 +32,7 @@ JOBDIR = click.argument("jobdir", type=click.Path(file_okay=False))
 EXISTING_JOBDIR = click.argument("jobdir", type=click.Path(exists=True, file_okay=False))
 PRIORITY = click.IntRange(PRIORITY_MIN, PRIORITY_MAX)
 BATCH = 10_000
+T = TypeVar("T")
 
 
 @click.group()
@@ -46,6 +55,7 @@ def inspect(jobdir: str, as_json: bool) -> None:
 
     Example: diskfrontier inspect crawls/shop --json
     """
+    require_jobdir(jobdir)
     info = inspect_jobdir(jobdir)
     if as_json:
         data = info.as_dict()
@@ -80,8 +90,10 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
 
     Example: diskfrontier peek crawls/shop -n 5 --priority 10
     """
-    shown = []
-    for request in pending_requests(jobdir, priority=priority):
+    require_jobdir(jobdir)
+    pending = pending_requests(jobdir, priority=priority)
+    shown: list[Request] = []
+    for request in pending:
         if len(shown) >= count:
             break
         shown.append(request)
@@ -89,8 +101,12 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
         for request in shown:
             click.echo(request_to_json(request))
         return
+    if not pending:
+        others = len(pending_requests(jobdir)) if priority is not None else 0
+        where = f" at priority {priority} ({others:,} pending at other priorities)" if others else ""
+        click.echo(f"nothing pending{where}")
+        return
     if not shown:
-        click.echo("nothing pending")
         return
     width = max(len(str(r.priority)) for r in shown)
     for request in shown:
@@ -107,6 +123,7 @@ def verify_command(jobdir: str, repair: bool, as_json: bool) -> None:
 
     Example: diskfrontier verify crawls/shop --repair
     """
+    require_jobdir(jobdir)
     with progress_bar("verifying") as progress:
         report = verify(jobdir, repair=repair, progress=progress)
     if as_json:
@@ -137,6 +154,7 @@ def compact(jobdir: str, as_json: bool) -> None:
 
     Example: diskfrontier compact crawls/shop
     """
+    require_jobdir(jobdir)
     with Frontier(jobdir) as frontier, progress_bar("compacting") as progress:
         result = frontier.compact(progress)
         pending = len(frontier)
@@ -148,32 +166,47 @@ def compact(jobdir: str, as_json: bool) -> None:
                    f"{pending:,} pending kept, {result.dropped_records:,} finished records dropped")
 
 
-def _numbered(urls: tuple[str, ...], file: IO[str] | None) -> Iterator[tuple[int, str]]:
+def _numbered(urls: tuple[str, ...], file: IO[str] | None) -> Iterator[tuple[str, int, str]]:
+    """(``argument`` or ``line``, its number, the URL) of every URL given, skipping blank and # lines."""
     for i, url in enumerate(urls, 1):
-        yield i, url
+        yield "argument", i, url
     if file is not None:
         for i, line in enumerate(file, 1):
             text = line.strip()
             if text and not text.startswith("#"):
-                yield i, text
+                yield "line", i, text
 
 
-def _batches(items: Iterable[Request], size: int = BATCH) -> Iterator[list[Request]]:
-    batch: list[Request] = []
+def _url_request(url: str, priority: int, dont_filter: bool) -> Request:
+    """The request of one URL argument or line; ``ValueError`` if it is no URL or holds whitespace."""
+    request = Request(url, priority=priority, dont_filter=dont_filter)
+    if any(c.isspace() for c in url):
+        raise ValueError(f"Request.url {url!r} holds whitespace: give one URL an argument or a line, "
+                         f"and write a space inside a URL as %20")
+    return request
+
+
+def _runs(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
+    """Consecutive items of the same type, in lists of at most ``size``."""
+    batch: list[T] = []
     for item in items:
-        batch.append(item)
-        if len(batch) >= size:
+        if batch and (len(batch) >= size or type(item) is not type(batch[0])):
             yield batch
             batch = []
+        batch.append(item)
     if batch:
         yield batch
 
 
-def _report_counts(queued: int, offered: int, bad: int, as_json: bool) -> None:
+def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: int | None = None) -> None:
+    """``queued N, duplicates N, bad N`` (and ``seen N`` after an import), or the same as JSON."""
+    counts = {"queued": queued, "duplicates": offered - queued, "bad": bad}
+    if seen is not None:
+        counts["seen"] = seen
     if as_json:
-        click.echo(json.dumps({"queued": queued, "duplicates": offered - queued, "bad": bad}))
+        click.echo(json.dumps(counts))
     else:
-        click.echo(f"queued {queued:,}, duplicates {offered - queued:,}, bad {bad:,}")
+        click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()))
 
 
 @main.command()
@@ -187,24 +220,31 @@ def _report_counts(queued: int, offered: int, bad: int, as_json: bool) -> None:
 @one_line_errors
 def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int, dont_filter: bool,
          strict: bool, as_json: bool) -> None:
-    """Seed URLs into JOBDIR (created if missing); report queued and duplicates.
+    """Seed URLs into JOBDIR (created if missing or empty); report queued and duplicates.
 
-    A bad line is reported with its number and the others still go in, unless --strict.
-    Exit code 1 when a line was bad.
+    URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
+    line (not a URL, or two words) is reported with its number and the others still go
+    in, unless --strict. Exit code 1 when a line was bad.
 
     Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
-             cat seeds.txt | diskfrontier push crawls/shop -f -
+             cat seeds.txt | diskfrontier push crawls/shop -
     """
+    if urls == ("-",):
+        if file is not None:
+            raise click.UsageError("give - (stdin) or --file, not both")
+        urls, file = (), click.open_file("-")
+    elif "-" in urls:
+        raise click.UsageError("- (read the URLs from stdin) must be the only URL argument")
     if not urls and file is None:
-        raise click.UsageError("give URLs as arguments or --file F (- for stdin)")
-    source = "argument" if file is None else "line"
+        raise click.UsageError("give URLs as arguments, - for stdin, or --file F")
+    require_jobdir(jobdir, may_create=True)
     bad = 0
 
     def requests() -> Iterator[Request]:
         nonlocal bad
-        for number, url in _numbered(urls, file):
+        for source, number, url in _numbered(urls, file):
             try:
-                yield Request(url, priority=priority, dont_filter=dont_filter)
+                yield _url_request(url, priority, dont_filter)
             except (TypeError, ValueError) as exc:
                 bad += 1
                 click.echo(f"{source} {number}: skipped: {exc}", err=True)
@@ -213,12 +253,13 @@ def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int
     if strict:
         good = list(good)
         if bad:
-            click.echo(f"Error: {bad} bad {source}s; nothing was pushed (--strict)", err=True)
+            click.echo(f"Error: {bad} bad {'argument' if file is None else 'line'}s; nothing was pushed (--strict)",
+                       err=True)
             sys.exit(1)
     queued = offered = 0
     frontier: Frontier | None = None
     try:
-        for batch in _batches(good):
+        for batch in _runs(good):
             frontier = frontier or Frontier(jobdir)  # a run with no good line creates nothing
             queued += frontier.push_many(batch)
             offered += len(batch)
@@ -231,25 +272,39 @@ def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int
 
 @main.command(name="export")
 @EXISTING_JOBDIR
-@click.option("-o", "--output", type=click.File("w", lazy=False), default="-", help="File to write (default stdout).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="File to write (default stdout).")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
+@click.option("--seen", "with_seen", is_flag=True,
+              help="Also write every seen fingerprint, so that what was done stays done after import.")
 @one_line_errors
-def export_command(jobdir: str, output: IO[str], priority: int | None) -> None:
-    """Write the pending requests as JSON lines, in pop order (read-only).
+def export_command(jobdir: str, output: str, priority: int | None, with_seen: bool) -> None:
+    """Write the pending requests as JSON lines (read-only).
 
-    Example: diskfrontier export crawls/shop -o pending.jsonl
+    Priorities highest first and, within each, in the order they were pushed: importing
+    the file into a job directory of the same order (LIFO or FIFO) pops them in the same
+    order as here. --seen then adds a {"$seen": "<hex>"} line per seen fingerprint,
+    which import marks seen without queueing anything.
+
+    Example: diskfrontier export crawls/shop -o pending.jsonl --seen
     """
-    pending = pending_requests(jobdir, priority=priority)
-    count = 0
-    with progress_bar("exporting", len(pending)) as progress:
+    require_jobdir(jobdir)
+    pending = pending_requests(jobdir, priority=priority, push_order=True)
+    count = seen = 0
+    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", len(pending)) as progress:
         for request in pending:
-            output.write(request_to_json(request) + "\n")
+            out.write(request_to_json(request) + "\n")
             count += 1
             if progress is not None and count % 1000 == 0:
                 progress(count, len(pending))
-    output.flush()
-    if output is not sys.stdout:
-        click.echo(f"exported {count:,} pending requests", err=True)
+        if with_seen:
+            for fingerprint in seen_fingerprints(jobdir):
+                out.write(seen_to_json(fingerprint) + "\n")
+                seen += 1
+        out.flush()
+    if output != "-":
+        also = f" and {seen:,} seen fingerprints" if with_seen else ""
+        click.echo(f"exported {count:,} pending requests{also}", err=True)
 
 
 def _source_size(source: IO[str]) -> int:
@@ -267,15 +322,18 @@ def _source_size(source: IO[str]) -> int:
 def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
     """Push the requests of a JSON-lines file (as written by export); - for stdin.
 
-    A bad line is reported with its number and the others still go in (exit code 1).
+    JOBDIR is created if missing or empty. {"$seen": ...} lines (export --seen) mark
+    their fingerprint seen and queue nothing. A bad line is reported with its number
+    and the others still go in (exit code 1).
 
     Example: diskfrontier import crawls/new pending.jsonl
     """
+    require_jobdir(jobdir, may_create=True)
     bad = 0
     read = 0
     size = _source_size(source)
 
-    def requests(progress: Any) -> Iterator[Request]:
+    def records(progress: Any) -> Iterator[Request | bytes]:
         nonlocal bad, read
         for number, line in enumerate(source, 1):
             read += len(line)
@@ -284,17 +342,20 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
             if not line.strip():
                 continue
             try:
-                yield request_from_json(line)
+                yield record_from_json(line)
             except (TypeError, ValueError) as exc:
                 bad += 1
                 click.echo(f"line {number}: skipped: {exc}", err=True)
 
-    queued = offered = 0
+    queued = offered = seen = 0
     with Frontier(jobdir) as frontier, progress_bar("importing", size) as progress:
-        for batch in _batches(requests(progress)):
-            queued += frontier.push_many(batch)
-            offered += len(batch)
-    _report_counts(queued, offered, bad, as_json)
+        for batch in _runs(records(progress)):
+            if isinstance(batch[0], bytes):
+                seen += frontier.mark_seen(cast("list[bytes]", batch))
+            else:
+                queued += frontier.push_many(cast("list[Request]", batch))
+                offered += len(batch)
+    _report_counts(queued, offered, bad, as_json, seen=seen)
     sys.exit(1 if bad else 0)
 
 
@@ -341,14 +402,16 @@ def adopt_scrapy_command(jobdir: str, trust_pickle: bool, as_json: bool) -> None
 
 @main.command()
 @JOBDIR
-@click.option("--pages", type=click.IntRange(min=1), default=300, show_default=True, help="Pages of the synthetic site.")
-@click.option("--for", "seconds", type=click.FloatRange(min=0), default=None, help="Stop cleanly after this many seconds.")
+@click.option("--pages", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Pages of the synthetic site.")
+@click.option("--for", "seconds", type=click.FloatRange(min=0), default=None,
+              help="Stop cleanly after this many seconds.")
 @JSON_OPTION
 @one_line_errors
 def demo(jobdir: str, pages: int, seconds: float | None, as_json: bool) -> None:
     """Crawl a synthetic site served on 127.0.0.1 into JOBDIR; run again to resume.
 
-    Ctrl-C or --for stops it cleanly; kill -9 is survived too.
+    Ctrl-C (exit code 130) or --for stops it cleanly; kill -9 is survived too.
 
     Example: diskfrontier demo crawls/demo --pages 500 --for 2
     """
@@ -360,3 +423,5 @@ def demo(jobdir: str, pages: int, seconds: float | None, as_json: bool) -> None:
     else:
         click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages in {result.seconds:.1f}s; "
                    f"{result.pending:,} pending, {result.seen:,} seen. Inspect it: diskfrontier inspect {jobdir}")
+    if result.stopped_by == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)

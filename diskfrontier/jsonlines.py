@@ -4,17 +4,23 @@ One JSON object a line: ``{"url", "method", "headers", "body", "priority", "meta
 "dont_filter"}``. JSON has no bytes, so every bytes value (a body, a header value, bytes
 inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import.
 Only ``url`` is required on import; the other fields take the ``Request`` defaults.
+
+``export --seen`` adds one line per seen fingerprint, ``{"$seen": "<40 hex digits>"}``:
+on import it marks the fingerprint seen and queues nothing.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from .request import Request
 
 FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter"})
+SEEN = "$seen"
+_HEX_FINGERPRINT = re.compile(r"[0-9a-fA-F]{40}")
 
 
 def _plain(value: Any) -> Any:
@@ -49,12 +55,38 @@ def request_to_json(request: Request) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
-def request_from_json(line: str) -> Request:
-    """The request of one JSON line; ``ValueError``/``TypeError`` saying what is wrong."""
+def seen_to_json(fingerprint: bytes) -> str:
+    """One line of JSON for a seen fingerprint, ``{"$seen": "<hex>"}`` (no newline)."""
+    return json.dumps({SEEN: fingerprint.hex()})
+
+
+def record_from_json(line: str) -> Request | bytes:
+    """A request, or the fingerprint of a ``$seen`` line; ``ValueError``/``TypeError`` saying what is wrong."""
     try:
         data = json.loads(line)
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
+    if isinstance(data, dict) and SEEN in data:
+        return _fingerprint(data)
+    return _request(data)
+
+
+def request_from_json(line: str) -> Request:
+    """The request of one JSON line; ``ValueError``/``TypeError`` saying what is wrong."""
+    record = record_from_json(line)
+    if isinstance(record, bytes):
+        raise ValueError(f'a "{SEEN}" line is a fingerprint, not a request')
+    return record
+
+
+def _fingerprint(data: dict[str, Any]) -> bytes:
+    value = data[SEEN]
+    if set(data) != {SEEN} or not isinstance(value, str) or not _HEX_FINGERPRINT.fullmatch(value):
+        raise ValueError(f'a seen line must be {{"{SEEN}": "<40 hex digits>"}} and nothing else')
+    return bytes.fromhex(value)
+
+
+def _request(data: Any) -> Request:
     if not isinstance(data, dict) or "url" not in data:
         raise ValueError('each line must be a JSON object with at least a "url"')
     unknown = set(data) - FIELDS
@@ -70,4 +102,4 @@ def request_from_json(line: str) -> Request:
     return Request(url, **restored)
 
 
-__all__ = ["request_from_json", "request_to_json"]
+__all__ = ["SEEN", "record_from_json", "request_from_json", "request_to_json", "seen_to_json"]

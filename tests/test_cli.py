@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
+from diskfrontier.jobdir import FORMAT_VERSION
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
@@ -49,7 +50,7 @@ def test_inspect_example(example):
     assert "  priority 5   2" in result.output
     data = json.loads(run("inspect", example, "--json").output)
     assert data["pending"] == 18 and data["pending_by_priority"] == {"5": 2, "1": 1, "0": 15}
-    assert data["seen"] == 20 and data["state"] == "clean" and data["format_version"] == 1
+    assert data["seen"] == 20 and data["state"] == "clean" and data["format_version"] == FORMAT_VERSION
     assert lines
 
 
@@ -144,12 +145,12 @@ def test_export_then_import_round_trips(example, tmp_path):
     out = tmp_path / "pending.jsonl"
     assert run("export", example, "-o", str(out)).exit_code == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 18 and rows[0]["url"] == "https://shop.example/hats/"
+    assert len(rows) == 18 and rows[0]["url"] == "https://shop.example/shoes/"  # push order
     assert any(r["method"] == "POST" and r["body"] for r in rows)
     target = str(tmp_path / "copy")
     result = run("import", target, str(out), "--json")
-    assert json.loads(result.output) == {"queued": 18, "duplicates": 0, "bad": 0}
-    assert run("import", target, str(out)).output.strip() == "queued 0, duplicates 18, bad 0"
+    assert json.loads(result.output) == {"queued": 18, "duplicates": 0, "bad": 0, "seen": 0}
+    assert run("import", target, str(out)).output.strip() == "queued 0, duplicates 18, bad 0, seen 0"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"url": "https://z.example/"}\n{"nourl": 1}\nnot json\n')
     result = CliRunner().invoke(main, ["import", target, str(bad)])
@@ -256,14 +257,14 @@ def test_an_os_error_is_one_line(tmp_path):
 
 def test_export_to_stdout_and_by_priority(example):
     rows = [json.loads(line) for line in run("export", example, "--priority", "5").output.splitlines()]
-    assert [r["url"] for r in rows] == ["https://shop.example/hats/", "https://shop.example/shoes/"]
+    assert [r["url"] for r in rows] == ["https://shop.example/shoes/", "https://shop.example/hats/"]  # push order
     assert len(run("export", example).output.splitlines()) == 18
 
 
 def test_import_from_stdin(example, tmp_path):
     exported = run("export", example).output
     result = CliRunner().invoke(main, ["import", str(tmp_path / "copy"), "-", "--json"], input=exported)
-    assert result.exit_code == 0 and json.loads(result.output) == {"queued": 18, "duplicates": 0, "bad": 0}
+    assert result.exit_code == 0 and json.loads(result.output) == {"queued": 18, "duplicates": 0, "bad": 0, "seen": 0}
 
 
 def test_import_names_a_bad_base64_value(tmp_path):
