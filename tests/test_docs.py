@@ -33,3 +33,20 @@ def test_readme_lists_every_command():
         text = f.read()
     for name in main.commands:
         assert f"diskfrontier {name} " in text, name
+
+
+def _sh_blocks() -> list[str]:
+    with open(README) as f:
+        return re.findall(r"```sh\n(.*?)```", f.read(), flags=re.S)
+
+
+def test_readme_test_command_tests_the_installed_package_as_ci_does():
+    commands = [line for block in _sh_blocks() for line in block.splitlines() if "pytest" in line]
+    assert len(commands) == 1, commands
+    command = commands[0]
+    assert "pip install '.[test]'" in command and "-e" not in command.split()  # not editable
+    assert "cd tests && DISKFRONTIER_INSTALLED_TEST=1 pytest -q" in command  # not python -m pytest from the root
+    with open(os.path.join(os.path.dirname(__file__), "..", ".ci", "run")) as f:
+        ci = f.read()
+    assert "cd tests && DISKFRONTIER_INSTALLED_TEST=1 pytest -q" in ci
+

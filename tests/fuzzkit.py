@@ -1,0 +1,639 @@
+"""Seeded damage to job directories, and the rules a damaged job directory must follow.
+
+A fixture is a job directory built by a child process with the public API, in one of
+two states: ``clean`` (closed with ``close()``) or ``crash`` (SIGKILLed while it had
+the directory open, with requests pushed, popped, done and in flight since the open).
+The child prints what it was told: the exact multiset of pending URLs (dont_filter
+duplicates counted) and the URLs that were done.
+
+A case copies a fixture, damages one file in one way (``random.Random`` seeded from
+the case's name), opens it with ``Frontier``, pops everything (done-ing each) and
+pushes every done URL again. The outcome is one of:
+
+* ``exact``: the popped multiset is the expected pending multiset, no done URL came
+  back, every done URL is refused as a duplicate, and the directory reopens empty;
+* ``refused``: a ``FrontierError`` naming a file of the directory, at open or at pop;
+  then ``verify`` must report the directory not sound, ``verify(repair=True)`` must
+  let it open again, and what it gives must be a subset of the expected pending
+  multiset with no done URL in it (what is missing is counted as lost to repair);
+* ``manual``: refused with an error whose advice is not ``verify --repair`` (a
+  damaged ``frontier.json`` is to be written anew by hand); verify must still see it;
+* ``fail``: anything else: a raw exception, a hang, a huge allocation, wrong data.
+
+Run as a script, this module is the fixture builder:
+``fuzzkit.py JOBDIR ORDER SIZE STATE`` prints the expectations as one JSON line, then
+``READY``; in the ``crash`` state it then waits to be killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+# ----------------------------------------------------------------------------- fixtures
+
+SIZES = {"small": (200, 150), "big": (3300, 3000)}  # (first pushes, popped and done before a compaction)
+
+
+def _workload(path: str, order: str, size: str, state: str) -> dict:
+    """Build the job directory; return what a correct frontier must give back."""
+    from diskfrontier import Frontier, Request
+
+    first, finished = SIZES[size]
+    pending: Counter[str] = Counter()
+    done: list[str] = []
+    priorities = (0, 1, -1, 5)
+
+    def request(url: str, i: int, dont_filter: bool = False) -> Request:
+        meta = {"depth": i % 4, "tag": f"t{i % 3}", "ids": [i, i + 1]} if i % 7 == 0 else None
+        return Request(url, priority=priorities[i % len(priorities)], meta=meta, dont_filter=dont_filter)
+
+    def push_many(frontier: Frontier, batch: list[Request]) -> None:
+        assert frontier.push_many(batch) == len(batch)
+        pending.update(r.url for r in batch)
+
+    def push(frontier: Frontier, r: Request) -> None:
+        assert frontier.push(r)
+        pending[r.url] += 1
+
+    def pop_done(frontier: Frontier, count: int, finish: int) -> list:
+        popped = [frontier.pop() for _ in range(count)]
+        assert all(r is not None for r in popped)
+        for r in popped[:finish]:
+            frontier.done(r)
+            done.append(r.url)
+            pending[r.url] -= 1
+        return popped
+
+    # Run 1: many requests, most of them done and compacted away (their dedupe then
+    # lives in requests.seen alone), then more, some in flight at a clean close.
+    f = Frontier(path, order=order)
+    urls = [f"https://h{i % 5}.example/a/{i}" for i in range(first)]
+    for start in range(0, first, 500):
+        push_many(f, [request(u, start + j) for j, u in enumerate(urls[start:start + 500])])
+    pop_done(f, finished, finished)
+    f.compact()
+    for i in range(60):
+        push(f, request(f"https://h{i % 3}.example/b/{i}", i))
+    retried = done[:5] + [u for u in urls if pending[u]][:5]  # dont_filter re-pushes: of done and of pending URLs
+    push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(retried)])
+    pop_done(f, 20, 12)  # 8 in flight at the close: requeued
+    f.close()
+
+    # Run 2: more of everything after the open.
+    f = Frontier(path)
+    for i in range(40):
+        push(f, request(f"https://h{i % 4}.example/c/{i}", i))
+    batch = [request(f"https://h{i % 2}.example/d/{i}", i) for i in range(25)]
+    batch += [request(f"https://h1.example/d/{i}", i, dont_filter=True) for i in range(1, 25, 5)]
+    push_many(f, batch)
+    pop_done(f, 25, 15)  # 10 in flight
+    expected = {"pending": {u: n for u, n in pending.items() if n > 0}, "done": sorted(set(done))}
+    if state == "clean":
+        f.close()
+    return expected
+
+
+def _child_main(argv: list[str]) -> None:
+    path, order, size, state = argv
+    expected = _workload(path, order, size, state)
+    sys.stdout.write(json.dumps(expected) + "\nREADY\n")
+    sys.stdout.flush()
+    if state == "crash":
+        time.sleep(600)  # killed by the parent with SIGKILL while the frontier is open
+
+
+@dataclass
+class Fixture:
+    """A job directory to damage copies of, and what it holds."""
+
+    name: str
+    path: str
+    order: str
+    state: str
+    pending: Counter
+    done: set[str]  # done URLs that must never come back (no copy of them is pending)
+    refuse: list  # Request objects of every done URL (fingerprints computed once): all must be duplicates
+    records: list = field(default_factory=list)  # (offset, end, type, url) of each journal record
+    floor: int = 0  # the journal length below which a cut is damage, not a torn tail
+    journal_size: int = 0
+
+
+def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
+    """Build one fixture in a child process (SIGKILLed for the crash state)."""
+    from diskfrontier import Request
+
+    name = f"{order}-{state}-{size}"
+    path = os.path.join(root, name)
+    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    ready = proc.stdout.readline()
+    if ready.strip() != "READY":
+        proc.kill()
+        raise AssertionError(f"fixture builder failed: {proc.communicate()[1][-3000:]}")
+    if state == "crash":
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()  # type: ignore[union-attr]
+    expected = json.loads(line)
+    pending = Counter(expected["pending"])
+    done = set(expected["done"])
+    fx = Fixture(name, path, order, state, pending, done - set(pending), [Request(u) for u in sorted(done)])
+    fx.records = journal_map(os.path.join(path, "requests.urls"))
+    fx.journal_size = os.path.getsize(os.path.join(path, "requests.urls"))
+    saved = read_checkpoint(os.path.join(path, "requests.cursor"))
+    fx.floor = saved.floor
+    assert saved.state == ("clean" if state == "clean" else "open"), saved
+    assert replay(fx.records) == pending, "the journal does not hold what the builder was told"
+    return fx
+
+
+def journal_map(path: str) -> list[tuple[int, int, int, str]]:
+    """(offset, end, type, url) of every record of an intact journal (a DONE's url: its PUSH's)."""
+    from diskfrontier.codec import decode_request
+    from diskfrontier.journal import DONE, FRAME, JournalScan, done_target, parse_push
+
+    out, urls = [], {}
+    for offset, body in JournalScan(path):
+        end = offset + FRAME.size + len(body)
+        if body[0] == DONE:
+            out.append((offset, end, DONE, urls[done_target(body)]))
+        else:
+            priority, dont_filter, fingerprint, record = parse_push(body)
+            url = decode_request(record, priority, dont_filter, fingerprint, offset).url
+            urls[offset] = url
+            out.append((offset, end, body[0], url))
+    return out
+
+
+def replay(records: list[tuple[int, int, int, str]], upto: int | None = None) -> Counter:
+    """The pending multiset of the records that end at or before ``upto``."""
+    from diskfrontier.journal import DONE
+
+    pending: Counter[str] = Counter()
+    for _offset, end, kind, url in records:
+        if upto is not None and end > upto:
+            break
+        pending[url] += -1 if kind == DONE else 1
+    return +pending
+
+
+def read_checkpoint(path: str):
+    from diskfrontier.checkpoint import read_checkpoint as read
+
+    return read(path)
+
+
+def build_fixtures(root: str) -> list[Fixture]:
+    """The four fixtures (LIFO/FIFO x clean/crash); the LIFO ones have a seen file of more than one block."""
+    specs = [("lifo", "big", "clean"), ("lifo", "big", "crash"), ("fifo", "small", "clean"), ("fifo", "small", "crash")]
+    out = []
+    for order, size, state in specs:
+        out.append(build_fixture(root, order, size, state))
+    for fx in out:
+        if "big" in fx.name:
+            assert os.path.getsize(os.path.join(fx.path, "requests.seen")) > 1 << 16
+    return out
+
+
+# ----------------------------------------------------------------------------- damage
+
+TARGETS = ("frontier.json", "requests.urls", "requests.seen", "requests.seen.sums", "requests.cursor",
+           "active.json", "queue", "lock")
+KINDS = ("flip", "garbage", "truncate", "append", "zero", "len-ffff", "swap", "dup", "delete", "empty")
+RECORD_KINDS = ("len-ffff", "swap", "dup")
+# swap/dup of equal-sized records: where a file is made of them
+RECORD_TARGETS = {"requests.urls": RECORD_KINDS, "requests.seen": ("swap", "dup"), "queue": ("swap", "dup")}
+
+
+def applicable(target: str, kind: str) -> bool:
+    return kind not in RECORD_KINDS or kind in RECORD_TARGETS.get(target, ())
+
+
+def target_files(job: str, target: str) -> list[str]:
+    """The files of ``job`` that ``target`` names (one, or every queue file)."""
+    if target == "active.json":
+        return [os.path.join(job, "requests.queue", "active.json")]
+    if target == "queue":
+        out = []
+        for root, _dirs, files in os.walk(os.path.join(job, "requests.queue")):
+            out += [os.path.join(root, name) for name in sorted(files) if name != "active.json"]
+        return sorted(out)
+    return [os.path.join(job, target)]
+
+
+def journal_records(path: str) -> list[tuple[int, int]]:
+    """(offset, body length) of every intact record of a journal."""
+    from diskfrontier.journal import JournalScan
+
+    return [(offset, len(body)) for offset, body in JournalScan(path, repair=True)]
+
+
+def _records(path: str, target: str) -> list[tuple[int, int]]:
+    """(start, size) of each whole record of a file made of records, for swap and dup."""
+    data = open(path, "rb").read()
+    if target == "requests.urls":
+        return [(offset, 10 + length) for offset, length in journal_records(path)]
+    if target == "requests.seen":
+        width = 2 + int.from_bytes(data[:2], "big")
+        return [(i, width) for i in range(0, len(data) - width + 1, width)]
+    if os.path.basename(path).startswith("q"):  # a FIFO chunk: a 4-byte length, then the entry
+        out, pos = [], 0
+        while pos + 4 <= len(data):
+            n = int.from_bytes(data[pos:pos + 4], "big")
+            out.append((pos, 4 + n))
+            pos += 4 + n
+        return out
+    if os.path.basename(path).startswith("p"):  # a LIFO file: a 4-byte count, then entries of 8 + 4 bytes
+        return [(i, 12) for i in range(4, len(data) - 11, 12)]
+    return []
+
+
+def damage(rng: random.Random, job: str, target: str, kind: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """Damage one file of ``job``: (what was done, the byte ranges changed), None if the damage does not apply."""
+    files = [p for p in target_files(job, target) if os.path.isfile(p)]
+    if kind in ("swap", "dup") and target == "queue":
+        files = [p for p in files if os.path.basename(p) != "info.json"]
+    if not files:
+        return None
+    path = rng.choice(files)
+    rel = os.path.relpath(path, job)
+    data = bytearray(open(path, "rb").read())
+    size = len(data)
+    if kind == "delete":
+        os.unlink(path)
+        return f"{rel}: deleted", [(0, size)]
+    if kind == "empty":
+        if not size:
+            return None
+        data = bytearray()
+        what, spans = "emptied", [(0, size)]
+    elif kind == "append":
+        extra = rng.randbytes(rng.randrange(1, 300))
+        data += extra
+        what, spans = f"{len(extra)} bytes appended", [(size, size + len(extra))]
+    elif not size:
+        return None
+    elif kind == "flip":
+        at = rng.randrange(size)
+        data[at] ^= rng.randrange(1, 256)
+        what, spans = f"byte {at} flipped", [(at, at + 1)]
+    elif kind == "garbage":
+        at = rng.randrange(size)
+        n = min(size - at, rng.randrange(2, 65))
+        data[at:at + n] = rng.randbytes(n)
+        what, spans = f"{n} garbage bytes at {at}", [(at, at + n)]
+    elif kind == "truncate":
+        way = rng.randrange(3)  # anywhere; in the last quarter (where a kill cuts); at a record boundary
+        boundaries = [start for start, _ in _records(path, target)] if way == 2 else []
+        at = rng.choice(boundaries) if boundaries else rng.randrange(size * 3 // 4 if way else 0, size)
+        data = data[:at]
+        what, spans = f"truncated from {size} to {at}", [(at, size)]
+    elif kind == "zero":
+        at = rng.randrange(size)
+        n = min(size - at, rng.randrange(1, 4097))
+        data[at:at + n] = bytes(n)
+        what, spans = f"{n} bytes zeroed at {at}", [(at, at + n)]
+    elif kind == "len-ffff":
+        records = _records(path, target)
+        if not records:
+            return None
+        at, _ = rng.choice(records)
+        data[at:at + 4] = b"\xff\xff\xff\xff"
+        what, spans = f"length field of the record at {at} set to 0xFFFFFFFF", [(at, at + 4)]
+    else:  # swap / dup: two different records of equal size
+        records = _records(path, target)
+        by_size: dict[int, list[int]] = {}
+        for start, n in records:
+            by_size.setdefault(n, []).append(start)
+        groups = [(n, starts) for n, starts in sorted(by_size.items()) if len(starts) > 1]
+        if not groups:
+            return None
+        n, starts = rng.choice(groups)
+        a, b = rng.sample(starts, 2)
+        ra, rb = bytes(data[a:a + n]), bytes(data[b:b + n])
+        if ra == rb:
+            return None
+        if kind == "swap":
+            data[a:a + n], data[b:b + n] = rb, ra
+            what, spans = f"records at {a} and {b} ({n} bytes) swapped", [(a, a + n), (b, b + n)]
+        else:
+            data[b:b + n] = ra
+            what, spans = f"record at {a} copied over the record at {b} ({n} bytes)", [(b, b + n)]
+    with open(path, "wb") as f:
+        f.write(data)
+    return f"{rel}: {what}", spans
+
+
+# ----------------------------------------------------------------------------- running a case
+
+
+class CaseTimeout(BaseException):
+    """A case ran past its time limit (a BaseException, so that no `except Exception` swallows it)."""
+
+
+@contextlib.contextmanager
+def guarded(seconds: int = 10, memory: int = 512 << 20):
+    """Raise CaseTimeout after ``seconds``; make allocations past ``memory`` more than now fail."""
+
+    def on_alarm(_signum, _frame):
+        raise CaseTimeout(f"over {seconds} s")
+
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[0])
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = pages * os.sysconf("SC_PAGE_SIZE") + memory
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@dataclass
+class Outcome:
+    kind: str  # exact / torn / refused / manual / fail / n/a
+    detail: str = ""
+    damage: str = ""
+    lost_to_repair: int = 0
+    resurrected_by_repair: int = 0  # done URLs back after repair because their DONE record was in the damage
+    dedupe_lost_to_repair: int = 0
+    at: str = ""  # where a refusal happened: open / pop
+
+
+class Wrong(Exception):
+    """Wrong data: a failure."""
+
+
+@dataclass
+class Expect:
+    """What a case may give back."""
+
+    pending: Counter
+    done: set[str]
+    torn: Expect | None = None  # also acceptable: what a kill just before the damaged bytes would leave
+    exempt: set[str] = field(default_factory=set)  # done URLs never pushed in this alternative (no dedupe owed)
+    allowance: Counter = field(default_factory=Counter)  # after repair: URLs whose DONE record was destroyed
+    full_dedupe: bool = False  # check every done URL (else a sample)
+
+
+def _drain(frontier, popped: list[str]) -> None:
+    while (request := frontier.pop()) is not None:
+        popped.append(request.url)
+        frontier.done(request)
+
+
+def _compare(expect: Expect, popped: Counter, *, subset: bool) -> str | None:
+    pending = expect.pending
+    resurrected = sorted(u for u in popped if u in expect.done and popped[u] > expect.allowance[u])
+    if resurrected:
+        return f"done URL came back: {resurrected[:3]}"
+    extra = popped - pending - expect.allowance
+    if extra:
+        return f"{sum(extra.values())} URL(s) came back more often than pushed: {sorted(extra)[:3]}"
+    if not subset:
+        missing = pending - popped
+        if missing:
+            return f"{sum(missing.values())} pending URL(s) lost silently: {sorted(missing)[:3]}"
+    return None
+
+
+def _dedupe_lost(frontier, fx: Fixture, seed: int, full: bool) -> list[str]:
+    """The done URLs the frontier would accept again: ``has_seen`` for each (or for a seeded
+    tenth of them unless ``full``), and ``push`` for a few."""
+    sample = fx.refuse if full else fx.refuse[seed % 10::10]
+    lost = [r.url for r in sample if not frontier.has_seen(r.fingerprint)]
+    pushed = [r.url for r in fx.refuse[seed % 97::97] if frontier.push(r)]
+    frontier._fuzz_pushed = pushed  # queued again: they come back at the reopen
+    return sorted(set(lost + pushed))
+
+
+def _names_file(exc: BaseException, job: str) -> bool:
+    return os.path.basename(job) in str(exc) or any(
+        name in str(exc) for name in ("frontier.json", "requests.", "active.json", "lock"))
+
+
+def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: list[str]) -> tuple[str, BaseException | None]:
+    """Open, drain, re-push done URLs, close, reopen: ("exact" or "torn", None), or (where, the refusal)."""
+    from diskfrontier import Frontier, FrontierError
+
+    try:
+        frontier = Frontier(job)
+    except FrontierError as exc:
+        return "open", exc
+    try:
+        _drain(frontier, popped)
+        accepted = _dedupe_lost(frontier, fx, seed, expect.full_dedupe)
+        pushed = frontier._fuzz_pushed
+    except FrontierError as exc:
+        with contextlib.suppress(FrontierError):
+            frontier.close()
+        return "pop", exc
+    frontier.close()
+    got = Counter(popped)
+    kind = "exact"
+    wrong = _compare(expect, got, subset=False)
+    if wrong and expect.torn is not None and _compare(expect.torn, got, subset=False) is None:
+        kind, wrong = "torn", None
+        accepted = [url for url in accepted if url not in expect.torn.exempt]
+    if wrong is None and accepted:
+        wrong = f"dedupe lost silently: {len(accepted)} done URL(s) accepted again, e.g. {accepted[:2]}"
+    if wrong:
+        raise Wrong(wrong)
+    try:
+        again = Frontier(job)
+    except FrontierError as exc:
+        raise Wrong(f"reopening after a clean drain is refused: {exc}") from None
+    try:
+        left: list[str] = []
+        _drain(again, left)
+    finally:
+        again.close()
+    if Counter(left) != Counter(pushed):  # only what was pushed again (a done URL a torn tail took back)
+        raise Wrong(f"{len(left)} request(s) came back after everything was done: {left[:3]}")
+    return kind, None
+
+
+def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseException, popped: list[str],
+                   outcome: Outcome) -> None:
+    """The refusal's advice must work: verify sees the damage; repair (when advised) lets the directory open."""
+    from diskfrontier import Frontier, FrontierError
+    from diskfrontier.verify import verify
+
+    if not _names_file(exc, job):
+        raise Wrong(f"the error names no file: {exc}")
+    try:
+        report = verify(job)
+        if report.sound:
+            raise Wrong(f"verify reports sound a directory that open refused ({exc})")
+    except FrontierError:
+        pass  # verify may refuse as open did (a format it cannot read)
+    if "verify --repair" not in str(exc):
+        outcome.kind = "manual"
+        return
+    try:
+        verify(job, repair=True)
+    except FrontierError as err:
+        raise Wrong(f"verify --repair, which the error advised, failed: {err}") from None
+    try:
+        frontier = Frontier(job)
+    except FrontierError as err:
+        raise Wrong(f"after verify --repair the directory is still refused: {err}") from None
+    try:
+        _drain(frontier, popped)
+        outcome.dedupe_lost_to_repair = len(_dedupe_lost(frontier, fx, seed, True))
+    except FrontierError as err:
+        raise Wrong(f"after verify --repair a pop is refused: {err}") from None
+    finally:
+        frontier.close()
+    got = Counter(popped)
+    wrong = _compare(expect, got, subset=True)
+    if wrong:
+        raise Wrong(f"after repair: {wrong}")
+    outcome.lost_to_repair = sum((expect.pending - got).values())
+    outcome.resurrected_by_repair = sum((got - expect.pending).values())
+
+
+def expectations(fx: Fixture, target: str, kind: str, spans: list[tuple[int, int]]) -> Expect:
+    """What the damaged copy of ``fx`` may give back."""
+    from diskfrontier.journal import DONE
+
+    expect = Expect(fx.pending, fx.done, full_dedupe=target.startswith("requests.seen"))
+    if target != "requests.urls":
+        return expect
+    start = min(a for a, _ in spans)
+    # A kill can leave a journal cut anywhere above the floor, or zeros to its end (a power cut).
+    reaches_end = max(b for _, b in spans) >= fx.journal_size
+    if fx.state == "crash" and kind in ("truncate", "zero") and reaches_end and start >= fx.floor:
+        before = {url for _o, end, rkind, url in fx.records if rkind != DONE and end <= start}
+        after = {url for _o, end, rkind, url in fx.records if rkind != DONE and end > start}
+        torn = replay(fx.records, start)
+        expect.torn = Expect(torn, {u for u in fx.done | after if not torn[u]}, exempt=after - before)
+    # Repair keeps intact records: a destroyed DONE record brings its request back.
+    for offset, end, rkind, url in fx.records:
+        if rkind == DONE and any(offset < b and a < end for a, b in spans):
+            expect.allowance[url] += 1
+    return expect
+
+
+@contextlib.contextmanager
+def no_fsync():
+    """fsync as a no-op: the cases are about bytes, not power cuts, and fsync is most of their time."""
+    real = os.fsync
+    os.fsync = lambda fd: None
+    try:
+        yield
+    finally:
+        os.fsync = real
+
+
+def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, seconds: int = 10) -> Outcome:
+    """Copy ``fx``, damage it, open and drain it; classify the outcome (call it under ``no_fsync`` for speed)."""
+    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")
+    job = os.path.join(work, f"{fx.name}-{target.replace('/', '_')}-{kind}-{seed}")
+    shutil.copytree(fx.path, job, symlinks=True)
+    try:
+        done = damage(rng, job, target, kind)
+        if done is None:
+            return Outcome("n/a")
+        what, spans = done
+        expect = expectations(fx, target, kind, spans)
+        outcome = Outcome("exact", damage=what)
+        popped: list[str] = []
+        try:
+            with guarded(seconds):
+                outcome.kind, exc = _attempt(fx, expect, job, seed, popped)
+                if exc is not None:
+                    outcome.kind, outcome.detail = "refused", str(exc)
+                    _after_refusal(fx, expect, job, seed, exc, popped, outcome)
+        except Wrong as wrong:
+            outcome.kind, outcome.detail = "fail", f"WRONG: {wrong}"
+        except CaseTimeout as timeout:
+            outcome.kind, outcome.detail = "fail", f"HANG: {timeout}"
+        except MemoryError:
+            outcome.kind, outcome.detail = "fail", "MemoryError (over the allocation limit)"
+        except Exception as raw:  # noqa: BLE001 - a raw exception is the failure being looked for
+            outcome.kind, outcome.detail = "fail", f"RAW {type(raw).__name__}: {raw}"[:400]
+        return outcome
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    counts: Counter = field(default_factory=Counter)  # (kind, state) -> n
+    lost: list[int] = field(default_factory=list)
+    resurrected: list[int] = field(default_factory=list)
+    dedupe_lost: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, fx: Fixture, outcome: Outcome, seed: int) -> None:
+        self.cases += 1
+        self.counts[outcome.kind, fx.state] += 1
+        if outcome.kind == "refused":
+            self.lost.append(outcome.lost_to_repair)
+            self.resurrected.append(outcome.resurrected_by_repair)
+            self.dedupe_lost.append(outcome.dedupe_lost_to_repair)
+        if outcome.kind == "fail":
+            self.failures.append(f"{fx.name} seed {seed}: {outcome.damage}: {outcome.detail}")
+
+
+def _stat(values: list[int]) -> str:
+    return f"{sum(values) / len(values):.1f}/{max(values)}" if values else "-"
+
+
+def table(tallies: dict[tuple[str, str], Tally]) -> str:
+    """file x damage -> outcomes, as text."""
+    head = (f"{'file':<18} {'damage':<8} {'cases':>5} {'exact':>11} {'torn':>5} {'refused':>11} {'manual':>6} "
+            f"{'FAIL':>4} {'n/a':>4} | {'after repair, per refused case (mean/max):':<42}")
+    sub = f"{'':<81}| {'lost':>9} {'resurrected':>13} {'dedupe lost':>13}"
+    lines = [head, sub, "-" * len(sub)]
+
+    def both(t: Tally, kind: str) -> int:
+        return t.counts[kind, "clean"] + t.counts[kind, "crash"]
+
+    def split(t: Tally, kind: str) -> str:
+        return f"{both(t, kind)} ({t.counts[kind, 'clean']}/{t.counts[kind, 'crash']})" if both(t, kind) else "0"
+
+    totals: Counter = Counter()
+    for (target, kind), t in tallies.items():
+        ran = t.cases - both(t, "n/a")
+        for k in ("exact", "torn", "refused", "manual", "fail", "n/a"):
+            totals[k] += both(t, k)
+        totals["cases"] += ran
+        lines.append(f"{target:<18} {kind:<8} {ran:>5} {split(t, 'exact'):>11} {both(t, 'torn'):>5} "
+                     f"{split(t, 'refused'):>11} {both(t, 'manual'):>6} {both(t, 'fail'):>4} {both(t, 'n/a'):>4} | "
+                     f"{_stat(t.lost):>9} {_stat(t.resurrected):>13} {_stat(t.dedupe_lost):>13}")
+    lines.append("-" * len(sub))
+    lines.append(f"{'total':<27} {totals['cases']:>5} {totals['exact']:>11} {totals['torn']:>5} {totals['refused']:>11} "
+                 f"{totals['manual']:>6} {totals['fail']:>4} {totals['n/a']:>4}")
+    lines.append("exact/refused: total (clean fixtures/crash fixtures). torn: a crash-state journal cut or zeroed to "
+                 "its end above the checkpoint floor, read as a kill would leave it. manual: refused with advice other "
+                 "than verify --repair. lost/resurrected/dedupe lost: pending requests missing, done requests back "
+                 "(their DONE record was in the damage), done URLs no longer refused, after verify --repair.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])

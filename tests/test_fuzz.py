@@ -1,0 +1,71 @@
+"""Seeded damage to every file of LIFO and FIFO job directories, after a clean close and after a kill.
+
+Each case damages one file of a copy of a fixture (``fuzzkit.py``) and then opens it and
+pops everything. The outcome must be ``exact`` (everything pending comes back, nothing
+done does, dedupe is kept), ``torn`` (a crash-state journal cut where a kill could have
+cut it), or a refusal naming the file, after which ``verify`` sees the damage and
+``verify --repair`` lets the directory open with no request invented or resurrected.
+Anything else (a raw exception, a hang, a huge allocation, wrong data) fails.
+
+``DISKFRONTIER_FUZZ_CASES=5000`` runs about that many cases instead of the default
+(~1,200); ``pytest -s`` prints the table of outcomes (file x damage).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+
+import pytest
+
+import fuzzkit
+from fuzzkit import KINDS, TARGETS, Tally, applicable, no_fsync, run_case
+
+WEIGHTS = {"requests.urls": 36, "requests.seen": 20, "lock": 8}  # cases per damage kind; others: 16
+DEFAULT_WEIGHT = 16
+KNOWN = {
+    ("requests.urls", "append"): "a garbage frame whose length field passes its 16-bit check makes the journal scan "
+                                 "read() up to 1 GiB at once (MemoryError under a memory limit)",
+}
+
+PARAMS = [(target, kind) for target in TARGETS for kind in KINDS if applicable(target, kind)]
+DEFAULT_TOTAL = sum(WEIGHTS.get(target, DEFAULT_WEIGHT) for target, _ in PARAMS)
+
+
+def cases_for(target: str) -> int:
+    weight = WEIGHTS.get(target, DEFAULT_WEIGHT)
+    wanted = os.environ.get("DISKFRONTIER_FUZZ_CASES")
+    if not wanted:
+        return weight
+    return max(4, math.ceil(int(wanted) * weight / DEFAULT_TOTAL))
+
+
+TALLIES: dict[tuple[str, str], Tally] = {}
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz-fixtures")
+    built = fuzzkit.build_fixtures(str(root))
+    yield built
+    if TALLIES:
+        ordered = {key: TALLIES[key] for key in PARAMS if key in TALLIES}
+        sys.stdout.write("\n" + fuzzkit.table(ordered) + "\n")
+
+
+def _param(target: str, kind: str):
+    marks = [pytest.mark.xfail(strict=True, reason=KNOWN[target, kind])] if (target, kind) in KNOWN else []
+    return pytest.param(target, kind, id=f"{target}-{kind}", marks=marks)
+
+
+@pytest.mark.parametrize(("target", "kind"), [_param(t, k) for t, k in PARAMS])
+def test_damaged_job_directory(fixtures, tmp_path, target, kind):
+    logging.getLogger("diskfrontier").setLevel(logging.ERROR)  # recoveries log warnings by design
+    tally = TALLIES[target, kind] = Tally()
+    with no_fsync():
+        for seed in range(cases_for(target)):
+            fixture = fixtures[seed % len(fixtures)]
+            tally.add(fixture, run_case(fixture, str(tmp_path), target, kind, seed), seed)
+    assert not tally.failures, f"{len(tally.failures)} of {tally.cases} cases failed:\n" + "\n".join(tally.failures[:10])
