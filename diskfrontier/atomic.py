@@ -33,7 +33,10 @@ def fsync_dir(path: str) -> None:
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write all of ``data`` to ``fd``, finishing a short write (a kill can cause one)."""
-    view = memoryview(data)
+    written = os.write(fd, data)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
     while view:
         view = view[os.write(fd, view):]
 

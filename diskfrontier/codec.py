@@ -20,7 +20,7 @@ damaged or hostile job directory cannot exhaust the C stack.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
 from typing import Any
 
 import msgpack
@@ -36,12 +36,6 @@ _SCALARS = frozenset({str, bytes, int, float, bool, type(None)})  # a quick way 
 _RECORD_DEPTH = MAX_DEPTH + 1  # the record's own array, then meta's levels
 # the first byte of every msgpack array, map and extension type (and of nothing else in a header)
 _OPENERS = bytes([*range(0x80, 0xA0), *range(0xC7, 0xCA), *range(0xD4, 0xD9), *range(0xDC, 0xE0)])
-# No string, array or map of a record is longer than the record. (Inside an extension type
-# msgpack's own default, the length of its payload, is tighter still.)
-_UNPACK_LIMITS = {
-    "max_str_len": MAX_RECORD_BYTES, "max_bin_len": MAX_RECORD_BYTES, "max_ext_len": MAX_RECORD_BYTES,
-    "max_array_len": MAX_RECORD_BYTES, "max_map_len": MAX_RECORD_BYTES // 2,
-}
 
 
 def _pack_items(value: Any) -> bytes:
@@ -101,22 +95,23 @@ def _deep_field(fields: list[Any]) -> str:
     return "Request.headers" if not _fits(fields[2], MAX_DEPTH) else "Request.meta"
 
 
-def _ext_hook_within(levels: int) -> Callable[[int, bytes], Any]:
-    """An ``ext_hook`` that decodes at most ``levels`` extension types inside one another.
+class _BoundedExtHook(threading.local):
+    """An ``ext_hook`` that decodes at most ``MAX_DEPTH`` extension types inside one another.
 
-    Each one is a nested ``unpackb`` call (C stack), so this bounds the recursion.
+    Each one is a nested ``unpackb`` call (C stack), so this bounds the recursion. One
+    instance per thread keeps the depth of the decode under way.
     """
+
     depth = 0
 
-    def hook(code: int, data: bytes) -> Any:
-        nonlocal depth
-        if depth >= levels:
+    def __call__(self, code: int, data: bytes) -> Any:
+        if self.depth >= MAX_DEPTH:
             raise ValueError(f"tuples or sets nested more than {MAX_DEPTH} levels deep")
-        depth += 1
+        self.depth += 1
         try:
-            items = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=hook)
+            items = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=self)
         finally:
-            depth -= 1
+            self.depth -= 1
         if code == EXT_TUPLE:
             return tuple(items)
         if code == EXT_SET:
@@ -125,7 +120,9 @@ def _ext_hook_within(levels: int) -> Callable[[int, bytes], Any]:
             return frozenset(items)
         raise ValueError(f"unknown msgpack extension type {code}")
 
-    return hook
+
+_ext_hook = _BoundedExtHook()
+_unpackb = msgpack.unpackb
 
 
 _packer = msgpack.Packer(use_bin_type=True, datetime=False, strict_types=True, default=_default)
@@ -177,6 +174,27 @@ def _check_fields(fields: Any) -> None:
         raise ValueError("malformed request record: its URL or body is longer than a request may hold")
 
 
+def _plain_url(data: bytes | memoryview) -> str | None:
+    """The URL of a record that is just ``[url]`` (a msgpack array of one str), else None."""
+    if len(data) < 2 or data[0] != 0x91:
+        return None
+    kind = data[1]
+    if 0xA0 <= kind <= 0xBF:
+        start, size = 2, kind - 0xA0
+    elif kind == 0xD9 and len(data) > 2:
+        start, size = 3, data[2]
+    elif kind == 0xDA and len(data) > 3:
+        start, size = 4, data[2] << 8 | data[3]
+    else:
+        return None
+    if start + size != len(data) or size > MAX_URL_LENGTH:
+        return None  # left to msgpack, which names what is wrong
+    try:
+        return str(data[start:], "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def decode_request(
     data: bytes | memoryview, priority: int, dont_filter: bool, fingerprint: bytes, seq: int | None
 ) -> Request:
@@ -188,14 +206,17 @@ def decode_request(
     if len(data) > MAX_RECORD_BYTES:
         raise ValueError(f"malformed request record: {len(data):,} bytes, more than the {MAX_RECORD_BYTES:,} "
                          f"a request record may hold")
-    record = bytes(data)
+    url = _plain_url(data)
+    if url is not None:  # the usual record, [url], read without msgpack's general machinery
+        return Request._trusted(url, "GET", {}, b"", priority, {}, dont_filter, fingerprint, seq)
     try:
-        fields = msgpack.unpackb(record, raw=False, strict_map_key=False, use_list=True,
-                                 ext_hook=_ext_hook_within(MAX_DEPTH), **_UNPACK_LIMITS)
+        # msgpack bounds every string, array and map by the record's length: no limit to add
+        fields = _unpackb(data, raw=False, strict_map_key=False, use_list=True, ext_hook=_ext_hook)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ValueError(f"malformed request record: {type(exc).__name__}: {exc}") from None
-    _check_fields(fields)
-    if len(fields) > 2 and _may_nest_deeper(record, _RECORD_DEPTH) and not _fits(fields, _RECORD_DEPTH):
+    if type(fields) is not list or len(fields) != 1 or type(fields[0]) is not str or len(fields[0]) > MAX_URL_LENGTH:
+        _check_fields(fields)  # anything but a plain GET of a URL within the limit
+    if len(fields) > 2 and _may_nest_deeper(bytes(data), _RECORD_DEPTH) and not _fits(fields, _RECORD_DEPTH):
         raise ValueError(f"malformed request record: its meta is nested more than {MAX_DEPTH} levels deep")
     n = len(fields)
     return Request._trusted(

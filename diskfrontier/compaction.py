@@ -53,7 +53,7 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
             if body[0] != PUSH or offset in done:
                 continue
             kept.append((position, push_priority(body)))
-            out += frame(position, body)
+            out += frame(position, bytes(body))
             position += FRAME.size + len(body)
             if len(out) >= _WRITE_CHUNK:
                 write_all(fd, out)

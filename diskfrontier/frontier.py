@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, cast
 
 from queuelib import PriorityQueue
@@ -36,7 +36,7 @@ from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, install, write_compacted
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from .jobdir import Layout, Lock, read_meta, write_meta
-from .journal import JournalWriter, done_body, frame_all, parse_push, push_body
+from .journal import FLAG_DONT_FILTER, PUSH_HEAD, JournalWriter, done_body, done_frame, frame_all, push_frame
 from .queues import OffsetQueues, distrust_reason, queue_crc
 from .recovery import rebuild, save_torn_tail
 from .request import Request
@@ -50,6 +50,8 @@ from .upgrade import upgrade_format1
 log = logging.getLogger("diskfrontier")
 
 AUTO_COMPACT_MIN_BYTES = 1 << 20
+_PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
+_PUSH_HEAD_SIZE = PUSH_HEAD.size
 
 
 class Frontier:
@@ -81,7 +83,7 @@ class Frontier:
         self.layout = Layout(self.path)
         self.fsync = fsync
         self._closed = True
-        self._mutex = threading.RLock()
+        self._mutex = threading.Lock()
         self._counters = dict.fromkeys(
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
              "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal"), 0)
@@ -223,24 +225,12 @@ class Frontier:
             log.info("resumed %s: %s pending, %s seen%s", self.path, f"{pending:,}", f"{len(self._seen):,}", tail)
 
     # ------------------------------------------------------------------ guarding every call
-    @contextlib.contextmanager
-    def _serving(self) -> Iterator[None]:
-        """Hold the lock for one call, after checking the frontier can serve it."""
-        with self._mutex:
-            self._check_open()
-            yield
-
-    @contextlib.contextmanager
-    def _changing(self, what: str) -> Iterator[None]:
-        """Bookkeeping after a journal write: an exception half-way marks the frontier dirty."""
-        try:
-            yield
-        except BaseException as exc:
-            if self._dirty is None:
-                self._dirty = f"{type(exc).__name__} during {what}"
-                log.warning("%s was interrupted during %s (%s: %s): its queues will be rebuilt from the journal "
-                            "at the next open", self.path, what, type(exc).__name__, exc)
-            raise
+    def _interrupted(self, what: str, exc: BaseException) -> None:
+        """An exception after a journal write, half-way through the bookkeeping: mark the frontier dirty."""
+        if self._dirty is None:
+            self._dirty = f"{type(exc).__name__} during {what}"
+            log.warning("%s was interrupted during %s (%s: %s): its queues will be rebuilt from the journal at "
+                        "the next open", self.path, what, type(exc).__name__, exc)
 
     # ------------------------------------------------------------------ the API
     def push(self, request: Request, *, memory_only: bool = False) -> bool:
@@ -253,21 +243,22 @@ class Frontier:
         """
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
-        fingerprint = request.fingerprint
-        record = None
-        reason = None
-        if not memory_only:
+        fingerprint = request.fingerprint  # computed outside the lock: it is the costly part
+        key = key_of(fingerprint)
+        with self._mutex:
+            self._check_open()
+            if not request.dont_filter and (key in self._seen.index or fingerprint in self._memory_seen):
+                self._counters["duplicates"] += 1
+                return False
+            if memory_only:
+                self._push_memory(request, None)
+                return True
             try:
                 record = encode_request(request)
             except Unencodable as exc:
-                reason = str(exc)
-        with self._serving():
-            if self._is_duplicate(request, fingerprint, key_of(fingerprint)):
-                return False
-            if record is None:
-                self._push_memory(request, reason)
-            else:
-                self._store([(request, record)])
+                self._push_memory(request, str(exc))
+                return True
+            self._store_one(request, record, key)
             return True
 
     def push_record(self, request: Request, record: bytes) -> bool:
@@ -276,10 +267,13 @@ class Frontier:
         For integrations that build their own records (the Scrapy scheduler stores
         Scrapy's request dict): dedupe as ``push``, then one journal write.
         """
-        with self._serving():
-            if self._is_duplicate(request, request.fingerprint, key_of(request.fingerprint)):
+        fingerprint = request.fingerprint
+        key = key_of(fingerprint)
+        with self._mutex:
+            self._check_open()
+            if self._is_duplicate(request, fingerprint, key):
                 return False
-            self._store([(request, record)])
+            self._store_one(request, record, key)
             return True
 
     def push_records(self, pairs: Iterable[tuple[Request, bytes]], *, dedupe: bool = True) -> int:
@@ -289,7 +283,8 @@ class Frontier:
         for importing requests whose fingerprints an earlier crawl already saw.
         """
         batch = list(pairs)
-        with self._serving():
+        with self._mutex:
+            self._check_open()
             if dedupe:
                 batch = self._fresh(batch)
             self._store(batch)
@@ -320,7 +315,8 @@ class Frontier:
 
     def has_seen(self, fingerprint: bytes) -> bool:
         """True if a request with this fingerprint was accepted, in this or an earlier run."""
-        with self._serving():
+        with self._mutex:
+            self._check_open()
             return key_of(fingerprint) in self._seen.index or fingerprint in self._memory_seen
 
     def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
@@ -333,28 +329,60 @@ class Frontier:
         for fingerprint in batch:
             if not isinstance(fingerprint, bytes) or not 1 <= len(fingerprint) <= 255:
                 raise TypeError(f"mark_seen() takes fingerprints of 1 to 255 bytes, got {fingerprint!r:.80}")
-        with self._serving():
+        with self._mutex:
+            self._check_open()
             added = sum(self._seen.add(fingerprint) for fingerprint in batch)
-            self._seen.sync() if self.fsync else self._seen.flush()
+            if self.fsync:
+                self._seen.sync()
+            else:
+                self._seen.flush()
             return added
+
+    def _store_one(self, request: Request, record: bytes, key: int) -> None:
+        """Append the PUSH record of one accepted request, then index it."""
+        priority = request.priority
+        journal = self._journal
+        offset = journal.size
+        journal.write(push_frame(offset, priority, request.dont_filter, request.fingerprint, record))
+        try:  # the write went through; from here an exception must leave the frontier marked dirty
+            if not request.dont_filter:
+                self._seen.add(request.fingerprint, key)
+            self._queues.push(offset, priority)
+            pending = self._pending
+            pending[priority] = pending.get(priority, 0) + 1
+            self._counters["pushed"] += 1
+            self._records["pushes"] += 1
+            self._last_record = offset
+        except BaseException as exc:
+            self._interrupted("push", exc)
+            raise
 
     def _store(self, accepted: list[tuple[Request, bytes]]) -> None:
         """Append PUSH records for accepted requests in one journal write, then index them."""
         if not accepted:
             return
-        bodies = [push_body(r.priority, r.dont_filter, r.fingerprint, record) for r, record in accepted]
-        data, offsets = frame_all(self._journal.size, bodies)
-        self._journal.write(data)  # a failure here is cut back: nothing has changed
-        with self._changing("push"):
+        offsets = []
+        frames = []
+        offset = self._journal.size
+        for request, record in accepted:
+            framed = push_frame(offset, request.priority, request.dont_filter, request.fingerprint, record)
+            frames.append(framed)
+            offsets.append(offset)
+            offset += len(framed)
+        self._journal.write(b"".join(frames))  # a failure here is cut back: nothing has changed
+        try:
             seen_add, queue_push, count = self._seen.add, self._queues.push, self._count_pending
-            for (request, _), offset in zip(accepted, offsets, strict=True):
+            for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
-                queue_push(offset, request.priority)
+                queue_push(at, request.priority)
                 count(request.priority, 1)
             self._counters["pushed"] += len(accepted)
             self._records["pushes"] += len(accepted)
             self._last_record = offsets[-1]
+        except BaseException as exc:
+            self._interrupted("push_many", exc)
+            raise
 
     def push_many(self, requests: Iterable[Request]) -> int:
         """Push many requests as one group commit (one write); return how many were queued.
@@ -365,20 +393,25 @@ class Frontier:
         for request in batch:
             if not isinstance(request, Request):
                 raise TypeError(f"push_many() takes diskfrontier.Request objects, got {type(request).__name__}")
-        encoded: list[tuple[Request, bytes | str]] = []
-        for request in batch:
-            request.fingerprint  # noqa: B018 - computed outside the lock
+            request.fingerprint  # noqa: B018 - computed outside the lock: it is the costly part
+        with self._mutex:
+            self._check_open()
+            stored: list[tuple[Request, bytes]] = []
+            memory: list[tuple[Request, str]] = []
+            counted = self._counters["duplicates"]
             try:
-                encoded.append((request, encode_request(request)))
-            except Unencodable as exc:
-                encoded.append((request, str(exc)))
-        with self._serving():
-            fresh = self._fresh(encoded)
-            self._store([(r, rec) for r, rec in fresh if isinstance(rec, bytes)])
-            for request, reason in fresh:
-                if isinstance(reason, str):
-                    self._push_memory(request, reason)
-            return len(fresh)
+                for request, _ in self._fresh([(r, None) for r in batch]):
+                    try:
+                        stored.append((request, encode_request(request)))
+                    except Unencodable as exc:
+                        memory.append((request, str(exc)))
+            except BaseException:
+                self._counters["duplicates"] = counted  # nothing was pushed
+                raise
+            self._store(stored)
+            for request, reason in memory:
+                self._push_memory(request, reason)
+            return len(stored) + len(memory)
 
     def _push_memory(self, request: Request, reason: str | None) -> None:
         # The fingerprint is kept out of requests.seen: after a restart this request is
@@ -398,13 +431,14 @@ class Frontier:
 
     def pop(self) -> Request | None:
         """The next request (highest priority first), now in flight until ``done``; None if empty."""
-        with self._serving():
-            disk_top = self._queues.top_priority()
-            memory_top = None if self._memq.curprio is None else -self._memq.curprio
+        with self._mutex:
+            self._check_open()
+            disk_top = self._queues.pq.curprio  # -priority, as queuelib keys it
+            memory_top = self._memq.curprio
             if disk_top is None and memory_top is None:
                 return None
-            with self._changing("pop"):
-                if memory_top is not None and (disk_top is None or memory_top > disk_top):
+            try:  # a queue entry taken and not handed out: the frontier must be rebuilt
+                if memory_top is not None and (disk_top is None or memory_top < disk_top):
                     request = self._memq.pop()
                     assert request is not None
                     self._memory_seq -= 1
@@ -414,15 +448,25 @@ class Frontier:
                     assert offset is not None
                     request = self._load(offset)
                 self._inflight[request._seq] = request  # type: ignore[index]  # set by both branches
-                self._count_pending(request.priority, -1)
+                pending = self._pending
+                left = pending[request.priority] - 1
+                if left:
+                    pending[request.priority] = left
+                else:
+                    del pending[request.priority]
                 self._counters["popped"] += 1
-                return request
+            except BaseException as exc:
+                self._interrupted("pop", exc)
+                raise
+            return request
 
     def _load(self, offset: int) -> Request:
         body = self._journal.read_body(offset)
-        priority, dont_filter, fingerprint, record = parse_push(body)
+        _, priority, flags, fplen = _PUSH_HEAD_UNPACK(body)
+        start = _PUSH_HEAD_SIZE + fplen
         try:
-            return decode_request(record, priority, dont_filter, fingerprint, offset)
+            return decode_request(body[start:], priority, bool(flags & FLAG_DONT_FILTER),
+                                  bytes(body[_PUSH_HEAD_SIZE:start]), offset)
         except ValueError as exc:
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
 
@@ -436,26 +480,49 @@ class Frontier:
 
     def done(self, request: Request) -> None:
         """Acknowledge ``request`` (as returned by ``pop``): it will never be handed out again."""
-        self.done_many([request], what="done")
+        seq = getattr(request, "_seq", None)
+        with self._mutex:
+            self._check_open()
+            inflight = self._inflight
+            if seq not in inflight:
+                self._in_flight_seq(request, "done")  # raises NotInFlight
+            assert isinstance(seq, int)  # it is in flight
+            if seq >= 0:
+                journal = self._journal
+                offset = journal.size
+                journal.write(done_frame(offset, seq))
+            try:
+                if seq >= 0:
+                    self._records["dones"] += 1
+                    self._last_record = offset
+                del inflight[seq]
+                self._counters["done"] += 1
+            except BaseException as exc:
+                self._interrupted("done", exc)
+                raise
 
-    def done_many(self, requests: Iterable[Request], *, what: str = "done_many") -> None:
+    def done_many(self, requests: Iterable[Request]) -> None:
         """``done`` for many requests as one write; all are checked before anything is written."""
         batch = list(requests)
-        with self._serving():
+        with self._mutex:
+            self._check_open()
             seqs: list[int] = []
             for request in batch:
-                seqs.append(self._in_flight_seq(request, what, seqs))
+                seqs.append(self._in_flight_seq(request, "done_many", seqs))
             on_disk = [seq for seq in seqs if seq >= 0]
             if on_disk:
                 data, offsets = frame_all(self._journal.size, [done_body(seq) for seq in on_disk])
                 self._journal.write(data)
-            with self._changing(what):
+            try:
                 if on_disk:
                     self._records["dones"] += len(on_disk)
                     self._last_record = offsets[-1]
                 for seq in seqs:
                     del self._inflight[seq]
                 self._counters["done"] += len(seqs)
+            except BaseException as exc:
+                self._interrupted("done_many", exc)
+                raise
 
     def _count_pending(self, priority: int, delta: int) -> None:
         count = self._pending.get(priority, 0) + delta
@@ -495,7 +562,8 @@ class Frontier:
     # ------------------------------------------------------------------ closing
     def compact(self, progress: Progress | None = None) -> Compacted:
         """Rewrite the journal to hold only pending requests (nothing may be in flight)."""
-        with self._serving():
+        with self._mutex:
+            self._check_open()
             if self._inflight:
                 raise FrontierError(
                     f"cannot compact with {len(self._inflight)} requests in flight: done() them or close() first")
@@ -621,12 +689,18 @@ class Frontier:
                     os.close(fd)
 
     def _check_open(self) -> None:
+        # a forked child's copy of the lock is closed right after the fork (lock.py)
+        if self._closed or self._broken or self._lock.fd < 0:
+            self._refuse()
+
+    def _refuse(self) -> None:
         if self._closed:
             raise FrontierClosed(f"the frontier of {self.path} is closed; open it again with Frontier(path)")
         self._lock.check_owner()
         if self._broken:
             raise FrontierError(f"the frontier of {self.path} cannot go on ({self._broken}); close it and open it "
                                 f"again: it is rebuilt from its journal")
+        raise FrontierClosed(f"the frontier of {self.path} no longer holds its lock; open it again with Frontier(path)")
 
     def __enter__(self) -> Frontier:
         return self

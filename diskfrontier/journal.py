@@ -8,10 +8,12 @@ bytes whose first byte is its type:
   ``dont_filter``. The request record is msgpack (``codec.py``).
 * DONE ``0x02 offset:u64``: the PUSH record at that byte offset is finished.
 
-The crc32 covers the record's own byte offset (as a u64) and then its body, so a
-record is only valid where it was written: a record copied, swapped or shifted
-elsewhere fails its check. ``check`` is the low 16 bits of the crc32 of the offset and
-the length, so a damaged length field is told apart from a write cut short. A
+Both checksums start from the record's identity, its byte offset folded to 32 bits
+(``offset ^ offset >> 32``): ``crc32`` is the crc32 of the body continued from it, and
+``check`` the low 16 bits of the crc32 of the length (u32) continued from it. So a
+record is only valid where it was written (a record copied, swapped or shifted
+elsewhere fails its check), and a damaged length field is told apart from a write cut
+short. A
 request's identity is the byte offset of its PUSH record. Pending = PUSH - DONE.
 
 A bad record is a torn tail (cut at the next open) only when it looks like what a
@@ -41,9 +43,18 @@ MAGIC = b"DFURLS\x00\x02"
 MAGIC_V1 = b"DFURLS\x00\x01"
 FRAME = struct.Struct(">IIH")
 FRAME_V1 = struct.Struct(">II")
-_LENGTH = struct.Struct(">QI")
+_crc32 = zlib.crc32
+_U32_PACK = struct.Struct(">I").pack
+_FRAME_PACK = FRAME.pack
+_FRAME_UNPACK = FRAME.unpack_from
+_HEADER = FRAME.size
 PUSH_HEAD = struct.Struct(">BiBB")
+_PUSH_SIZE = PUSH_HEAD.size
+_PUSH_HEAD_PACK = PUSH_HEAD.pack
 DONE_BODY = struct.Struct(">BQ")
+_DONE_PACK = DONE_BODY.pack
+_DONE_SIZE = DONE_BODY.size
+_DONE_LENGTH = struct.pack(">I", DONE_BODY.size)
 OFFSET = struct.Struct(">Q")
 PUSH, DONE = 1, 2
 FLAG_DONT_FILTER = 1
@@ -51,9 +62,18 @@ MAX_BODY = 1 << 30
 _CHUNK = 8 << 20
 
 
+def identity(offset: int) -> int:
+    """The 32-bit value a record's checksums start from: its offset, folded to 32 bits.
+
+    crc32 continued from two different values gives two different results for the same
+    bytes, so a record checks only at its own offset.
+    """
+    return (offset ^ (offset >> 32)) & 0xFFFFFFFF
+
+
 def record_crc(offset: int, body: bytes | memoryview) -> int:
-    """The crc32 of a record at ``offset``: its offset, then its body."""
-    return zlib.crc32(body, zlib.crc32(OFFSET.pack(offset)))
+    """The crc32 of a record's body, continued from its identity."""
+    return _crc32(body, identity(offset))
 
 
 def _crc_v1(_offset: int, body: bytes | memoryview) -> int:
@@ -61,8 +81,8 @@ def _crc_v1(_offset: int, body: bytes | memoryview) -> int:
 
 
 def header_check(offset: int, length: int) -> int:
-    """The 16-bit check of a frame's length at ``offset``."""
-    return zlib.crc32(_LENGTH.pack(offset, length)) & 0xFFFF
+    """The 16-bit check of a frame's length field at ``offset``."""
+    return _crc32(_U32_PACK(length), identity(offset)) & 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -88,20 +108,37 @@ def done_body(offset: int) -> bytes:
     return DONE_BODY.pack(DONE, offset)
 
 
-def frame(offset: int, body: bytes | memoryview) -> bytes:
+def frame(offset: int, body: bytes) -> bytes:
     """The record ``body`` framed to be written at ``offset``."""
-    return FRAME.pack(len(body), record_crc(offset, body), header_check(offset, len(body))) + bytes(body)
+    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+    length = len(body)
+    return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
+
+
+def push_frame(offset: int, priority: int, dont_filter: bool, fingerprint: bytes, record: bytes) -> bytes:
+    """``frame(offset, push_body(...))`` in one step: the framed PUSH record of one request."""
+    flags = FLAG_DONT_FILTER if dont_filter else 0
+    body = _PUSH_HEAD_PACK(PUSH, priority, flags, len(fingerprint)) + fingerprint + record
+    length = len(body)
+    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+    return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
+
+
+def done_frame(offset: int, target: int) -> bytes:
+    """``frame(offset, done_body(target))`` in one step."""
+    body = _DONE_PACK(DONE, target)
+    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+    return _FRAME_PACK(_DONE_SIZE, _crc32(body, seed), _crc32(_DONE_LENGTH, seed) & 0xFFFF) + body
 
 
 def frame_all(offset: int, bodies: list[bytes]) -> tuple[bytes, list[int]]:
     """Frame ``bodies`` to be written one after the other from ``offset``; (bytes, each offset)."""
     out = []
     offsets = []
-    pack, header = FRAME.pack, FRAME.size
+    header = FRAME.size
     for body in bodies:
         offsets.append(offset)
-        out.append(pack(len(body), record_crc(offset, body), header_check(offset, len(body))))
-        out.append(body)
+        out.append(frame(offset, body))
         offset += header + len(body)
     return b"".join(out), offsets
 
@@ -215,7 +252,7 @@ class JournalScan:
             if avail < header or avail < header + unpack(buf, rel)[0] <= header + MAX_BODY:
                 f.seek(pos)
                 want = _CHUNK if avail < header else max(_CHUNK, header + unpack(buf, rel)[0])
-                buf, base, rel = f.read(want), pos, 0
+                buf, base, rel = f.read(min(want, size - pos)), pos, 0  # a damaged length asks for no more
             cut_short = False  # what a kill in the middle of a write leaves
             if len(buf) - rel < header:
                 problem, cut_short = "a record frame cut short", True
@@ -319,12 +356,19 @@ def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
         return None
     fields = fmt.unpack_from(chunk)
     length = fields[0]
-    if not 0 < length <= MAX_BODY or (rules.checked_header and header_check(offset, length) != fields[2]):
+    if rules.checked_header:
+        seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+        if _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
+            return None
+    if not 0 < length <= MAX_BODY:
         return None
     if length + fmt.size > len(chunk):
+        if length + fmt.size > os.fstat(fd).st_size - offset:
+            return None  # runs past the end of the file: not a record, and not worth reading
         chunk = os.pread(fd, fmt.size + length, offset)
     body = memoryview(chunk)[fmt.size:fmt.size + length]
-    if len(body) != length or rules.crc(offset, body) != fields[1] or not _body_ok(body):
+    crc = _crc32(body, seed) if rules.checked_header else rules.crc(offset, body)
+    if len(body) != length or crc != fields[1] or not _body_ok(body):
         return None
     return body
 
@@ -362,6 +406,7 @@ class JournalWriter:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
             if os.fstat(self.fd).st_size != end:
                 os.ftruncate(self.fd, end)
+            os.lseek(self.fd, end, os.SEEK_SET)
         except BaseException:
             os.close(self.fd)
             raise
@@ -384,7 +429,6 @@ class JournalWriter:
                 f"frontier and open it again")
         offset = self.size
         try:
-            os.lseek(self.fd, offset, os.SEEK_SET)
             write_all(self.fd, data)
             if self.fsync:
                 os.fsync(self.fd)
@@ -397,12 +441,22 @@ class JournalWriter:
     def _cut_back(self, offset: int, exc: BaseException) -> None:
         try:
             os.ftruncate(self.fd, offset)
+            os.lseek(self.fd, offset, os.SEEK_SET)
         except BaseException:
             self.failed = f"{type(exc).__name__}: {exc}"
             raise
 
-    def read_body(self, offset: int) -> memoryview:
+    def read_body(self, offset: int) -> bytes | memoryview:
         """The body of the PUSH record at ``offset``, checked against its crc."""
+        chunk = os.pread(self.fd, 512, offset)
+        if len(chunk) >= _HEADER:  # the usual case, a record of under 512 bytes, checked inline
+            length, crc, check = _FRAME_UNPACK(chunk)
+            if _HEADER < length + _HEADER <= len(chunk):
+                seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+                body = chunk[_HEADER:_HEADER + length]
+                if (_crc32(_U32_PACK(length), seed) & 0xFFFF == check and _crc32(body, seed) == crc
+                        and body[0] == PUSH and length > _PUSH_SIZE + body[_PUSH_SIZE - 1]):
+                    return body
         return read_record(self.fd, offset, self.path)
 
     def sync(self) -> None:

@@ -28,6 +28,7 @@ from .journal import record_end
 from .safefs import check_tree, make_dir, open_file, remove_tree
 
 OFFSET = struct.Struct(">Q")
+_OFFSET_UNPACK = OFFSET.unpack
 ORDERS = ("lifo", "fifo")
 
 
@@ -162,10 +163,15 @@ class OffsetQueues:
 
     def pop(self) -> int | None:
         """The offset of the next request, or None."""
-        data = self.pq.pop()
-        if data is None:
+        pq = self.pq
+        if pq.curprio is None:
             return None
-        return OFFSET.unpack(data)[0]
+        queue = pq.queues[pq.curprio]
+        if len(queue) > 1:  # the usual case, without queuelib's bookkeeping of an emptied queue
+            data = queue.pop()
+        else:
+            data = pq.pop()
+        return _OFFSET_UNPACK(data)[0] if data is not None else None
 
     def top_priority(self) -> int | None:
         """The priority the next pop will come from."""

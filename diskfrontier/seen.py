@@ -262,6 +262,11 @@ class SeenFile:
             raise JobDirCorrupt(self.sums_path, 0, "missing: the checksums of requests.seen are gone",
                                 hint=_SUMS_HINT.format(path=self.sums_path))
         sums = stored or []
+        if stored is not None and tail is not None and len(stored) < tail[0] // BLOCK:
+            raise JobDirCorrupt(
+                self.sums_path, len(SUMS_MAGIC) + _SUM.size * len(stored),
+                f"it holds {len(stored)} checksums, but requests.seen had {tail[0] // BLOCK} complete blocks at the "
+                f"last checkpoint: it was truncated", hint=_SUMS_HINT.format(path=self.sums_path))
         damage = check_blocks(self.path, view, sums)
         if damage is not None:
             raise damage

@@ -23,7 +23,7 @@ from .journal import FLAG_DONT_FILTER, MAGIC, PUSH, PUSH_HEAD, JournalScan, done
 from .queuelib_files import fifo_entries, lifo_entries
 from .queues import OFFSET, distrust_reason, queue_path
 from .safefs import create_aside, open_file
-from .seen import check_blocks, check_tail, parse_seen, read_sums, sums_of, write_sums
+from .seen import BLOCK, check_blocks, check_tail, parse_seen, read_sums, sums_of, write_sums
 from .state import JournalState, Progress, read_state
 
 PROGRESS_EVERY = 1 << 16
@@ -149,7 +149,7 @@ def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
             continue  # names nothing (or its PUSH was lost): nothing left to mark done
         else:
             body = memoryview(done_body(moved[done_target(body)]))
-        out += frame(len(out), body)
+        out += frame(len(out), bytes(body))
     _set_aside(path)
     write_atomic(path, bytes(out))
 
@@ -189,6 +189,10 @@ def _check_seen(
     if sums is None:
         if end:
             problems.append(Finding(layout.seen_sums, 0, "missing: the checksums of requests.seen are gone"))
+    elif saved.seen_tail is not None and len(sums) < saved.seen_tail[0] // BLOCK:
+        problems.append(Finding(layout.seen_sums, 0, f"it holds {len(sums)} checksums, but requests.seen had "
+                                                     f"{saved.seen_tail[0] // BLOCK} complete blocks at the last "
+                                                     f"checkpoint: it was truncated"))
     elif not problems:
         damage = check_blocks(layout.seen, memoryview(data)[:end], sums)
         if damage is None and saved.seen_tail is not None:

@@ -135,7 +135,7 @@ def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
 
     name = f"{order}-{state}-{size}"
     path = os.path.join(root, name)
-    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state],
+    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state],  # noqa: S603 - this very file
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -244,7 +244,8 @@ def journal_records(path: str) -> list[tuple[int, int]]:
 
 def _records(path: str, target: str) -> list[tuple[int, int]]:
     """(start, size) of each whole record of a file made of records, for swap and dup."""
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     if target == "requests.urls":
         return [(offset, 10 + length) for offset, length in journal_records(path)]
     if target == "requests.seen":
@@ -271,7 +272,8 @@ def damage(rng: random.Random, job: str, target: str, kind: str) -> tuple[str, l
         return None
     path = rng.choice(files)
     rel = os.path.relpath(path, job)
-    data = bytearray(open(path, "rb").read())
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
     size = len(data)
     if kind == "delete":
         os.unlink(path)
@@ -546,7 +548,7 @@ def no_fsync():
 
 def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, seconds: int = 10) -> Outcome:
     """Copy ``fx``, damage it, open and drain it; classify the outcome (call it under ``no_fsync`` for speed)."""
-    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")
+    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")  # noqa: S311 - reproducible damage
     job = os.path.join(work, f"{fx.name}-{target.replace('/', '_')}-{kind}-{seed}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:
@@ -569,7 +571,7 @@ def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, secon
             outcome.kind, outcome.detail = "fail", f"HANG: {timeout}"
         except MemoryError:
             outcome.kind, outcome.detail = "fail", "MemoryError (over the allocation limit)"
-        except Exception as raw:  # noqa: BLE001 - a raw exception is the failure being looked for
+        except Exception as raw:  # a raw exception is the failure being looked for
             outcome.kind, outcome.detail = "fail", f"RAW {type(raw).__name__}: {raw}"[:400]
         return outcome
     finally:
@@ -626,8 +628,8 @@ def table(tallies: dict[tuple[str, str], Tally]) -> str:
                      f"{split(t, 'refused'):>11} {both(t, 'manual'):>6} {both(t, 'fail'):>4} {both(t, 'n/a'):>4} | "
                      f"{_stat(t.lost):>9} {_stat(t.resurrected):>13} {_stat(t.dedupe_lost):>13}")
     lines.append("-" * len(sub))
-    lines.append(f"{'total':<27} {totals['cases']:>5} {totals['exact']:>11} {totals['torn']:>5} {totals['refused']:>11} "
-                 f"{totals['manual']:>6} {totals['fail']:>4} {totals['n/a']:>4}")
+    lines.append(f"{'total':<27} {totals['cases']:>5} {totals['exact']:>11} {totals['torn']:>5} "
+                 f"{totals['refused']:>11} {totals['manual']:>6} {totals['fail']:>4} {totals['n/a']:>4}")
     lines.append("exact/refused: total (clean fixtures/crash fixtures). torn: a crash-state journal cut or zeroed to "
                  "its end above the checkpoint floor, read as a kill would leave it. manual: refused with advice other "
                  "than verify --repair. lost/resurrected/dedupe lost: pending requests missing, done requests back "
