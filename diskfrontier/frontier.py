@@ -50,6 +50,7 @@ from .upgrade import upgrade_format1
 log = logging.getLogger("diskfrontier")
 
 AUTO_COMPACT_MIN_BYTES = 1 << 20
+AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
 _PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
 _PUSH_HEAD_SIZE = PUSH_HEAD.size
 
@@ -661,12 +662,24 @@ class Frontier:
         return out
 
     def _should_compact(self) -> bool:
-        """At close: when the journal is big and most of its records are dead."""
-        if self._journal.size < AUTO_COMPACT_MIN_BYTES:
+        """At close: when the journal is big, most of its records are dead, and it is quick to do.
+
+        A journal over ``AUTO_COMPACT_MAX_BYTES`` is never compacted inside ``close()``
+        (a Ctrl-C would look hung): the log says so, ``inspect`` shows what is reclaimable,
+        and ``diskfrontier compact`` or ``compact()`` does it with a progress bar.
+        """
+        size = self._journal.size
+        if size < AUTO_COMPACT_MIN_BYTES:
             return False
         records = self._records["pushes"] + self._records["dones"]
         live = sum(n for p, n in self._pending.items())
-        return records > 3 * live
+        if records <= 3 * live:
+            return False
+        if size > AUTO_COMPACT_MAX_BYTES:
+            log.info("%s: most of its %s-byte journal is finished work; 'diskfrontier compact %s' reclaims it "
+                     "(not done at close, where it would take a while)", self.path, f"{size:,}", self.path)
+            return False
+        return True
 
     def _sync_queue_files(self) -> None:
         """fsync every queue file, so that a clean checkpoint also survives a power cut."""

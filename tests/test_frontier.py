@@ -205,3 +205,26 @@ def test_stats_counts(tmp_path):
         s = f.stats()
     assert (s["pushed"], s["duplicates"], s["popped"], s["done"], s["pending"]) == (2, 1, 1, 1, 1)
     assert s["pending_by_priority"] == {0: 1}
+
+
+@pytest.mark.parametrize("limit", [10_000, 10_000_000])
+def test_close_compacts_only_a_journal_that_is_quick_to_compact(tmp_path, monkeypatch, caplog, limit):
+    import diskfrontier.frontier as frontier_module
+
+    monkeypatch.setattr(frontier_module, "AUTO_COMPACT_MIN_BYTES", 1_000)
+    monkeypatch.setattr(frontier_module, "AUTO_COMPACT_MAX_BYTES", limit)
+    caplog.set_level("INFO", logger="diskfrontier")
+    job = tmp_path / "job"
+    with Frontier(job) as f:
+        f.push_many(Request(f"https://a.example/{i}") for i in range(500))
+        for _ in range(450):
+            f.done(f.pop())
+        before = f.stats()["journal_bytes"]
+    after = os.path.getsize(job / "requests.urls")
+    if limit < before:
+        assert after == before  # left alone, and said so
+        assert any("diskfrontier compact" in r.getMessage() for r in caplog.records)
+    else:
+        assert after < before // 5
+    with Frontier(job) as f:
+        assert len(f) == 50
