@@ -6,8 +6,9 @@ over the other keys serialised with sorted keys). While a frontier is open it sa
 the journal only grows between compactions, so a shorter journal later is damage,
 not a torn tail). A clean close writes ``"state": "clean"`` with the journal's and the
 seen file's sizes, the offset of the journal's last record, the crc of each queue
-file and the pending count per priority, which must equal the journal's PUSH count
-minus its DONE count.
+file, the bytes of the pending PUSH records (what compaction would keep) and the
+pending count per priority, which must equal the journal's PUSH count minus its DONE
+count.
 
 At the next open the queue files are used as they are only if the checkpoint is
 clean, intact and every figure matches the files; anything else (a crash, a damaged
@@ -43,6 +44,7 @@ class Checkpoint:
     last_record: int = -1
     journal_pushes: int = 0
     journal_dones: int = 0
+    live_bytes: int = 0
     pid: int | None = None
     problem: str | None = None
 
@@ -110,6 +112,7 @@ def read_checkpoint(path: str) -> Checkpoint:
             saved.last_record = _int(value, "last_record")
             saved.journal_pushes = _int(value, "journal_pushes")
             saved.journal_dones = _int(value, "journal_dones")
+            saved.live_bytes = _int(value, "live_bytes")
             if sum(saved.pending.values()) != saved.journal_pushes - saved.journal_dones:
                 raise ValueError(f"its pending counts add up to {sum(saved.pending.values())}, but the journal it "
                                  f"describes has {saved.journal_pushes} pushes and {saved.journal_dones} dones")
@@ -138,13 +141,13 @@ def write_open(path: str, journal_floor: int, seen_tail: tuple[int, int] | None)
 
 def write_clean(
     path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
-    queues: dict[int, int], pushes: int, dones: int,
+    queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
 ) -> None:
     """Mark a clean close: the queue files match this journal and seen file."""
     _write(path, {
         "state": "clean", "journal_bytes": journal_bytes, "last_record": last_record,
         "seen_bytes": seen_tail[0], "seen_tail": list(seen_tail),
-        "journal_pushes": pushes, "journal_dones": dones,
+        "journal_pushes": pushes, "journal_dones": dones, "live_bytes": live_bytes,
         "pending": {str(p): n for p, n in sorted(pending.items())},
         "queues": {str(p): c for p, c in sorted(queues.items())},
     })

@@ -36,7 +36,17 @@ from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, install, write_compacted
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from .jobdir import Layout, Lock, read_meta, write_meta
-from .journal import FLAG_DONT_FILTER, PUSH_HEAD, JournalWriter, done_body, done_frame, frame_all, push_frame
+from .journal import (
+    FLAG_DONT_FILTER,
+    FRAME,
+    MAGIC,
+    PUSH_HEAD,
+    JournalWriter,
+    done_body,
+    done_frame,
+    frame_all,
+    push_frame,
+)
 from .queues import OffsetQueues, distrust_reason, queue_crc
 from .recovery import rebuild, save_torn_tail
 from .request import Request
@@ -53,6 +63,7 @@ AUTO_COMPACT_MIN_BYTES = 1 << 20
 AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
 _PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
 _PUSH_HEAD_SIZE = PUSH_HEAD.size
+_HEADER = FRAME.size
 
 
 class Frontier:
@@ -93,6 +104,7 @@ class Frontier:
         self._memory_seq = 0
         self._records = {"pushes": 0, "dones": 0}  # records in the journal since its last compaction
         self._last_record = -1
+        self._live_bytes = 0  # bytes of the pending PUSH records (in flight included): what compaction keeps
         self._memory_seen: set[bytes] = set()
         self._warned_unserializable = False
         self._dirty: str | None = None  # why the queues may not match the journal any more
@@ -130,6 +142,8 @@ class Frontier:
                 meta = read_meta(layout)
             fresh = False
         else:
+            if os.path.lexists(layout.journal) and os.lstat(layout.journal).st_size == len(MAGIC):
+                os.unlink(layout.journal)  # an empty journal: a creation killed before frontier.json was written
             if os.path.lexists(layout.journal):
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
@@ -192,6 +206,7 @@ class Frontier:
         self._pending = dict(sizes)
         self._records = {"pushes": saved.journal_pushes, "dones": saved.journal_dones}
         self._last_record = saved.last_record
+        self._live_bytes = saved.live_bytes
         self.recovery = "clean" if saved.clean else "new"
 
     def _rebuild(self, reason: str, progress: Progress | None) -> None:
@@ -201,6 +216,7 @@ class Frontier:
         OffsetQueues.wipe(self.layout.queue_dir)
         self._queues = OffsetQueues(self.layout.queue_dir, self.order)
         state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor, progress=progress)
+        self._live_bytes = state.live_bytes
         torn = state.scan.torn
         if torn:
             aside = save_torn_tail(self.layout.journal, state.scan.end)
@@ -344,7 +360,8 @@ class Frontier:
         priority = request.priority
         journal = self._journal
         offset = journal.size
-        journal.write(push_frame(offset, priority, request.dont_filter, request.fingerprint, record))
+        framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, record)
+        journal.write(framed)
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
                 self._seen.add(request.fingerprint, key)
@@ -353,6 +370,7 @@ class Frontier:
             pending[priority] = pending.get(priority, 0) + 1
             self._counters["pushed"] += 1
             self._records["pushes"] += 1
+            self._live_bytes += len(framed)
             self._last_record = offset
         except BaseException as exc:
             self._interrupted("push", exc)
@@ -380,6 +398,7 @@ class Frontier:
                 count(request.priority, 1)
             self._counters["pushed"] += len(accepted)
             self._records["pushes"] += len(accepted)
+            self._live_bytes += offset - offsets[0]
             self._last_record = offsets[-1]
         except BaseException as exc:
             self._interrupted("push_many", exc)
@@ -466,10 +485,12 @@ class Frontier:
         _, priority, flags, fplen = _PUSH_HEAD_UNPACK(body)
         start = _PUSH_HEAD_SIZE + fplen
         try:
-            return decode_request(body[start:], priority, bool(flags & FLAG_DONT_FILTER),
-                                  bytes(body[_PUSH_HEAD_SIZE:start]), offset)
+            request = decode_request(body[start:], priority, bool(flags & FLAG_DONT_FILTER),
+                                     bytes(body[_PUSH_HEAD_SIZE:start]), offset)
         except ValueError as exc:
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
+        request._size = _HEADER + len(body)
+        return request
 
     def _in_flight_seq(self, request: Request, what: str, taken: Iterable[int] = ()) -> int:
         seq = getattr(request, "_seq", None)
@@ -495,6 +516,7 @@ class Frontier:
             try:
                 if seq >= 0:
                     self._records["dones"] += 1
+                    self._live_bytes -= inflight[seq]._size
                     self._last_record = offset
                 del inflight[seq]
                 self._counters["done"] += 1
@@ -517,6 +539,7 @@ class Frontier:
             try:
                 if on_disk:
                     self._records["dones"] += len(on_disk)
+                    self._live_bytes -= sum(self._inflight[seq]._size for seq in on_disk)
                     self._last_record = offsets[-1]
                 for seq in seqs:
                     del self._inflight[seq]
@@ -594,6 +617,7 @@ class Frontier:
             raise
         self._floor = result.bytes_after
         self._records = {"pushes": len(result.kept), "dones": 0}
+        self._live_bytes = result.bytes_after - len(MAGIC)
         self._last_record = result.kept[-1][0] if result.kept else -1
         log.info("compacted %s: journal %s -> %s bytes", self.path, f"{result.bytes_before:,}",
                  f"{result.bytes_after:,}")
@@ -653,7 +677,7 @@ class Frontier:
             self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
             queues={p: queue_crc(self.layout.queue_dir, p) for p in pending},
-            pushes=self._records["pushes"], dones=self._records["dones"])
+            pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes)
 
     def _memory_requests(self) -> list[Request]:
         out = []

@@ -33,7 +33,7 @@ def rebuild(
         nonlocal added
         added += seen.add(fingerprint)
 
-    state = read_state(path, floor=floor, fingerprint=remember, progress=progress)
+    state = read_state(path, floor=floor, fingerprint=remember, progress=progress, sizes=True)
     push = queues.push
     for priority, offsets in state.pending.items():
         for offset in offsets:

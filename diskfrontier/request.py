@@ -182,7 +182,7 @@ class Request:
     ``MAX_BODY_BYTES``).
     """
 
-    __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq")
+    __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size")
 
     def __init__(
         self,
@@ -211,6 +211,7 @@ class Request:
             raise TypeError("Request fingerprint must be bytes of 1 to 255 bytes")
         self._fingerprint: bytes | None = fingerprint
         self._seq: int | None = None
+        self._size = 0  # bytes of its journal record, once popped from one
 
     @classmethod
     def _trusted(
@@ -221,7 +222,7 @@ class Request:
         self = cls.__new__(cls)
         self.url, self.method, self.headers, self.body = url, method, headers, body
         self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
-        self._fingerprint, self._seq = fingerprint, seq
+        self._fingerprint, self._seq, self._size = fingerprint, seq, 0
         return self
 
     @property

@@ -274,3 +274,13 @@ def test_a_journal_without_its_frontier_json_is_not_taken_for_a_new_directory(tm
     with pytest.raises(FrontierError, match="frontier.json"):
         Frontier(job)
     assert (job / "requests.urls").stat().st_size > 8
+
+
+def test_a_creation_killed_before_frontier_json_is_finished_at_the_next_open(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job):
+        pass
+    os.unlink(job / "frontier.json")  # the journal holds only its magic, as right after its creation
+    with Frontier(job) as f:
+        assert f.push(Request("https://a.example/"))
+    assert drain(job) == ["https://a.example/"]

@@ -1,0 +1,50 @@
+"""``inspect`` of a cleanly closed directory reads its checkpoint, not its journal, and
+says exactly what a scan of the journal says."""
+
+from __future__ import annotations
+
+import pytest
+
+import diskfrontier.jobinfo as jobinfo
+from diskfrontier import Frontier, Request
+from diskfrontier import checkpoint as checkpoint_module
+from diskfrontier.jobdir import Layout
+
+
+def crawled(path, *, compact: bool) -> None:
+    with Frontier(path) as f:
+        f.push_many(Request(f"https://a.example/{i}", priority=i % 4, meta={"n": i}) for i in range(300))
+        for i in range(40):
+            f.push(Request(f"https://b.example/{i}" + "x" * i))
+        for _ in range(120):
+            f.done(f.pop())
+        batch = [f.pop() for _ in range(30)]
+        f.done_many(batch[:20])  # ten stay in flight and are put back at the close
+    if compact:
+        with Frontier(path) as f:
+            for _ in range(5):
+                f.done(f.pop())
+            f.compact()
+            f.push(Request("https://c.example/after-compaction"))
+            f.done(f.pop())
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_inspect_of_a_clean_directory_reads_no_journal_and_agrees_with_a_scan(tmp_path, monkeypatch, compact):
+    job = str(tmp_path / "job")
+    crawled(job, compact=compact)
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the journal of a clean directory was scanned")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jobinfo, "read_state", no_scan)
+        fast = jobinfo.inspect_jobdir(job)
+    assert fast.state == "clean"
+    layout = Layout(job)
+    checkpoint_module.write_open(layout.cursor, 0, None)  # as if a crawl had it open: scanned now
+    scanned = jobinfo.inspect_jobdir(job)
+    assert scanned.state.startswith("needs recovery")
+    for field in ("pending", "pending_by_priority", "done", "seen", "reclaimable_bytes", "journal_bytes"):
+        assert getattr(fast, field) == getattr(scanned, field), field
+    assert fast.pending == 340 - 140 - (5 if compact else 0) and fast.reclaimable_bytes > 0
