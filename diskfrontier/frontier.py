@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -58,6 +59,7 @@ from .state import Progress
 from .upgrade import upgrade_format1
 
 log = logging.getLogger("diskfrontier")
+_OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 
 AUTO_COMPACT_MIN_BYTES = 1 << 20
 AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
@@ -95,7 +97,8 @@ class Frontier:
         self.layout = Layout(self.path)
         self.fsync = fsync
         self._closed = True
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()  # re-entrant: a compact() progress callback may read stats()
+        self._compacting = False
         self._counters = dict.fromkeys(
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
              "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal"), 0)
@@ -121,6 +124,7 @@ class Frontier:
             self._lock.release()
             raise
         self._closed = False
+        _OPEN.add(self)
 
     # ------------------------------------------------------------------ opening
     def _open(self, order: str | None, progress: Progress | None) -> None:
@@ -494,7 +498,8 @@ class Frontier:
 
     def _in_flight_seq(self, request: Request, what: str, taken: Iterable[int] = ()) -> int:
         seq = getattr(request, "_seq", None)
-        if seq is None or seq not in self._inflight or seq in taken:
+        # the very object pop() returned: a stale one's seq (an offset) may name another request by now
+        if seq is None or self._inflight.get(seq) is not request or seq in taken:
             raise NotInFlight(
                 f"{what}() was given {request!r}, which is not in flight: pass the Request object "
                 f"pop() returned, once")
@@ -506,7 +511,7 @@ class Frontier:
         with self._mutex:
             self._check_open()
             inflight = self._inflight
-            if seq not in inflight:
+            if inflight.get(seq) is not request:  # type: ignore[arg-type]
                 self._in_flight_seq(request, "done")  # raises NotInFlight
             assert isinstance(seq, int)  # it is in flight
             if seq >= 0:
@@ -601,7 +606,11 @@ class Frontier:
         layout = self.layout
         self._seen.sync()
         # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
-        result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress)
+        self._compacting = True
+        try:
+            result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress)
+        finally:
+            self._compacting = False
         try:
             checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail())  # valid for old and new
             self._queues.close()
@@ -630,14 +639,16 @@ class Frontier:
         process's file descriptors are closed: nothing is written and the lock stays
         with its owner.
         """
+        if not self._closed and not self._lock.owned():  # a forked child: nothing of the parent's is touched
+            self._closed = True
+            self._forget_files()
+            self._lock.release()
+            return
         with self._mutex:
             if self._closed:
                 return
             self._closed = True
-            if not self._lock.owned():
-                self._forget_files()
-                self._lock.release()
-                return
+            _OPEN.discard(self)
             try:
                 if self._dirty is None:
                     self._checkpoint_and_close()
@@ -727,7 +738,7 @@ class Frontier:
 
     def _check_open(self) -> None:
         # a forked child's copy of the lock is closed right after the fork (lock.py)
-        if self._closed or self._broken or self._lock.fd < 0:
+        if self._closed or self._broken or self._compacting or self._lock.fd < 0:
             self._refuse()
 
     def _refuse(self) -> None:
@@ -737,6 +748,9 @@ class Frontier:
         if self._broken:
             raise FrontierError(f"the frontier of {self.path} cannot go on ({self._broken}); close it and open it "
                                 f"again: it is rebuilt from its journal")
+        if self._compacting:
+            raise FrontierError(f"the frontier of {self.path} is being compacted: a compact() progress callback may "
+                                f"read it (len, stats) but not change it")
         raise FrontierClosed(f"the frontier of {self.path} no longer holds its lock; open it again with Frontier(path)")
 
     def __enter__(self) -> Frontier:
@@ -746,6 +760,22 @@ class Frontier:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self)} pending, {len(self._inflight)} in flight"
+        # without the lock: a repr must never wait, and the counts are only indicative
+        pending = sum(list(self._pending.values()))
+        state = "closed" if self._closed else f"{pending} pending, {len(self._inflight)} in flight"
         return f"<Frontier {self.path} ({state})>"
 
+
+def _after_fork_in_child() -> None:
+    """A forked child may not use its parent's frontiers (``JobDirNotOwned``), and must not
+    disturb them: fresh locks (a copy of one another thread held would never be released),
+    and queue files that write nowhere."""
+    for frontier in list(_OPEN):
+        frontier._mutex = threading.RLock()
+        queues = getattr(frontier, "_queues", None)
+        if queues is not None and not frontier._closed:
+            with contextlib.suppress(OSError):
+                queues.disown()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -184,6 +184,26 @@ class OffsetQueues:
     def __len__(self) -> int:
         return len(self.pq)
 
+    def disown(self) -> None:
+        """In a forked child: point this process's copies of the queue files at /dev/null.
+
+        queuelib's file objects are buffered, and the child shares the parent's open files:
+        a child that exits normally would flush the parent's unwritten bytes into them.
+        """
+        files: list[Any] = []
+        for queue in self.pq.queues.values():
+            if isinstance(queue, BatchedLifoQueue):
+                files.append(queue.disk.f)
+            else:
+                files += [getattr(queue, "headf", None), getattr(queue, "tailf", None)]
+        devnull = os.open(os.devnull, os.O_RDWR)
+        try:
+            for f in files:
+                if f is not None and not f.closed:
+                    os.dup2(devnull, f.fileno())
+        finally:
+            os.close(devnull)
+
     def close(self) -> list[int]:
         """Close every queue (queuelib writes the headers); return the active priorities."""
         return sorted((-k for k in self.pq.close()), reverse=True)

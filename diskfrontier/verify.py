@@ -207,9 +207,20 @@ def _check_seen(
         _rewrite_seen(layout, data, state)
 
 
+def _usual_width(data: bytes) -> int:
+    """The fingerprint width of a seen file: 20 (sha1, all diskfrontier writes) unless most
+    records say otherwise. The first length field alone may be the damaged one."""
+    widths: dict[int, int] = {}
+    for width in {20, int.from_bytes(data[:2], "big")} - {0}:
+        step = 2 + width
+        head = width.to_bytes(2, "big")
+        widths[width] = sum(data[i:i + 2] == head for i in range(0, min(len(data), 4096 * step), step))
+    return max(widths, key=lambda w: (widths[w], w == 20)) if widths else 20
+
+
 def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> None:
     """Every fingerprint that still parses, plus every fingerprint of the journal, with fresh sums."""
-    width = int.from_bytes(data[:2], "big") or 20
+    width = _usual_width(data)
     out = bytearray()
     pos = 0
     while pos + 2 + width <= len(data):

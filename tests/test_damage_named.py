@@ -284,3 +284,19 @@ def test_a_creation_killed_before_frontier_json_is_finished_at_the_next_open(tmp
     with Frontier(job) as f:
         assert f.push(Request("https://a.example/"))
     assert drain(job) == ["https://a.example/"]
+
+
+def test_repair_of_a_seen_file_whose_first_length_is_damaged_keeps_the_others(tmp_path):
+    job = tmp_path / "job"
+    urls = [f"https://a.example/{i}" for i in range(100)]
+    with Frontier(job) as f:
+        f.push_many(Request(u) for u in urls)
+        while (r := f.pop()) is not None:
+            f.done(r)
+        f.compact()  # the journal no longer holds these fingerprints: only requests.seen does
+    data = bytearray((job / "requests.seen").read_bytes())
+    data[1] ^= 0x01
+    (job / "requests.seen").write_bytes(bytes(data))
+    assert verify(job, repair=True).repaired
+    with Frontier(job) as f:
+        assert sum(f.push(Request(u)) for u in urls) <= 1  # only the damaged entry's URL may come back

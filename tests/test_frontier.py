@@ -228,3 +228,32 @@ def test_close_compacts_only_a_journal_that_is_quick_to_compact(tmp_path, monkey
         assert after < before // 5
     with Frontier(job) as f:
         assert len(f) == 50
+
+
+def test_done_with_a_stale_request_after_a_compaction_is_refused(tmp_path):
+    with Frontier(tmp_path / "job", order="fifo") as f:
+        f.push_many(Request(f"https://a.example/{i}") for i in range(3))
+        first = f.pop()
+        f.done(first)
+        f.compact()  # offsets are reused: the next request sits where the first one was
+        second = f.pop()
+        assert second._seq == first._seq
+        with pytest.raises(NotInFlight):
+            f.done(first)
+        assert [r.url for r in f.in_flight] == [second.url]
+
+
+def test_a_compact_progress_callback_may_read_the_frontier_but_not_change_it(tmp_path):
+    f = Frontier(tmp_path / "job")
+    f.push_many(Request(f"https://a.example/{i}") for i in range(10))
+    seen: list[str] = []
+
+    def progress(done, total):
+        seen.append(f"{f!r} {len(f)} {f.stats()['pending']}")
+        with pytest.raises(FrontierError, match="being compacted"):
+            f.push(Request("https://a.example/new"))
+
+    f.compact(progress)
+    assert seen and all("10" in line for line in seen)
+    assert f.push(Request("https://a.example/new"))
+    f.close()

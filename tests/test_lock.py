@@ -203,3 +203,64 @@ def test_probe_lock_names_a_holder_in_another_process(tmp_path):
     while probe_lock(str(path)) is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert probe_lock(str(path)) is None  # the kernel dropped it with the process
+
+
+FORK_AND_EXIT = textwrap.dedent("""
+    import os, sys
+    from collections import Counter
+    from diskfrontier import Frontier, Request
+    f = Frontier(sys.argv[1])
+    f.push_many(Request(f"https://a.example/{i}") for i in range(2100))  # offsets spill to a buffered queue file
+    pid = os.fork()
+    if pid == 0:
+        f.close()
+        sys.exit(0)  # a normal exit: Python flushes the file objects the child inherited
+    os.waitpid(pid, 0)
+    got = Counter()
+    while (r := f.pop()) is not None:
+        got[r.url] += 1
+        f.done(r)
+    f.close()
+    print(len(got), max(got.values()))
+""")
+
+
+def test_a_forked_child_that_exits_normally_does_not_write_the_parents_queue_buffers(tmp_path):
+    result = subprocess.run([sys.executable, "-c", FORK_AND_EXIT, str(tmp_path / "job")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2100", "1"]  # every request once: none lost, none twice
+
+
+def test_a_forked_child_does_not_wait_for_a_lock_another_thread_held_at_the_fork(tmp_path):
+    import threading
+
+    from diskfrontier import Request
+
+    job = str(tmp_path / "job")
+    f = Frontier(job)
+    f.push_many(Request(f"https://a.example/{i}") for i in range(10))
+    inside, go_on = threading.Event(), threading.Event()
+
+    def slow_progress(done, total):
+        inside.set()
+        go_on.wait(5)
+
+    worker = threading.Thread(target=f.compact, kwargs={"progress": slow_progress})
+    worker.start()
+    inside.wait(5)
+    pid = os.fork()
+    if pid == 0:
+        f.close()
+        os._exit(0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG)[0] == 0:
+        time.sleep(0.05)
+    finished = time.monotonic() < deadline
+    if not finished:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    go_on.set()
+    worker.join()
+    f.close()
+    assert finished, "the child's close() waited for a lock no thread of the child would release"

@@ -231,14 +231,26 @@ def test_batched_lifo_refuses_a_header_that_does_not_match_the_file(tmp_path):
 # ---------------------------------------------------------------- the seen index and file
 def test_seen_index_matches_a_set(tmp_path):
     rng = random.Random(5)
-    index, model = SeenIndex(), set()
+    index, model, order = SeenIndex(), set(), []
     for _ in range(50_000):
-        key = rng.getrandbits(64) or 1 if rng.random() < 0.7 else rng.choice(list(model) or [1])
+        key = (rng.getrandbits(64) or 1) if rng.random() < 0.7 or not order else rng.choice(order)
         assert index.add(key) == (key not in model)
-        model.add(key)
+        if key not in model:
+            model.add(key)
+            order.append(key)
     assert len(index) == len(model)
-    assert all(k in index for k in list(model)[:1000])
+    assert all(k in index for k in order)  # across every growth of every shard
     assert sum(rng.getrandbits(64) in index for _ in range(10_000)) == 0
+    assert index.nbytes < 24 * len(model) + (1 << 17)  # 8 bytes a slot, at most 3/4 full, plus empty shards
+
+
+def test_seen_index_shards_grow_one_at_a_time():
+    index = SeenIndex()
+    keys = [(shard << 56) | n for shard in (0, 7, 255) for n in range(1, 2000)]  # three shards only
+    for key in keys:
+        assert index.add(key)
+    assert all(key in index for key in keys) and len(index) == len(keys)
+    assert ((1 << 56) | 5) not in index
 
 
 def test_seen_file_writes_a_sum_for_every_block(tmp_path):
