@@ -246,6 +246,7 @@ class JournalScan:
         result = self.result
         pos = len(MAGIC)  # absolute offset of the next record
         buf, base = b"", pos  # buf holds the file's bytes from offset `base`
+        view = memoryview(buf)
         while pos < size:
             rel = pos - base
             avail = len(buf) - rel
@@ -253,6 +254,7 @@ class JournalScan:
                 f.seek(pos)
                 want = _CHUNK if avail < header else max(_CHUNK, header + unpack(buf, rel)[0])
                 buf, base, rel = f.read(min(want, size - pos)), pos, 0  # a damaged length asks for no more
+                view = memoryview(buf)
             cut_short = False  # what a kill in the middle of a write leaves
             if len(buf) - rel < header:
                 problem, cut_short = "a record frame cut short", True
@@ -260,17 +262,19 @@ class JournalScan:
                 fields = unpack(buf, rel)
                 length = fields[0]
                 end = pos + header + length
-                if checked and header_check(pos, length) != fields[2]:
+                seed = (pos ^ (pos >> 32)) & 0xFFFFFFFF  # identity(pos), inline: this loop is every scan
+                if checked and _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
                     problem = f"a damaged record frame (length field {length})"
                 elif length == 0 or length > MAX_BODY:
                     problem = f"impossible record length {length}"
                 elif end > size:
                     problem, cut_short = f"a record of {length} bytes runs past the end of the file", True
                 else:
-                    body = memoryview(buf)[rel + header:rel + header + length]
-                    if crc_of(pos, body) != fields[1]:
+                    body = view[rel + header:rel + header + length]
+                    if (_crc32(body, seed) if checked else crc_of(pos, body)) != fields[1]:
                         problem = "checksum mismatch"
-                    elif not _body_ok(body):
+                    elif not (length > _PUSH_SIZE + body[_PUSH_SIZE - 1] if body[0] == PUSH
+                              else body[0] == DONE and length == _DONE_SIZE):
                         problem = f"record of unknown type {body[0]}"
                     else:
                         yield pos, body

@@ -15,17 +15,19 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Iterable
 from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
 
-from .atomic import write_json_atomic
+from .atomic import write_all, write_json_atomic
 from .checkpoint import Checkpoint
 from .errors import JobDirCorrupt
 from .journal import record_end
-from .safefs import check_tree, make_dir, open_file, remove_tree
+from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tree
 
 OFFSET = struct.Struct(">Q")
 _OFFSET_UNPACK = OFFSET.unpack
@@ -161,6 +163,30 @@ class OffsetQueues:
         """Queue the request whose PUSH record is at ``offset``."""
         self.pq.push(OFFSET.pack(offset), -priority)
 
+    def load(self, priority: int, offsets: array) -> None:
+        """Queue many offsets of one priority, in order, into a priority that has no queue yet.
+
+        A LIFO queue file is written whole, in queuelib's format, with a few slice
+        operations instead of a queuelib push per entry (the rebuild after a crash);
+        FIFO queues take the pushes one by one.
+        """
+        if not offsets:
+            return
+        key = -priority
+        if self.order != "lifo" or key in self.pq.queues:
+            for offset in offsets:
+                self.push(offset, priority)
+            return
+        path = queue_path(self.directory, priority)
+        fd = create_exclusive(path)
+        try:
+            write_all(fd, lifo_file(offsets))
+        finally:
+            os.close(fd)
+        self.pq.queues[key] = cast(Any, self._factory(key))
+        if self.pq.curprio is None or key < self.pq.curprio:
+            self.pq.curprio = key
+
     def pop(self) -> int | None:
         """The offset of the next request, or None."""
         pq = self.pq
@@ -218,6 +244,25 @@ class OffsetQueues:
         """Remove every queue file (they will be rebuilt from the journal), never following a link."""
         remove_tree(directory)
         make_dir(directory)
+
+
+def lifo_file(offsets: array) -> bytes:
+    """The bytes of a queuelib ``LifoDiskQueue`` file holding ``offsets`` (oldest first).
+
+    The header is the entry count (u32); each entry is the 8-byte offset followed by
+    its length, 8, as a u32, all big-endian.
+    """
+    count = len(offsets)
+    ordered = array("Q", offsets)
+    if sys.byteorder == "little":
+        ordered.byteswap()
+    raw = ordered.tobytes()
+    out = bytearray(4 + ENTRY * count)
+    out[:4] = count.to_bytes(4, "big")
+    for j in range(OFFSET.size):
+        out[4 + j::ENTRY] = raw[j::OFFSET.size]
+    out[4 + ENTRY - 1::ENTRY] = bytes([OFFSET.size]) * count
+    return bytes(out)
 
 
 def queue_crc(directory: str, priority: int) -> int:

@@ -34,10 +34,8 @@ def rebuild(
         added += seen.add(fingerprint)
 
     state = read_state(path, floor=floor, fingerprint=remember, progress=progress, sizes=True)
-    push = queues.push
     for priority, offsets in state.pending.items():
-        for offset in offsets:
-            push(offset, priority)
+        queues.load(priority, offsets)
     return state, added
 
 

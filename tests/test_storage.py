@@ -287,3 +287,18 @@ def test_seen_file_of_a_format2_directory_needs_its_sums(tmp_path):
     os.unlink(path + ".sums")
     with pytest.raises(JobDirCorrupt, match="sums"):
         SeenFile(path).open(require_sums=True)
+
+
+def test_a_lifo_queue_file_written_whole_is_queuelibs_own_format(tmp_path):
+    from array import array
+
+    from queuelib import LifoDiskQueue
+
+    from diskfrontier.queues import OFFSET, lifo_file
+
+    offsets = [8, 300, 2**40 + 5, 77, 2**63 + 1]
+    queue = LifoDiskQueue(str(tmp_path / "q"))
+    for offset in offsets:
+        queue.push(OFFSET.pack(offset))
+    queue.close()
+    assert (tmp_path / "q").read_bytes() == lifo_file(array("Q", offsets))
