@@ -199,10 +199,6 @@ class OffsetQueues:
             data = pq.pop()
         return _OFFSET_UNPACK(data)[0] if data is not None else None
 
-    def top_priority(self) -> int | None:
-        """The priority the next pop will come from."""
-        return None if self.pq.curprio is None else -self.pq.curprio
-
     def sizes(self) -> dict[int, int]:
         """Entries per priority."""
         return {-k: len(q) for k, q in self.pq.queues.items() if len(q)}

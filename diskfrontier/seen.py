@@ -273,18 +273,13 @@ class SeenFile:
         self._blocks = info.end // BLOCK
         complete = sums + [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK]) for i in range(len(sums), self._blocks)]
         self._tail_crc = block_crc(self._blocks, view[self._blocks * BLOCK:])
-        if tail is not None:
-            self._check_tail(view, tail)
+        if tail is not None and (damage := check_tail(self.path, view, tail, self._blocks)) is not None:
+            raise damage
         self._open_files(info.end, complete, rewrite_sums=stored is None or len(complete) != len(sums))
         self.index = SeenIndex(expected=len(keys) + 1024)
         self.index.update(keys)
         self.load = info
         return info
-
-    def _check_tail(self, view: memoryview, tail: tuple[int, int]) -> None:
-        damage = check_tail(self.path, view, tail, self._blocks)
-        if damage is not None:
-            raise damage
 
     def _open_files(self, end: int, sums: list[int], *, rewrite_sums: bool) -> None:
         if rewrite_sums:
