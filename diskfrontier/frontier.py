@@ -51,7 +51,7 @@ from .journal import (
 from .queues import OffsetQueues, distrust_reason, queue_crc
 from .recovery import rebuild, save_torn_tail
 from .request import Request
-from .safefs import check_entries, remove_stale_temps
+from .safefs import check_entries, open_file, remove_stale_temps
 from .scrapy_queue import holds_requests, set_aside
 from .seen import SeenFile
 from .seenindex import key_of
@@ -146,8 +146,8 @@ class Frontier:
                 meta = read_meta(layout)
             fresh = False
         else:
-            if os.path.lexists(layout.journal) and os.lstat(layout.journal).st_size == len(MAGIC):
-                os.unlink(layout.journal)  # an empty journal: a creation killed before frontier.json was written
+            if _just_created(layout.journal):
+                os.unlink(layout.journal)  # a creation killed before frontier.json was written
             if os.path.lexists(layout.journal):
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
@@ -764,6 +764,14 @@ class Frontier:
         pending = sum(list(self._pending.values()))
         state = "closed" if self._closed else f"{pending} pending, {len(self._inflight)} in flight"
         return f"<Frontier {self.path} ({state})>"
+
+
+def _just_created(journal: str) -> bool:
+    """True if ``journal`` holds no more than (a beginning of) its magic: created, never written."""
+    if not os.path.lexists(journal) or os.lstat(journal).st_size > len(MAGIC):
+        return False
+    with open_file(journal) as f:
+        return MAGIC.startswith(f.read())
 
 
 def _after_fork_in_child() -> None:

@@ -276,11 +276,13 @@ def test_a_journal_without_its_frontier_json_is_not_taken_for_a_new_directory(tm
     assert (job / "requests.urls").stat().st_size > 8
 
 
-def test_a_creation_killed_before_frontier_json_is_finished_at_the_next_open(tmp_path):
+@pytest.mark.parametrize("written", [0, 3, 8])
+def test_a_creation_killed_before_frontier_json_is_finished_at_the_next_open(tmp_path, written):
     job = tmp_path / "job"
     with Frontier(job):
         pass
-    os.unlink(job / "frontier.json")  # the journal holds only its magic, as right after its creation
+    os.unlink(job / "frontier.json")  # killed while the journal held only (a beginning of) its magic
+    os.truncate(job / "requests.urls", written)
     with Frontier(job) as f:
         assert f.push(Request("https://a.example/"))
     assert drain(job) == ["https://a.example/"]
