@@ -28,6 +28,7 @@ from typing import Any
 
 from .atomic import write_json_atomic
 from .safefs import open_file
+from .seenindex import IndexRecord
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Checkpoint:
     journal_pushes: int = 0
     journal_dones: int = 0
     live_bytes: int = 0
+    seen_index: IndexRecord | None = None  # the saved seen index that may be loaded instead of requests.seen
     pid: int | None = None
     problem: str | None = None
 
@@ -100,6 +102,8 @@ def read_checkpoint(path: str) -> Checkpoint:
         if state not in ("open", "clean", "repaired"):
             raise ValueError(f"unknown state {state!r}")
         saved = Checkpoint(state=state, pid=value.get("pid") if isinstance(value.get("pid"), int) else None)
+        if "seen_index" in value:
+            saved.seen_index = IndexRecord.from_json(value["seen_index"])
         if state == "open":
             saved.journal_floor = _int(value, "journal_floor", 0)
             saved.seen_tail = _tail(value)
@@ -131,20 +135,25 @@ def _write(path: str, value: dict[str, Any]) -> None:
     write_json_atomic(path, value)
 
 
-def write_open(path: str, journal_floor: int, seen_tail: tuple[int, int] | None) -> None:
+def write_open(
+    path: str, journal_floor: int, seen_tail: tuple[int, int] | None, seen_index: IndexRecord | None = None,
+) -> None:
     """Mark the directory as open: from now on the queue files are not to be trusted."""
     value: dict[str, Any] = {"state": "open", "pid": os.getpid(), "journal_floor": journal_floor}
     if seen_tail is not None:
         value["seen_tail"] = list(seen_tail)
+    if seen_index is not None:
+        value["seen_index"] = seen_index.to_json()
     _write(path, value)
 
 
 def write_clean(
     path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
-    queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
+    queues: dict[int, int], pushes: int, dones: int, live_bytes: int, seen_index: IndexRecord | None = None,
 ) -> None:
     """Mark a clean close: the queue files match this journal and seen file."""
-    _write(path, {
+    extra = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    _write(path, {**extra,
         "state": "clean", "journal_bytes": journal_bytes, "last_record": last_record,
         "seen_bytes": seen_tail[0], "seen_tail": list(seen_tail),
         "journal_pushes": pushes, "journal_dones": dones, "live_bytes": live_bytes,

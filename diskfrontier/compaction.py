@@ -36,8 +36,8 @@ class Compacted:
 
 def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None) -> Compacted:
     """Write the pending PUSH records of the journal at ``path`` to the new file ``tmp_path``."""
-    state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress))
-    done, end, size = state.done, state.scan.end, state.scan.size
+    state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress), offsets=False)
+    alive, end, size = state.alive_in_order(), state.scan.end, state.scan.size
     kept: list[tuple[int, int]] = []
     if os.path.lexists(tmp_path):
         os.unlink(tmp_path)  # left by a compaction that was killed: the old journal stands
@@ -50,7 +50,7 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
                 progress(size + offset, 2 * size)
-            if body[0] != PUSH or offset in done:
+            if body[0] != PUSH or not next(alive):  # the same PUSH records in the same order
                 continue
             kept.append((position, push_priority(body)))
             out += frame(position, bytes(body))

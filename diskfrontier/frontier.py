@@ -63,6 +63,7 @@ _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 
 AUTO_COMPACT_MIN_BYTES = 1 << 20
 AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
+INDEX_MIN_NEW_KEYS = 1 << 16  # a clean close saves the seen index when this many keys are not in the saved one
 _PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
 _PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
@@ -132,6 +133,7 @@ class Frontier:
         started = time.perf_counter()
         remove_stale_temps(layout.cursor)
         remove_stale_temps(layout.meta)
+        remove_stale_temps(layout.seen_index)
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:
@@ -161,9 +163,9 @@ class Frontier:
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor)
         self._floor = saved.floor
-        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail)
+        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail, saved.seen_index)
         self._seen = SeenFile(layout.seen)
-        loaded = self._seen.open(require_sums=not fresh, tail=saved.seen_tail)
+        loaded = self._seen.open(require_sums=not fresh, tail=saved.seen_tail, index=saved.seen_index)
         if loaded.torn:
             log.warning("cut %d bytes of torn tail from %s", loaded.torn, layout.seen)
         if loaded.legacy_hex:
@@ -177,7 +179,7 @@ class Frontier:
             self._rebuild(reason, progress)
         self._counters["torn_bytes_cut"] += loaded.torn
         self._seen.flush()
-        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail())
+        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record)
         self._floor = self._journal.size
         if not fresh:
             self._log_resume(time.perf_counter() - started)
@@ -612,7 +614,8 @@ class Frontier:
         finally:
             self._compacting = False
         try:
-            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail())  # valid for old and new
+            # valid for the old journal and the new
+            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail(), self._seen.index_record)
             self._queues.close()
             self._journal.close()
             install(layout.journal, layout.compacting)
@@ -683,12 +686,14 @@ class Frontier:
         OffsetQueues.write_active(self.layout.active, active)
         self._seen.sync()
         self._journal.sync()
+        index = self._seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
         pending = {p: n for p, n in self._pending.items() if n}
         checkpoint.write_clean(
             self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
             queues={p: queue_crc(self.layout.queue_dir, p) for p in pending},
-            pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes)
+            pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes,
+            seen_index=index)
 
     def _memory_requests(self) -> list[Request]:
         out = []

@@ -7,6 +7,7 @@ Format 2 (docs/format.md describes every file)::
       lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
       requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
+      requests.seen.index  the seen index as saved at a clean close, loaded in bulk (seenindex.py)
       requests.queue/      per-priority queuelib queues of journal offsets + active.json (queues.py)
       requests.urls        the journal: every accepted push and done (journal.py)
       requests.cursor      the checkpoint (checkpoint.py)
@@ -53,6 +54,10 @@ class Layout:
         return os.path.join(self.root, "requests.seen")
 
     @property
+    def seen_index(self) -> str:
+        return os.path.join(self.root, "requests.seen.index")
+
+    @property
     def queue_dir(self) -> str:
         return os.path.join(self.root, "requests.queue")
 
@@ -78,8 +83,8 @@ class Layout:
 
     def entries(self) -> dict[str, str]:
         """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
-        files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.urls", "requests.cursor",
-                 "requests.urls.compact")
+        files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.seen.index",
+                 "requests.urls", "requests.cursor", "requests.urls.compact")
         return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY}
 
 

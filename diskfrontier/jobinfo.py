@@ -93,8 +93,8 @@ def inspect_jobdir(path: str) -> JobInfo:
         by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes
         info.seen = _seen_count(layout.seen, seen_bytes)
     else:
-        state = read_state(layout.journal, sizes=True)
-        by_priority = {p: len(offsets) for p, offsets in state.pending.items()}
+        state = read_state(layout.journal, sizes=True, offsets=False)
+        by_priority = state.counts
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
     info.pending = sum(by_priority.values())

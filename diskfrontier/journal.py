@@ -221,10 +221,11 @@ class JournalScan:
     scan never writes.
     """
 
-    def __init__(self, path: str, *, repair: bool = False, floor: int = 0) -> None:
+    def __init__(self, path: str, *, repair: bool = False, floor: int = 0, start: int = 0) -> None:
         self.path = path
         self.repair = repair
         self.floor = floor
+        self.start = start  # where a scan that another reader began goes on (0: from the first record)
         self.result = ScanResult()
 
     def __iter__(self) -> Iterator[tuple[int, memoryview]]:
@@ -238,13 +239,12 @@ class JournalScan:
                     self.path, size,
                     f"the journal is {size:,} bytes, but it held {self.floor:,} bytes at its last checkpoint: it was "
                     f"truncated or replaced", hint=_TRUNCATED_HINT.format(dir=os.path.dirname(self.path) or "."))
-            yield from self._records(f, size, _RULES[self.result.version])
+            yield from self._records(f, size, _RULES[self.result.version], max(len(MAGIC), self.start))
 
-    def _records(self, f: IO[bytes], size: int, rules: _Rules) -> Iterator[tuple[int, memoryview]]:
+    def _records(self, f: IO[bytes], size: int, rules: _Rules, pos: int) -> Iterator[tuple[int, memoryview]]:
         fmt, crc_of, checked = rules.frame, rules.crc, rules.checked_header
         unpack, header = fmt.unpack_from, fmt.size
         result = self.result
-        pos = len(MAGIC)  # absolute offset of the next record
         buf, base = b"", pos  # buf holds the file's bytes from offset `base`
         view = memoryview(buf)
         while pos < size:

@@ -25,7 +25,9 @@ def rebuild(
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
 
-    Returns the journal's state and how many fingerprints were added to ``seen``.
+    Returns the journal's state and how many fingerprints were added to ``seen``. Only
+    PUSH records from ``floor`` on can hold a fingerprint that ``requests.seen`` lacks:
+    the seen file is flushed before every checkpoint that sets the floor.
     """
     added = 0
 
@@ -33,7 +35,8 @@ def rebuild(
         nonlocal added
         added += seen.add(fingerprint)
 
-    state = read_state(path, floor=floor, fingerprint=remember, progress=progress, sizes=True)
+    state = read_state(path, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
+                       sizes=True)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)
     return state, added

@@ -19,6 +19,7 @@ and fsyncs this file before it drops any journal record.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import struct
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 from .atomic import write_all, write_atomic
 from .errors import JobDirCorrupt
 from .safefs import open_fd, open_file
-from .seenindex import SeenIndex, key_of
+from .seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
+
+log = logging.getLogger("diskfrontier")
 
 _HEX_LINE = re.compile(rb"[0-9a-fA-F]{40}\r?\n")
 FLUSH_BYTES = 64 * 1024
@@ -178,33 +181,46 @@ _SUMS_HINT = ("run 'diskfrontier verify --repair' on its job directory: it check
               "and writes the checksums anew ({path})")
 
 
-def check_blocks(path: str, data: bytes | memoryview, sums: list[int]) -> JobDirCorrupt | None:
-    """The first block of ``data`` whose crc is not its sum, as an error; None if all match."""
+def check_blocks(path: str, data: bytes | memoryview, sums: list[int], first: int = 0) -> JobDirCorrupt | None:
+    """The first block of ``data`` whose crc is not its sum, as an error; None if all match.
+
+    ``data`` holds the file from block ``first`` on; the blocks before it are not checked.
+    """
     view = memoryview(data)
-    for index, expected in enumerate(sums):
-        block = view[index * BLOCK:(index + 1) * BLOCK]
+    base = first * BLOCK
+    for index in range(first, len(sums)):
+        expected = sums[index]
+        block = view[index * BLOCK - base:(index + 1) * BLOCK - base]
         if len(block) < BLOCK:
-            return JobDirCorrupt(path, len(view), f"the file is {len(view):,} bytes, shorter than its checksums "
-                                                  f"cover ({len(sums) * BLOCK:,}): it was truncated")
+            size = base + len(view)
+            return JobDirCorrupt(path, size, f"the file is {size:,} bytes, shorter than its checksums "
+                                             f"cover ({len(sums) * BLOCK:,}): it was truncated")
         if block_crc(index, block) != expected:
             return JobDirCorrupt(path, index * BLOCK, f"checksum mismatch in the fingerprints of bytes "
                                                       f"{index * BLOCK:,}..{(index + 1) * BLOCK:,}")
     return None
 
 
-def check_tail(path: str, view: memoryview, tail: tuple[int, int], summed: int) -> JobDirCorrupt | None:
+def check_tail(
+    path: str, view: memoryview, tail: tuple[int, int], summed: int, first: int = 0,
+) -> JobDirCorrupt | None:
     """Check the partial last block as a checkpoint recorded it (``tail`` = (end, crc)), as an error or None.
 
     ``summed``: how many blocks have their own sum (a block completed since is checked by it).
+    ``view`` holds the file from block ``first`` on.
     """
     end, crc = tail
     block = end // BLOCK
     if block < summed:
         return None
-    if len(view) < end:
-        return JobDirCorrupt(path, len(view), f"the file is {len(view):,} bytes, but it held {end:,} at the last "
-                                              f"checkpoint: it was truncated")
-    if block_crc(block, view[block * BLOCK:end]) != crc:
+    base = first * BLOCK
+    if base + len(view) < end:
+        size = base + len(view)
+        return JobDirCorrupt(path, size, f"the file is {size:,} bytes, but it held {end:,} at the last "
+                                         f"checkpoint: it was truncated")
+    if block < first:
+        return None  # within what the loaded index covers
+    if block_crc(block, view[block * BLOCK - base:end - base]) != crc:
         return JobDirCorrupt(path, block * BLOCK, f"checksum mismatch in the fingerprints of bytes "
                                                   f"{block * BLOCK:,}..{end:,}")
     return None
@@ -227,7 +243,9 @@ class SeenFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self.sums_path = sums_path(path)
+        self.index_path = path + ".index"
         self.index = SeenIndex()
+        self.index_record: IndexRecord | None = None  # the saved index that matches self.index
         self._pending = bytearray()
         self.load = SeenLoad()
         self.fd = -1
@@ -237,26 +255,42 @@ class SeenFile:
         self._sums_on_disk = 0  # sums in the sums file (fewer than blocks only after a failed write)
         self._tail_crc = block_crc(0, b"")
 
-    def open(self, *, require_sums: bool, tail: tuple[int, int] | None = None) -> SeenLoad:
+    def open(
+        self, *, require_sums: bool, tail: tuple[int, int] | None = None, index: IndexRecord | None = None,
+    ) -> SeenLoad:
         """Load the file into the index, check its checksums, cut a torn tail, convert a hex file.
 
         ``require_sums``: a non-empty seen file must have its sums file (a job directory
         of format 2); otherwise sums are computed from the file as it is (a file that
         Scrapy or format 1 wrote). ``tail``: ``(end, crc)`` of the partial last block as
-        a checkpoint recorded it.
+        a checkpoint recorded it. ``index``: a saved index (``requests.seen.index``) as a
+        checkpoint recorded it: if it loads, only the fingerprints past what it covers
+        are read from the seen file (and only their blocks checked); if not, the whole
+        file is read and the reason logged.
         """
+        loaded = self._load_index(index)
+        covered = index.seen_bytes if loaded is not None and index is not None else 0
+        start = covered - covered % BLOCK  # read from the block that holds the first byte not covered
         data = b""
         try:
             with open_file(self.path) as f:
+                f.seek(start)
                 data = f.read()
         except FileNotFoundError:
             pass
-        keys, info = parse_seen(self.path, data)
+        if start + len(data) < covered:  # shorter than the index covers: the whole file decides
+            loaded, covered, start = None, 0, 0
+            with open_file(self.path) as f:
+                data = f.read()
+        keys, info = parse_seen(self.path, data[covered - start:])
+        if info.legacy_hex and covered:
+            return self._reopen_whole(require_sums, tail, "hex lines follow what it covers")
         if info.legacy_hex:
             data = hex_to_binary(data)
             write_atomic(self.path, data)
             info.end, info.torn = len(data), 0
-        view = memoryview(data)[:info.end]
+        info.end += covered
+        view = memoryview(data)[:info.end - start]
         stored = read_sums(self.sums_path)
         if stored is None and require_sums and info.end:
             raise JobDirCorrupt(self.sums_path, 0, "missing: the checksums of requests.seen are gone",
@@ -267,19 +301,52 @@ class SeenFile:
                 self.sums_path, len(SUMS_MAGIC) + _SUM.size * len(stored),
                 f"it holds {len(stored)} checksums, but requests.seen had {tail[0] // BLOCK} complete blocks at the "
                 f"last checkpoint: it was truncated", hint=_SUMS_HINT.format(path=self.sums_path))
-        damage = check_blocks(self.path, view, sums)
+        first = start // BLOCK
+        if len(sums) < first:
+            return self._reopen_whole(require_sums, tail, "requests.seen.sums does not cover it")
+        damage = check_blocks(self.path, view, sums, first)
         if damage is not None:
             raise damage
         self._blocks = info.end // BLOCK
-        complete = sums + [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK]) for i in range(len(sums), self._blocks)]
-        self._tail_crc = block_crc(self._blocks, view[self._blocks * BLOCK:])
-        if tail is not None and (damage := check_tail(self.path, view, tail, self._blocks)) is not None:
+        complete = sums + [block_crc(i, view[(i - first) * BLOCK:(i - first + 1) * BLOCK])
+                           for i in range(len(sums), self._blocks)]
+        self._tail_crc = block_crc(self._blocks, view[(self._blocks - first) * BLOCK:])
+        if tail is not None and (damage := check_tail(self.path, view, tail, self._blocks, first)) is not None:
             raise damage
         self._open_files(info.end, complete, rewrite_sums=stored is None or len(complete) != len(sums))
-        self.index = SeenIndex(expected=len(keys) + 1024)
+        if loaded is None:
+            self.index = SeenIndex(expected=len(keys) + 1024)
+        else:
+            self.index, self.index_record = loaded, index
         self.index.update(keys)
+        info.count = len(self.index)
         self.load = info
         return info
+
+    def _load_index(self, record: IndexRecord | None) -> SeenIndex | None:
+        if record is None:
+            return None
+        try:
+            return SeenIndex.load(self.index_path, record)
+        except IndexUnusable as exc:
+            log.warning("%s not used (%s): reading %s instead", self.index_path, exc, self.path)
+            return None
+
+    def _reopen_whole(self, require_sums: bool, tail: tuple[int, int] | None, why: str) -> SeenLoad:
+        log.warning("%s not used (%s): reading %s instead", self.index_path, why, self.path)
+        return self.open(require_sums=require_sums, tail=tail)
+
+    def save_index(self, *, min_new_keys: int) -> IndexRecord | None:
+        """Save the index for the next open if at least ``min_new_keys`` keys are not in the saved one.
+
+        Returns the record of the index file now valid (None if there is none). Call after
+        a flush: the saved index covers exactly the fingerprints written to the file.
+        """
+        covered = self.index_record.count if self.index_record is not None else 0
+        if len(self.index) - covered < max(1, min_new_keys) or self._pending:
+            return self.index_record
+        self.index_record = self.index.save(self.index_path, self.end)
+        return self.index_record
 
     def _open_files(self, end: int, sums: list[int], *, rewrite_sums: bool) -> None:
         if rewrite_sums:

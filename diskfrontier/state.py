@@ -8,127 +8,279 @@ records end. Recovery, compaction, verify, inspect, peek and export all use it, 
 * every record's checksum covers its own offset (``journal.py``);
 * a DONE must name an earlier PUSH record that is not done yet; a DONE that names
   anything else is damage, not something to skip.
+
+Memory is compact arrays, not Python objects: each PUSH costs its offset (8 bytes,
+in an array in journal order, which is sorted, so a DONE finds its PUSH by bisection)
+and a one-byte code of its priority, which becomes ``DEAD`` when a DONE names it; with
+``sizes=True`` also its size (4 bytes). The pending offsets per priority are drawn
+from these arrays at the end in C loops.
+
+The records of an intact journal are read by a tight loop here; at the first record
+that is not plainly intact (damage, a torn tail, a record larger than a read), the
+rest goes to ``JournalScan``, which decides what it is. A repair scan and a format-1
+journal go to ``JournalScan`` from the start. The tight loop checks each body's crc32
+(continued from the record's offset) but not the 16-bit check of the length field:
+a length that is wrong cannot frame a body whose crc matches (odds 2^-32), and the
+check's job, telling a damaged length from a write cut short, only arises for a
+record that fails, which ``JournalScan`` then judges with it. ``verify`` checks both.
 """
 
 from __future__ import annotations
 
+import os
+import struct
+import zlib
 from array import array
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import compress
+from typing import IO
 
 from .errors import JobDirCorrupt
-from .journal import DONE, FLAG_DONT_FILTER, FRAME, PUSH_HEAD, JournalScan, ScanResult, done_target
-from .seenindex import SeenIndex
+from .journal import (
+    _CHUNK,
+    DONE,
+    FLAG_DONT_FILTER,
+    FRAME,
+    MAGIC,
+    MAX_BODY,
+    PUSH_HEAD,
+    JournalScan,
+    ScanResult,
+    done_target,
+    journal_version,
+)
+from .safefs import open_file
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY = 1 << 16
+_WIDER = {"B": "H", "H": "I"}
+_DEAD = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
+_FEW_PRIORITIES = 16  # up to this many, the pending offsets are drawn with one C pass per priority
+_TARGET = struct.Struct(">Q").unpack_from
+_FRAME_AND_HEAD = struct.Struct(">IIHBiBB")  # a frame and the head of a PUSH body, read in one call
+_FP_START = PUSH_HEAD.size
 
 
 @dataclass
 class JournalState:
     """What the journal says: pending offsets per priority, counts, and where it ends."""
 
-    pending: dict[int, array] = field(default_factory=dict)
-    sizes: dict[int, array] = field(default_factory=dict)  # frame bytes of each pending record (when asked)
-    done: SeenIndex = field(default_factory=SeenIndex)
+    pending: dict[int, array] = field(default_factory=dict)  # empty unless offsets were asked for
+    counts: dict[int, int] = field(default_factory=dict)  # pending requests per priority
     pushes: int = 0
     dones: int = 0
     last_record: int = -1
     bad_dones: list[tuple[int, str]] = field(default_factory=list)  # (offset, problem), repair scans only
     scan: ScanResult = field(default_factory=ScanResult)
+    live_bytes: int = 0  # bytes of the pending records (0 unless the scan kept sizes)
+    order: array = field(default_factory=lambda: array("Q"))  # every PUSH offset, in journal order
+    codes: array = field(default_factory=lambda: array("B"))  # each PUSH's priority code, or dead
 
     @property
     def pending_count(self) -> int:
-        return sum(len(offsets) for offsets in self.pending.values())
+        return sum(self.counts.values())
 
-    @property
-    def live_bytes(self) -> int:
-        """Bytes of the pending records (0 unless the scan kept sizes)."""
-        return sum(sum(sizes) for sizes in self.sizes.values())
+    def alive_in_order(self) -> Iterator[bool]:
+        """For each PUSH record in journal order: is it still pending?"""
+        dead = _DEAD[self.codes.typecode]
+        return (code != dead for code in self.codes)
+
+
+class _Collector:
+    """The arrays a scan fills, and the DONE rule."""
+
+    def __init__(self, path: str, repair: bool, sizes: bool) -> None:
+        self.path, self.repair = path, repair
+        self.order = array("Q")
+        self.codes = array("B")
+        self.dead = _DEAD["B"]
+        self.code_of: dict[int, int] = {}
+        self.priorities: list[int] = []
+        self.lengths = array("I") if sizes else None
+        self.dones = 0
+        self.bad_dones: list[tuple[int, str]] = []
+
+    def code(self, priority: int) -> int:
+        """The code of a priority not seen before (the code array widens past 255 priorities)."""
+        code = len(self.priorities)
+        if code >= self.dead:
+            wider = _WIDER[self.codes.typecode]
+            old, new = self.dead, _DEAD[wider]
+            self.codes = array(wider, (new if c == old else c for c in self.codes))
+            self.dead = new
+        self.code_of[priority] = code
+        self.priorities.append(priority)
+        return code
+
+    def push(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
+        priority = int.from_bytes(body[1:5], "big", signed=True)
+        code = self.code_of.get(priority)
+        self.order.append(offset)
+        self.codes.append(self.code(priority) if code is None else code)
+        if self.lengths is not None:
+            self.lengths.append(FRAME.size + len(body))
+        if fingerprint is not None and not body[_FP_START - 2] & FLAG_DONT_FILTER:
+            fingerprint(bytes(body[_FP_START:_FP_START + body[_FP_START - 1]]))
+
+    def done(self, offset: int, target: int) -> None:
+        if target >= offset:
+            problem = f"a DONE record names byte {target}, which is not before it"
+        else:
+            order, codes = self.order, self.codes
+            i = bisect_left(order, target)
+            if i == len(order) or order[i] != target:
+                problem = f"a DONE record names byte {target}, where no PUSH record starts"
+            elif codes[i] == self.dead:
+                problem = f"a second DONE record for the PUSH record at byte {target}"
+            else:
+                codes[i] = self.dead
+                self.dones += 1
+                return
+        if not self.repair:
+            raise JobDirCorrupt(self.path, offset, problem)
+        self.bad_dones.append((offset, problem))
+
+    def finish(self, state: JournalState, offsets: bool) -> None:
+        state.order, state.codes = self.order, self.codes
+        state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
+        few = self.codes.typecode == "B" and len(self.priorities) <= _FEW_PRIORITIES
+        if self.lengths is not None:
+            if self.codes.typecode == "B":
+                alive = self.codes.tobytes().translate(bytes(int(c != self.dead) for c in range(256)))
+                state.live_bytes = sum(compress(self.lengths, alive))
+            else:
+                state.live_bytes = sum(n for n, c in zip(self.lengths, self.codes, strict=True) if c != self.dead)
+        if few or not offsets:
+            raw = self.codes.tobytes() if few else None
+            for code, priority in enumerate(self.priorities):
+                if raw is not None:
+                    count = raw.count(code.to_bytes(1, "big"))
+                else:
+                    count = self.codes.count(code)
+                if not count:
+                    continue
+                state.counts[priority] = count
+                if offsets and raw is not None:
+                    selector = raw.translate(_selector_table(code))
+                    state.pending[priority] = array("Q", compress(self.order, selector))
+            return
+        for i, code in enumerate(self.codes):  # many priorities: one Python pass
+            if code == self.dead:
+                continue
+            priority = self.priorities[code]
+            bucket = state.pending.get(priority)
+            if bucket is None:
+                bucket = state.pending[priority] = array("Q")
+            bucket.append(self.order[i])
+        state.counts = {p: len(bucket) for p, bucket in state.pending.items()}
+
+
+def _selector_table(code: int) -> bytes:
+    table = bytearray(256)
+    table[code] = 1
+    return bytes(table)
 
 
 def read_state(
     path: str, *, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
-    progress: Progress | None = None, sizes: bool = False,
+    fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
     ``floor``: the length the journal had at its last checkpoint (a shorter file, or
     damage below it, is an error, not a torn tail). ``repair``: damage is collected in
     ``state.scan.damage`` and ``state.bad_dones`` instead of raised. ``fingerprint`` is
-    called with each filtered PUSH's fingerprint. ``sizes``: keep each pending record's
-    size (for ``live_bytes``).
+    called with each filtered PUSH's fingerprint at or after byte ``fingerprints_from``.
+    ``sizes``: keep each pending record's size (for ``live_bytes``). ``offsets=False``:
+    only the counts per priority (``pending`` stays empty).
     """
     state = JournalState()
-    offsets: dict[int, array] = {}
-    lengths: dict[int, array] = {}
-    done = state.done
-    fp_start = PUSH_HEAD.size
-    scan = JournalScan(path, repair=repair, floor=floor)
-    pushes = dones = 0
-    last = -1
-    for offset, body in scan:
-        last = offset
-        if body[0] == DONE:
-            target = done_target(body)
-            problem = None
-            if target >= offset:
-                problem = f"a DONE record names byte {target}, which is not before it"
-            elif not done.add(target):
-                problem = f"a second DONE record for the PUSH record at byte {target}"
-            if problem is not None:
-                if not repair:
-                    raise JobDirCorrupt(path, offset, problem)
-                state.bad_dones.append((offset, problem))
+    collect = _Collector(path, repair, sizes)
+    last, stop, size = -1, -1, 0
+    with open_file(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if not repair and size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
+            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress)
+    if stop == size:  # the fast scan read every record
+        state.scan = ScanResult(size=size, end=size, version=2)
+    else:
+        scan = JournalScan(path, repair=repair, floor=floor, start=max(stop, 0))
+        pushes = len(collect.order)
+        for offset, body in scan:
+            last = offset
+            if body[0] == DONE:
+                collect.done(offset, done_target(body))
                 continue
-            dones += 1
-            continue
-        priority = int.from_bytes(body[1:5], "big", signed=True)
-        bucket = offsets.get(priority)
-        if bucket is None:
-            bucket = offsets[priority] = array("Q")
-            lengths[priority] = array("I")
-        bucket.append(offset)
-        if sizes:
-            lengths[priority].append(FRAME.size + len(body))
-        if fingerprint is not None and not body[fp_start - 2] & FLAG_DONT_FILTER:
-            fingerprint(bytes(body[fp_start:fp_start + body[fp_start - 1]]))
-        pushes += 1
-        if progress is not None and pushes % _PROGRESS_EVERY == 0:
-            progress(offset, scan.result.size)
-    state.pushes, state.last_record, state.scan = pushes, last, scan.result
-    alive = 0
-    for priority, bucket in offsets.items():
-        if sizes:
-            kept, kept_sizes = array("Q"), array("I")
-            for offset, size in zip(bucket, lengths[priority], strict=True):
-                if offset not in done:
-                    kept.append(offset)
-                    kept_sizes.append(size)
-            if kept:
-                state.sizes[priority] = kept_sizes
-        else:
-            kept = array("Q", (offset for offset in bucket if offset not in done)) if len(done) else bucket
-        if kept:
-            state.pending[priority] = kept
-        alive += len(kept)
-    matched = pushes - alive
-    if dones != matched:
-        _name_stray_dones(path, state, offsets, repair)
-        dones = matched
-    state.dones = dones
+            collect.push(offset, body, fingerprint if offset >= fingerprints_from else None)
+            pushes += 1
+            if progress is not None and pushes % _PROGRESS_EVERY == 0:
+                progress(offset, scan.result.size)
+        state.scan = scan.result
+    state.last_record = last
+    collect.finish(state, offsets)
     if progress is not None:
-        progress(scan.result.size, scan.result.size)
+        progress(state.scan.size, state.scan.size)
     return state
 
 
-def _name_stray_dones(path: str, state: JournalState, offsets: dict[int, array], repair: bool) -> None:
-    """Some DONE records name no PUSH record: find them (a second scan, on this error path only)."""
-    pushes = {offset for bucket in offsets.values() for offset in bucket}
-    flagged = {offset for offset, _ in state.bad_dones}
-    for offset, body in JournalScan(path, repair=True):
-        if body[0] == DONE and offset not in flagged and done_target(body) not in pushes:
-            problem = f"a DONE record names byte {done_target(body)}, where no PUSH record starts"
-            if not repair:
-                raise JobDirCorrupt(path, offset, problem)
-            state.bad_dones.append((offset, problem))
+def _fast_scan(
+    f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
+    fingerprints_from: int, progress: Progress | None,
+) -> tuple[int, int]:
+    """Read plainly intact format-2 records from the first one; (where it stopped, the last record's offset).
+
+    It stops at the end of the file or at the first record it does not take as plainly
+    intact: ``JournalScan`` goes on from there and decides what that record is.
+    """
+    unpack, crc32 = _FRAME_AND_HEAD.unpack_from, zlib.crc32
+    order_append, code_of = collect.order.append, collect.code_of
+    codes_append = collect.codes.append
+    lengths_append = collect.lengths.append if collect.lengths is not None else None
+    done = collect.done
+    header, least = FRAME.size, _FRAME_AND_HEAD.size
+    pos, last, want = len(MAGIC), -1, _CHUNK
+    while pos < size:
+        f.seek(pos)
+        buf = f.read(min(want, size - pos))
+        view = memoryview(buf)
+        n, rel = len(buf), 0
+        while rel + least <= n:
+            length, crc, _check, kind, priority, flags, fplen = unpack(buf, rel)
+            body = rel + header
+            end = body + length
+            if end > n:
+                break
+            at = pos + rel
+            if crc32(view[body:end], (at ^ (at >> 32)) & 0xFFFFFFFF) != crc:  # seeded with identity(at)
+                return at, last
+            if kind == 1 and length > _FP_START + fplen:
+                code = code_of.get(priority)
+                if code is None:
+                    code = collect.code(priority)
+                    codes_append = collect.codes.append  # the array may have widened
+                order_append(at)
+                codes_append(code)
+                if lengths_append is not None:
+                    lengths_append(header + length)
+                if fingerprint is not None and not flags & 1 and at >= fingerprints_from:
+                    fingerprint(buf[body + _FP_START:body + _FP_START + fplen])
+            elif kind == 2 and length == 9:
+                done(at, _TARGET(buf, body + 1)[0])
+            else:
+                return at, last
+            last = at
+            rel = end
+        if rel == 0:  # the first record does not fit in what was read
+            if n >= header:
+                length = FRAME.unpack_from(buf, 0)[0]
+                if 0 < length <= MAX_BODY and pos + header + length <= size and want < header + length:
+                    want = header + length
+                    continue
+            return pos, last
+        pos += rel
+        want = _CHUNK
+        if progress is not None:
+            progress(pos, size)
+    return pos, last

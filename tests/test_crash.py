@@ -55,6 +55,15 @@ def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_fifo(tmp_path, see
     assert result["promised"] > 0 and result["done"] > 0
 
 
+def test_guarantees_hold_with_the_seen_index_saved_at_every_close(tmp_path, monkeypatch):
+    # Every clean close saves requests.seen.index; kills fall in the middle of saving it, and
+    # opens after a kill load it and add the rest of requests.seen and of the journal.
+    monkeypatch.setenv("DISKFRONTIER_TEST_INDEX_MIN_NEW_KEYS", "1")
+    result = _crash_rounds(tmp_path, "lifo", 8, rounds=12, markers=["?C", "C", "?P", "?M", "?D"])
+    assert result["promised"] > 0 and result["dedupe_checked"] > 0
+    assert (tmp_path / "job" / "requests.seen.index").exists()
+
+
 def test_no_loss_with_fsync_on(tmp_path):
     result = _crash_rounds(tmp_path, "lifo", 6, rounds=6, markers=["?P", "?D", "?C"], fsync=True)
     assert result["promised"] > 0
