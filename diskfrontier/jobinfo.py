@@ -8,9 +8,9 @@ checked scan (``state.py``) and each request with the one crc-checked record rea
 
 from __future__ import annotations
 
+import functools
 import os
-from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,7 @@ from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
 from .jobdir import Layout, probe_lock, read_meta
 from .journal import MAGIC, parse_push, read_record, record_end
-from .queuelib_files import fifo_entries, lifo_entries
-from .queues import OFFSET, distrust_reason, queue_path
+from .queues import distrust_reason, queue_offsets
 from .request import Request
 from .safefs import open_fd, open_file
 from .seen import fingerprints_in, parse_seen
@@ -117,36 +116,29 @@ def _seen_count(path: str, size: int, *, exact: bool = False) -> int:
         return parse_seen(path, f.read(), strict=False)[1].count
 
 
-def _queue_order(layout: Layout, meta: dict[str, Any]) -> dict[int, list[int]] | None:
-    """Offsets per priority in pop order, from the queue files of a cleanly closed directory.
-
-    They differ from journal order where requests in flight at the close were put back.
-    """
-    saved = checkpoint.read_checkpoint(layout.cursor)
-    if meta["version"] != 2:
+def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> dict[int, int] | None:
+    """The pending count per priority of a cleanly closed directory whose queue files match its
+    checkpoint (each file's crc32 is checked), or None if its queues cannot be read as they are."""
+    if meta["version"] != 2 or probe_lock(layout.lock) is not None:
         return None
+    saved = checkpoint.read_checkpoint(layout.cursor)
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
     if distrust_reason(layout, saved, seen_bytes) is not None:
         return None
-    order: dict[int, list[int]] = {}
-    for priority, count in saved.pending.items():
-        path = queue_path(layout.queue_dir, priority)
-        entries = (lifo_entries(path) if meta["order"] == "lifo" else fifo_entries(path)).items
-        if len(entries) != count:
-            return None
-        order[priority] = [OFFSET.unpack(e)[0] for e in entries]
-    return order
+    return saved.pending
 
 
 class PendingRequests:
     """The pending requests of a job directory in pop order, read without changing it.
 
     ``len()`` is their number; iterating reads each from the journal, checked against
-    its crc. For a cleanly closed LIFO directory the order is read from its queue files;
-    otherwise it is the order a frontier rebuilt from the journal would pop them in.
-    With ``push_order``, within each priority they are in the order they were pushed
-    (the LIFO reversal undone), so that pushing them in that order into a directory of
-    the same order gives the same pop order.
+    its crc. For a cleanly closed directory the order is read lazily from its queue
+    files (whose checksums the checkpoint holds), so the first K requests cost O(K)
+    reads; it differs from journal order where requests in flight at the close were
+    put back. Otherwise it is the order a frontier rebuilt from the journal would pop
+    them in, from one scan of the journal. With ``push_order``, within each priority
+    they are in the order they were pushed (the LIFO reversal undone), so that pushing
+    them in that order into a directory of the same order gives the same pop order.
     """
 
     def __init__(self, path: str, *, priority: int | None = None, push_order: bool = False) -> None:
@@ -154,28 +146,36 @@ class PendingRequests:
         meta = _require_jobdir(self.layout)
         self.version: int = meta["version"]
         lifo = meta["order"] == "lifo"
-        exact = _queue_order(self.layout, meta) if probe_lock(self.layout.lock) is None else None
-        if exact is None:
-            pending = read_state(self.layout.journal).pending
-            exact = {p: (offsets[::-1] if lifo else offsets).tolist() for p, offsets in pending.items()}
-        self.offsets = array("Q")
-        for p in sorted(exact, reverse=True):
+        self._parts: list[tuple[int, Callable[[], Iterable[int]]]] = []  # (count, offsets in order) per priority
+        trusted = _trusted_queues(self.layout, meta)
+        if trusted is not None:
+            for p in sorted(trusted, reverse=True):
+                if priority is None or p == priority:
+                    self._parts.append((trusted[p], functools.partial(
+                        queue_offsets, self.layout.queue_dir, meta["order"], p, trusted[p], oldest_first=push_order)))
+            return
+        pending = read_state(self.layout.journal).pending
+        for p in sorted(pending, reverse=True):
             if priority is None or p == priority:
-                self.offsets.extend(exact[p][::-1] if push_order and lifo else exact[p])
+                offsets = pending[p]
+                ordered = offsets[::-1] if lifo and not push_order else offsets
+                self._parts.append((len(offsets), functools.partial(iter, ordered)))
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return sum(count for count, _ in self._parts)
 
     def __iter__(self) -> Iterator[Request]:
         path = self.layout.journal
         fd = open_fd(path, os.O_RDONLY)
         try:
-            for offset in self.offsets:
-                priority, dont_filter, fingerprint, record = parse_push(read_record(fd, offset, path, self.version))
-                try:
-                    yield decode_request(record, priority, dont_filter, fingerprint, None)
-                except ValueError as exc:
-                    raise JobDirCorrupt(path, offset, str(exc)) from None
+            for _, offsets in self._parts:
+                for offset in offsets():
+                    priority, dont_filter, fingerprint, record = parse_push(
+                        read_record(fd, offset, path, self.version))
+                    try:
+                        yield decode_request(record, priority, dont_filter, fingerprint, None)
+                    except ValueError as exc:
+                        raise JobDirCorrupt(path, offset, str(exc)) from None
         finally:
             os.close(fd)
 

@@ -18,7 +18,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
@@ -27,6 +27,7 @@ from .atomic import write_all, write_json_atomic
 from .checkpoint import Checkpoint
 from .errors import JobDirCorrupt
 from .journal import record_end
+from .queuelib_files import fifo_info
 from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tree
 
 OFFSET = struct.Struct(">Q")
@@ -309,3 +310,73 @@ def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int) -> tuple[st
         except OSError as exc:
             return path, f"unreadable queue file ({exc.strerror or exc})"
     return None
+
+
+_READ_ENTRIES = 8192  # entries read at a time by queue_offsets
+
+
+def queue_offsets(directory: str, order: str, priority: int, count: int, *, oldest_first: bool) -> Iterator[int]:
+    """The ``count`` journal offsets of one priority's queue, read lazily from its files.
+
+    For a queue whose checksum matched a clean checkpoint: a LIFO file is read from its
+    end (newest first, its pop order) or from its start (``oldest_first``); a FIFO folder
+    from its tail, oldest first, either way. Taking K offsets reads O(K) bytes.
+    """
+    path = queue_path(directory, priority)
+    if order == "lifo":
+        entries = _lifo_oldest(path, count) if oldest_first else _lifo_newest(path, count)
+    else:
+        entries = _fifo_oldest(path, count)
+    for at, entry in entries:
+        if entry[OFFSET.size:] != _ENTRY_SIZE:
+            raise JobDirCorrupt(at[0], at[1], "a queue entry that is not an 8-byte journal offset")
+        yield _OFFSET_UNPACK(entry[:OFFSET.size])[0]
+
+
+_ENTRY_SIZE = OFFSET.size.to_bytes(4, "big")
+
+
+def _lifo_newest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:
+    with open_file(path) as f:
+        end = 4 + ENTRY * count
+        if os.fstat(f.fileno()).st_size != end:
+            raise JobDirCorrupt(path, 0, f"a queue file of {count} entries is not {end:,} bytes")
+        while end > 4:
+            start = max(4, end - ENTRY * _READ_ENTRIES)
+            f.seek(start)
+            data = f.read(end - start)
+            for pos in range(len(data) - ENTRY, -1, -ENTRY):
+                yield (path, start + pos), data[pos:pos + ENTRY]
+            end = start
+
+
+def _lifo_oldest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:
+    with open_file(path) as f:
+        f.seek(4)
+        pos = 4
+        while count > 0:
+            data = f.read(ENTRY * min(count, _READ_ENTRIES))
+            if len(data) < ENTRY:
+                raise JobDirCorrupt(path, pos, f"the queue file ends {count} entries short")
+            for i in range(0, len(data) - ENTRY + 1, ENTRY):
+                yield (path, pos + i), data[i:i + ENTRY]
+            count -= len(data) // ENTRY
+            pos += len(data)
+
+
+def _fifo_oldest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:
+    info = fifo_info(path)
+    if info is None:
+        raise JobDirCorrupt(os.path.join(path, "info.json"), 0, "missing or unreadable")
+    number, _, pos = info["tail"]
+    while count > 0:
+        chunk = os.path.join(path, f"q{number:05d}")
+        with open_file(chunk) as f:
+            f.seek(pos)
+            data = f.read()
+        if len(data) < ENTRY:
+            raise JobDirCorrupt(chunk, pos, f"the queue ends {count} entries short")
+        for i in range(0, min(len(data) - ENTRY + 1, ENTRY * count), ENTRY):
+            yield (chunk, pos + i), data[i + 4:i + ENTRY] + data[i:i + 4]  # (length, offset) as (offset, length)
+        count -= min(count, len(data) // ENTRY)
+        number, pos = number + 1, 0

@@ -48,3 +48,40 @@ def test_inspect_of_a_clean_directory_reads_no_journal_and_agrees_with_a_scan(tm
     for field in ("pending", "pending_by_priority", "done", "seen", "reclaimable_bytes", "journal_bytes"):
         assert getattr(fast, field) == getattr(scanned, field), field
     assert fast.pending == 340 - 140 - (5 if compact else 0) and fast.reclaimable_bytes > 0
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+@pytest.mark.parametrize("push_order", [False, True])
+def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(tmp_path, monkeypatch, order,
+                                                                                 push_order):
+    job = str(tmp_path / "job")
+    with Frontier(job, order=order) as f:
+        f.push_many(Request(f"https://a.example/{i}", priority=i % 3) for i in range(3000))
+        for _ in range(100):
+            f.done(f.pop())
+        f.pop()  # in flight at the close: put back on top of its queue
+    reads: list[int] = []
+    real_read = jobinfo.read_record
+
+    def counted(fd, offset, path, version=2):
+        reads.append(offset)
+        return real_read(fd, offset, path, version)
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the journal of a clean directory was scanned")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jobinfo, "read_state", no_scan)
+        patch.setattr(jobinfo, "read_record", counted)
+        pending = jobinfo.pending_requests(job, push_order=push_order)
+        first = [r.url for _, r in zip(range(7), pending, strict=False)]
+        assert len(pending) == 2900 and len(reads) <= 8  # a generator may read one ahead
+        everything = [r.url for r in jobinfo.pending_requests(job, push_order=push_order)]
+    with Frontier(job) as f:
+        popped = [f.pop().url for _ in range(2900)]
+    if push_order and order == "lifo":  # within each priority, reversed
+        by_priority: dict[str, list[str]] = {}
+        for u in popped:
+            by_priority.setdefault(int(u.rsplit("/", 1)[1]) % 3, []).append(u)
+        popped = [u for p in sorted(by_priority, reverse=True) for u in reversed(by_priority[p])]
+    assert everything == popped and first == popped[:7]
