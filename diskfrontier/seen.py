@@ -19,6 +19,8 @@ and fsyncs this file before it drops any journal record.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
@@ -69,8 +71,11 @@ def _keys_of_uniform(data: bytes, count: int, width: int) -> array:
     return keys
 
 
-def parse_seen(path: str, data: bytes, *, strict: bool = True) -> tuple[array, SeenLoad]:
-    """Decode the seen file's bytes (binary or legacy hex lines) into 64-bit index keys."""
+def parse_seen(path: str, data: bytes, *, strict: bool = True, keys: bool = True) -> tuple[array, SeenLoad]:
+    """Decode the seen file's bytes (binary or legacy hex lines) into 64-bit index keys.
+
+    ``keys=False``: only check and count (the array returned is empty on the fast path).
+    """
     info = SeenLoad()
     if not data:
         return array("Q"), info
@@ -85,7 +90,7 @@ def parse_seen(path: str, data: bytes, *, strict: bool = True) -> tuple[array, S
         if lengths == data[0:1] * count + data[1:2] * count and width >= 8:
             info.count, info.end = count, count * step
             info.torn = len(data) - info.end
-            return _keys_of_uniform(data, count, width), info
+            return _keys_of_uniform(data, count, width) if keys else array("Q"), info
     return _parse_variable(path, data, info, strict)
 
 
@@ -224,6 +229,62 @@ def check_tail(
         return JobDirCorrupt(path, block * BLOCK, f"checksum mismatch in the fingerprints of bytes "
                                                   f"{block * BLOCK:,}..{end:,}")
     return None
+
+
+@dataclass
+class SeenCheck:
+    """What ``check_seen_file`` found."""
+
+    end: int = 0  # where the intact fingerprints end
+    torn: int = 0  # bytes after them that a kill could have left
+    size: int = 0
+    problem: JobDirCorrupt | None = None  # the first damage found
+
+
+_CHECK_CHUNK = 64 * BLOCK
+
+
+def check_seen_file(path: str, sums: list[int], tail: tuple[int, int] | None) -> SeenCheck:
+    """Check a binary seen file against its block sums and a checkpoint's tail, reading it in chunks.
+
+    Memory stays at one chunk (4 MiB) whatever the file's size; for ``verify``.
+    """
+    result = SeenCheck()
+    carry, base = b"", 0  # carry: bytes of a fingerprint cut by the chunk boundary, from file offset base
+    block = 0
+    with contextlib.ExitStack() as stack:
+        try:
+            f = stack.enter_context(open_file(path))
+        except FileNotFoundError:
+            f = stack.enter_context(io.BytesIO())  # a missing file is checked as an empty one
+        result.size = os.fstat(f.fileno()).st_size if isinstance(f, io.BufferedReader) else 0
+        while chunk := f.read(_CHECK_CHUNK):
+            data = carry + chunk
+            try:
+                _, info = parse_seen(path, data, strict=True, keys=False)
+            except JobDirCorrupt as exc:
+                result.problem = JobDirCorrupt(path, base + exc.offset, exc.problem)
+                return result
+            if info.legacy_hex:
+                result.problem = JobDirCorrupt(path, base, "hex lines in a binary seen file")
+                return result
+            carry, base = data[info.end:], base + info.end
+            complete = len(chunk) // BLOCK
+            damage = check_blocks(path, chunk, sums[:block + complete], block)
+            if damage is None and tail is not None and block <= tail[0] // BLOCK < block + -(-len(chunk) // BLOCK):
+                damage = check_tail(path, memoryview(chunk), tail, len(sums), block)
+            if damage is not None:
+                result.problem = damage
+                return result
+            block += complete
+    result.end, result.torn = base, len(carry)
+    if len(sums) > block:
+        result.problem = JobDirCorrupt(path, result.size, f"the file is {result.size:,} bytes, shorter than its "
+                                                          f"checksums cover ({len(sums) * BLOCK:,}): it was truncated")
+    elif tail is not None and tail[0] > result.end:
+        result.problem = JobDirCorrupt(path, result.end, f"the file is {result.end:,} bytes, but it held {tail[0]:,} "
+                                                         f"at the last checkpoint: it was truncated")
+    return result
 
 
 def sums_of(data: bytes | memoryview) -> list[int]:

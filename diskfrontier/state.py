@@ -17,12 +17,12 @@ from these arrays at the end in C loops.
 
 The records of an intact journal are read by a tight loop here; at the first record
 that is not plainly intact (damage, a torn tail, a record larger than a read), the
-rest goes to ``JournalScan``, which decides what it is. A repair scan and a format-1
-journal go to ``JournalScan`` from the start. The tight loop checks each body's crc32
-(continued from the record's offset) but not the 16-bit check of the length field:
-a length that is wrong cannot frame a body whose crc matches (odds 2^-32), and the
-check's job, telling a damaged length from a write cut short, only arises for a
-record that fails, which ``JournalScan`` then judges with it. ``verify`` checks both.
+rest goes to ``JournalScan``, which decides what it is. A format-1 journal goes to
+``JournalScan`` from the start. The tight loop checks each body's crc32 (continued
+from the record's offset) but, except in a repair scan (verify), not the 16-bit check
+of the length field: a wrong length cannot frame a body whose crc matches (odds
+2^-32), and the check's job, telling a damaged length from a write cut short, only
+arises for a record that fails, which ``JournalScan`` then judges with it.
 """
 
 from __future__ import annotations
@@ -77,6 +77,14 @@ class JournalState:
     live_bytes: int = 0  # bytes of the pending records (0 unless the scan kept sizes)
     order: array = field(default_factory=lambda: array("Q"))  # every PUSH offset, in journal order
     codes: array = field(default_factory=lambda: array("B"))  # each PUSH's priority code, or dead
+    priorities: list[int] = field(default_factory=list)  # the priority of each code
+
+    def find_pending(self, offset: int) -> tuple[int, int] | None:
+        """(its index in push order, its priority) of the pending PUSH record at ``offset``; None if none is."""
+        i = bisect_left(self.order, offset)
+        if i == len(self.order) or self.order[i] != offset or self.codes[i] == _DEAD[self.codes.typecode]:
+            return None
+        return i, self.priorities[self.codes[i]]
 
     @property
     def pending_count(self) -> int:
@@ -143,7 +151,7 @@ class _Collector:
         self.bad_dones.append((offset, problem))
 
     def finish(self, state: JournalState, offsets: bool) -> None:
-        state.order, state.codes = self.order, self.codes
+        state.order, state.codes, state.priorities = self.order, self.codes, self.priorities
         state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
         few = self.codes.typecode == "B" and len(self.priorities) <= _FEW_PRIORITIES
         if self.lengths is not None:
@@ -201,8 +209,8 @@ def read_state(
     last, stop, size = -1, -1, 0
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
-        if not repair and size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
-            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress)
+        if size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
+            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress, repair)
     if stop == size:  # the fast scan read every record
         state.scan = ScanResult(size=size, end=size, version=2)
     else:
@@ -227,12 +235,13 @@ def read_state(
 
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
-    fingerprints_from: int, progress: Progress | None,
+    fingerprints_from: int, progress: Progress | None, check_frames: bool,
 ) -> tuple[int, int]:
     """Read plainly intact format-2 records from the first one; (where it stopped, the last record's offset).
 
     It stops at the end of the file or at the first record it does not take as plainly
     intact: ``JournalScan`` goes on from there and decides what that record is.
+    ``check_frames``: check each frame's length check too (verify).
     """
     unpack, crc32 = _FRAME_AND_HEAD.unpack_from, zlib.crc32
     order_append, code_of = collect.order.append, collect.code_of
@@ -247,13 +256,16 @@ def _fast_scan(
         view = memoryview(buf)
         n, rel = len(buf), 0
         while rel + least <= n:
-            length, crc, _check, kind, priority, flags, fplen = unpack(buf, rel)
+            length, crc, check, kind, priority, flags, fplen = unpack(buf, rel)
             body = rel + header
             end = body + length
             if end > n:
                 break
             at = pos + rel
-            if crc32(view[body:end], (at ^ (at >> 32)) & 0xFFFFFFFF) != crc:  # seeded with identity(at)
+            seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
+            if crc32(view[body:end], seed) != crc:
+                return at, last
+            if check_frames and crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
                 return at, last
             if kind == 1 and length > _FP_START + fplen:
                 code = code_of.get(priority)

@@ -20,10 +20,9 @@ from .atomic import write_all, write_atomic
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .jobdir import Layout, Lock, read_meta
 from .journal import FLAG_DONT_FILTER, MAGIC, PUSH, PUSH_HEAD, JournalScan, done_body, done_target, frame
-from .queuelib_files import fifo_entries, lifo_entries
-from .queues import OFFSET, distrust_reason, queue_path
+from .queues import distrust_reason, queue_offsets, queue_path
 from .safefs import create_aside, open_file
-from .seen import BLOCK, check_blocks, check_tail, parse_seen, read_sums, sums_of, write_sums
+from .seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
 from .state import JournalState, Progress, read_state
 
 PROGRESS_EVERY = 1 << 16
@@ -111,7 +110,7 @@ def _check_journal(
             write_atomic(layout.journal, MAGIC)
         return None
     try:
-        state = read_state(layout.journal, floor=saved.floor, repair=True, progress=progress)
+        state = read_state(layout.journal, floor=saved.floor, repair=True, progress=progress, offsets=False)
     except JobDirCorrupt as exc:  # bad magic or empty file: nothing in it can be trusted
         report.findings.append(Finding(layout.journal, exc.offset, exc.problem))
         if repair:
@@ -134,7 +133,7 @@ def _check_journal(
                             f"(normal after a crash; cut at the next open)")
     if repair and (scan.damage or state.bad_dones or scan.size < saved.floor):
         _rewrite_journal(layout.journal, {offset for offset, _ in state.bad_dones})
-        return read_state(layout.journal, repair=True)
+        return read_state(layout.journal, repair=True, offsets=False)
     return state
 
 
@@ -168,42 +167,30 @@ def _set_aside(path: str) -> None:
 def _check_seen(
     layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState | None, repair: bool
 ) -> None:
-    data = b""
-    if os.path.lexists(layout.seen):
-        with open_file(layout.seen) as f:
-            data = f.read()
     problems: list[Finding] = []
-    try:
-        _, info = parse_seen(layout.seen, data, strict=True)
-        end = info.end
-        if info.torn:
-            report.notes.append(f"{layout.seen}: a torn last fingerprint of {info.torn} bytes (cut at the next open)")
-    except JobDirCorrupt as exc:
-        problems.append(Finding(layout.seen, exc.offset, exc.problem))
-        end = len(data)
     try:
         sums = read_sums(layout.seen_sums)
     except JobDirCorrupt as exc:
         problems.append(Finding(exc.file, exc.offset, exc.problem))
         sums = []
+    check = check_seen_file(layout.seen, sums or [], saved.seen_tail)
+    if check.problem is not None:
+        problems.append(Finding(check.problem.file, check.problem.offset, check.problem.problem))
+    elif check.torn:
+        report.notes.append(f"{layout.seen}: a torn last fingerprint of {check.torn} bytes (cut at the next open)")
     if sums is None:
-        if end:
+        if check.end:
             problems.append(Finding(layout.seen_sums, 0, "missing: the checksums of requests.seen are gone"))
     elif saved.seen_tail is not None and len(sums) < saved.seen_tail[0] // BLOCK:
         problems.append(Finding(layout.seen_sums, 0, f"it holds {len(sums)} checksums, but requests.seen had "
                                                      f"{saved.seen_tail[0] // BLOCK} complete blocks at the last "
                                                      f"checkpoint: it was truncated"))
-    elif not problems:
-        damage = check_blocks(layout.seen, memoryview(data)[:end], sums)
-        if damage is None and saved.seen_tail is not None:
-            damage = check_tail(layout.seen, memoryview(data)[:end], saved.seen_tail, len(sums))
-        if damage is not None:
-            problems.append(Finding(damage.file, damage.offset, damage.problem))
-    if not problems and sums is None and saved.seen_tail is not None and saved.seen_tail[0] > end:
-        problems.append(Finding(layout.seen, end, f"the file is {end:,} bytes, but it held {saved.seen_tail[0]:,} "
-                                                  f"at the last checkpoint: it was truncated"))
     report.findings += problems
     if repair and problems:
+        data = b""
+        if os.path.lexists(layout.seen):
+            with open_file(layout.seen) as f:
+                data = f.read()
         _rewrite_seen(layout, data, state)
 
 
@@ -256,13 +243,18 @@ def _check_queues(layout: Layout, report: Report, saved: checkpoint.Checkpoint, 
     elif distrust is not None:
         report.findings.append(Finding(distrust[0], 0, distrust[1]))
         return
-    pending = {offset for offsets in state.pending.values() for offset in offsets}
-    for priority in saved.pending:
+    taken = bytearray(len(state.order))  # a pending request named by a queue entry already
+    for priority, count in saved.pending.items():
         qpath = queue_path(layout.queue_dir, priority)
-        entries = lifo_entries(qpath).items if os.path.isfile(qpath) else fifo_entries(qpath).items
-        for entry in entries:
-            offset = OFFSET.unpack(entry)[0] if len(entry) == OFFSET.size else -1
-            if offset not in pending:
-                report.findings.append(Finding(qpath, 0, f"an entry names journal offset {offset}, which is not a "
-                                                         f"pending PUSH"))
-                break
+        order = "fifo" if os.path.isdir(qpath) else "lifo"
+        try:
+            for offset in queue_offsets(layout.queue_dir, order, priority, count, oldest_first=True):
+                found = state.find_pending(offset)
+                if found is None or found[1] != priority or taken[found[0]]:
+                    what = ("which is not a pending PUSH" if found is None else
+                            f"a PUSH of priority {found[1]}" if found[1] != priority else "a second time")
+                    report.findings.append(Finding(qpath, 0, f"an entry names journal offset {offset}, {what}"))
+                    break
+                taken[found[0]] = 1
+        except JobDirCorrupt as exc:
+            report.findings.append(Finding(exc.file, exc.offset, exc.problem))

@@ -302,3 +302,28 @@ def test_a_lifo_queue_file_written_whole_is_queuelibs_own_format(tmp_path):
         queue.push(OFFSET.pack(offset))
     queue.close()
     assert (tmp_path / "q").read_bytes() == lifo_file(array("Q", offsets))
+
+
+def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_past_the_first(tmp_path):
+    from diskfrontier.seen import check_seen_file
+
+    path = str(tmp_path / "requests.seen")
+    seen = SeenFile(path)
+    seen.open(require_sums=False)
+    for i in range(200_000):  # 4.4 MB: two 4 MiB chunks, fingerprints cut by the boundary
+        seen.add(hashlib.sha1(str(i).encode()).digest())
+    seen.flush()
+    tail = seen.tail()
+    seen.close()
+    sums = read_sums(path + ".sums")
+    clean = check_seen_file(path, sums, tail)
+    assert clean.problem is None and clean.end == 200_000 * 22 and clean.torn == 0
+    data = bytearray(open(path, "rb").read())
+    data[65 * BLOCK + 5] ^= 1
+    open(path, "wb").write(data)
+    found = check_seen_file(path, sums, tail)
+    assert found.problem is not None and found.problem.offset == 65 * BLOCK
+    data[65 * BLOCK + 5] ^= 1
+    data[-3] ^= 1  # in the partial last block: the checkpoint's tail crc
+    open(path, "wb").write(data)
+    assert check_seen_file(path, sums, tail).problem.offset == len(data) // BLOCK * BLOCK
