@@ -62,7 +62,7 @@ def read_active(path: str) -> list[int]:
     return value
 
 
-ENTRY = OFFSET.size + 4  # a LifoDiskQueue entry: the 8-byte offset and its 4-byte size
+ENTRY = OFFSET.size + 4  # a queue entry: the 8-byte offset and its 4-byte size (after it: LIFO; before: FIFO)
 BATCH = 1024
 
 
@@ -140,6 +140,57 @@ class BatchedLifoQueue:
         return len(self.top) + self.disk.size
 
 
+class BatchedFifoQueue(FifoDiskQueue):
+    """A ``queuelib.FifoDiskQueue`` of offsets that reads ``BATCH`` entries at a time.
+
+    queuelib pops one entry with two reads (its length, then its bytes). Here one
+    ``pread`` takes up to ``BATCH`` entries of the tail chunk, and each pop advances
+    queuelib's tail bookkeeping in memory. The files stay queuelib's format: entries
+    read ahead but not popped are still in their chunk, and ``info.json`` (written at
+    close) names only what was popped.
+    """
+
+    def __init__(self, path: str, chunksize: int = 100_000) -> None:
+        super().__init__(path, chunksize)
+        self._ahead: list[bytes] = []  # read from the tail chunk, not popped yet; the oldest last
+
+    def pop(self) -> bytes | None:
+        if not self._ahead and not self._refill():
+            return None
+        data = self._ahead.pop()
+        info = self.info
+        tnum, tcnt, toffset = info["tail"]
+        tcnt += 1
+        toffset += ENTRY
+        if tcnt == self.chunksize and tnum <= info["head"][0]:  # the tail chunk is used up, as queuelib does
+            tcnt = toffset = 0
+            tnum += 1
+            self.tailf.close()
+            os.unlink(self.tailf.name)
+            self.tailf = self._openchunk(tnum)
+        info["size"] -= 1
+        info["tail"] = [tnum, tcnt, toffset]
+        return data
+
+    def peek(self) -> bytes | None:
+        if not self._ahead and not self._refill():
+            return None
+        return self._ahead[-1]
+
+    def _refill(self) -> bool:
+        tnum, tcnt, toffset = self.info["tail"]
+        hnum, hcnt = self.info["head"]
+        if [tnum, tcnt] >= [hnum, hcnt]:
+            return False
+        count = min(BATCH, (hcnt if tnum == hnum else self.chunksize) - tcnt)
+        data = os.pread(self.tailf.fileno(), ENTRY * count, toffset)
+        if len(data) != ENTRY * count or data[0::ENTRY] + data[1::ENTRY] + data[2::ENTRY] != bytes(3 * count) \
+                or data[3::ENTRY] != b"\x08" * count:
+            raise JobDirCorrupt(self.tailf.name, toffset, "a queue entry is not an 8-byte journal offset")
+        self._ahead = [data[i + 4:i + ENTRY] for i in range(len(data) - ENTRY, -1, -ENTRY)]
+        return True
+
+
 class OffsetQueues:
     """A priority queue of journal offsets over queuelib disk queues."""
 
@@ -150,7 +201,7 @@ class OffsetQueues:
         self.order = order
         make_dir(directory)
         check_tree(directory)  # queuelib opens its files by name: no link may be among them
-        self._queue_class = BatchedLifoQueue if order == "lifo" else FifoDiskQueue
+        self._queue_class = BatchedLifoQueue if order == "lifo" else BatchedFifoQueue
         self.pq = PriorityQueue(cast(Any, self._factory), [-p for p in startprios])
 
     def _factory(self, key: int) -> ByteQueue:

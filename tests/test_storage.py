@@ -24,7 +24,7 @@ from diskfrontier.journal import (
     push_body,
     read_record,
 )
-from diskfrontier.queues import BATCH, BatchedLifoQueue
+from diskfrontier.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
 from diskfrontier.seen import BLOCK, SeenFile, read_sums
 from diskfrontier.seenindex import SeenIndex
 from diskfrontier.state import read_state
@@ -169,6 +169,7 @@ def test_state_counts_pending_per_priority_in_push_order(tmp_path):
 QUEUES = {
     "batched-lifo": (BatchedLifoQueue, "lifo"),
     "fifo": (FifoDiskQueue, "fifo"),
+    "batched-fifo": (BatchedFifoQueue, "fifo"),
 }
 
 
@@ -216,6 +217,30 @@ def test_batched_lifo_peek_and_refill_across_the_batch_boundary(tmp_path):
         assert q.pop() == struct.pack(">Q", i)
     assert q.pop() is None and len(q) == 0
     q.close()
+
+
+def test_batched_fifo_across_chunks_reads_as_queuelib_writes_and_reads(tmp_path):
+    path = str(tmp_path / "q")
+    rng = random.Random(8)
+    model: list[bytes] = []
+    q = BatchedFifoQueue(path, chunksize=100)
+    for step in range(20 * BATCH):
+        if rng.random() < 0.55:
+            item = struct.pack(">Q", step)
+            q.push(item)
+            model.append(item)
+        else:
+            assert q.pop() == (model.pop(0) if model else None)
+        if step % 1500 == 0:  # entries read ahead but not popped stay in the queue
+            q.close()
+            q = FifoDiskQueue(path, chunksize=100) if step % 3000 == 0 else BatchedFifoQueue(path, chunksize=100)
+    q.close()
+    plain = FifoDiskQueue(path, chunksize=100)  # queuelib itself reads what is left, in order
+    rest = []
+    while (item := plain.pop()) is not None:
+        rest.append(item)
+    assert rest == model and len(os.listdir(path)) <= 2
+    plain.close()
 
 
 def test_batched_lifo_refuses_a_header_that_does_not_match_the_file(tmp_path):
