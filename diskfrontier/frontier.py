@@ -396,12 +396,18 @@ class Frontier:
             offset += len(framed)
         self._journal.write(b"".join(frames))  # a failure here is cut back: nothing has changed
         try:
-            seen_add, queue_push, count = self._seen.add, self._queues.push, self._count_pending
+            seen_add = self._seen.add
+            groups: dict[int, list[int]] = {}  # offsets per priority, in push order
             for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
-                queue_push(at, request.priority)
-                count(request.priority, 1)
+                group = groups.get(request.priority)
+                if group is None:
+                    group = groups[request.priority] = []
+                group.append(at)
+            for priority, group in groups.items():
+                self._queues.push_many(group, priority)
+                self._count_pending(priority, len(group))
             self._counters["pushed"] += len(accepted)
             self._records["pushes"] += len(accepted)
             self._live_bytes += offset - offsets[0]

@@ -39,6 +39,7 @@ class ByteQueue(Protocol):
     """The contract of a queuelib disk queue."""
 
     def push(self, data: bytes) -> None: ...
+    def push_many(self, entries: list[bytes]) -> None: ...
     def pop(self) -> bytes | None: ...
     def peek(self) -> bytes | None: ...
     def close(self) -> None: ...
@@ -63,6 +64,7 @@ def read_active(path: str) -> list[int]:
 
 
 ENTRY = OFFSET.size + 4  # a queue entry: the 8-byte offset and its 4-byte size (after it: LIFO; before: FIFO)
+_ENTRY_SIZE = OFFSET.size.to_bytes(4, "big")
 BATCH = 1024
 
 
@@ -93,6 +95,15 @@ class BatchedLifoQueue:
             for entry in top[:BATCH]:
                 push(entry)
             del top[:BATCH]
+
+    def push_many(self, entries: list[bytes]) -> None:
+        top = self.top
+        top.extend(entries)
+        if len(top) > 2 * BATCH:  # spill all but the newest BATCH, in one write, as queuelib would push them
+            spill = len(top) - BATCH
+            self.disk.f.write(b"".join(entry + _ENTRY_SIZE for entry in top[:spill]))
+            self.disk.size += spill
+            del top[:spill]
 
     def pop(self) -> bytes | None:
         if not self.top and not self._refill():
@@ -177,6 +188,22 @@ class BatchedFifoQueue(FifoDiskQueue):
             return None
         return self._ahead[-1]
 
+    def push_many(self, entries: list[bytes]) -> None:
+        """``push`` each of ``entries``, with one write per chunk file they go to."""
+        done = 0
+        while done < len(entries):
+            hnum, hpos = self.info["head"]
+            count = min(len(entries) - done, self.chunksize - hpos)
+            write_all(self.headf.fileno(), b"".join(_ENTRY_SIZE + entry for entry in entries[done:done + count]))
+            done += count
+            hpos += count
+            if hpos == self.chunksize:
+                hpos, hnum = 0, hnum + 1
+                self.headf.close()
+                self.headf = self._openchunk(hnum, "ab+")
+            self.info["size"] += count
+            self.info["head"] = [hnum, hpos]
+
     def _refill(self) -> bool:
         tnum, tcnt, toffset = self.info["tail"]
         hnum, hcnt = self.info["head"]
@@ -214,6 +241,13 @@ class OffsetQueues:
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
         self.pq.push(OFFSET.pack(offset), -priority)
+
+    def push_many(self, offsets: list[int], priority: int) -> None:
+        """``push`` each of ``offsets`` (all of one priority), in order."""
+        pack = OFFSET.pack
+        self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
+        if len(offsets) > 1:
+            cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
 
     def load(self, priority: int, offsets: array) -> None:
         """Queue many offsets of one priority, in order, into a priority that has no queue yet.
@@ -382,9 +416,6 @@ def queue_offsets(directory: str, order: str, priority: int, count: int, *, olde
         if entry[OFFSET.size:] != _ENTRY_SIZE:
             raise JobDirCorrupt(at[0], at[1], "a queue entry that is not an 8-byte journal offset")
         yield _OFFSET_UNPACK(entry[:OFFSET.size])[0]
-
-
-_ENTRY_SIZE = OFFSET.size.to_bytes(4, "big")
 
 
 def _lifo_newest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:

@@ -185,7 +185,16 @@ def test_queue_contract_against_a_model(tmp_path, queue_kind):
     model: list[bytes] = []
     q = cls(path)
     for step in range(6 * BATCH):
-        if rng.random() < 0.6:
+        roll = rng.random()
+        if roll < 0.05:
+            items = [struct.pack(">Q", step * 10_000 + i) for i in range(rng.randrange(1, 3 * BATCH))]
+            if hasattr(q, "push_many"):
+                q.push_many(items)
+            else:  # queuelib's own queue, the reference
+                for item in items:
+                    q.push(item)
+            model.extend(items)
+        elif roll < 0.6:
             item = struct.pack(">Q", step)
             q.push(item)
             model.append(item)
@@ -217,6 +226,18 @@ def test_batched_lifo_peek_and_refill_across_the_batch_boundary(tmp_path):
         assert q.pop() == struct.pack(">Q", i)
     assert q.pop() is None and len(q) == 0
     q.close()
+
+
+def test_batched_fifo_push_many_across_chunks(tmp_path):
+    path = str(tmp_path / "q")
+    q = BatchedFifoQueue(path, chunksize=100)
+    items = [struct.pack(">Q", i) for i in range(1234)]
+    q.push_many(items[:5])
+    q.push_many(items[5:])
+    q.close()
+    plain = FifoDiskQueue(path, chunksize=100)
+    assert [plain.pop() for _ in range(1234)] == items and plain.pop() is None
+    plain.close()
 
 
 def test_batched_fifo_across_chunks_reads_as_queuelib_writes_and_reads(tmp_path):
