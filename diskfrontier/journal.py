@@ -186,7 +186,7 @@ def _body_ok(body: memoryview) -> bool:
     """A PUSH long enough for its header, fingerprint and a record, or a DONE of 9 bytes."""
     kind = body[0]
     if kind == PUSH:
-        return len(body) > PUSH_HEAD.size + body[PUSH_HEAD.size - 1]
+        return len(body) >= PUSH_HEAD.size and len(body) > PUSH_HEAD.size + body[PUSH_HEAD.size - 1]
     return kind == DONE and len(body) == DONE_BODY.size
 
 
@@ -254,6 +254,9 @@ class JournalScan:
                 f.seek(pos)
                 want = _CHUNK if avail < header else max(_CHUNK, header + unpack(buf, rel)[0])
                 buf, base, rel = f.read(min(want, size - pos)), pos, 0  # a damaged length asks for no more
+                if len(buf) >= header and len(buf) < header + unpack(buf, 0)[0] <= min(header + MAX_BODY, size - pos):
+                    f.seek(pos)  # a record longer than the chunk just read, starting it
+                    buf = f.read(header + unpack(buf, 0)[0])
                 view = memoryview(buf)
             cut_short = False  # what a kill in the middle of a write leaves
             if len(buf) - rel < header:
@@ -273,7 +276,7 @@ class JournalScan:
                     body = view[rel + header:rel + header + length]
                     if (_crc32(body, seed) if checked else crc_of(pos, body)) != fields[1]:
                         problem = "checksum mismatch"
-                    elif not (length > _PUSH_SIZE + body[_PUSH_SIZE - 1] if body[0] == PUSH
+                    elif not (length >= _PUSH_SIZE and length > _PUSH_SIZE + body[_PUSH_SIZE - 1] if body[0] == PUSH
                               else body[0] == DONE and length == _DONE_SIZE):
                         problem = f"record of unknown type {body[0]}"
                     else:
@@ -459,7 +462,8 @@ class JournalWriter:
                 seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
                 body = chunk[_HEADER:_HEADER + length]
                 if (_crc32(_U32_PACK(length), seed) & 0xFFFF == check and _crc32(body, seed) == crc
-                        and body[0] == PUSH and length > _PUSH_SIZE + body[_PUSH_SIZE - 1]):
+                        and body[0] == PUSH and length >= _PUSH_SIZE
+                        and length > _PUSH_SIZE + body[_PUSH_SIZE - 1]):
                     return body
         return read_record(self.fd, offset, self.path)
 

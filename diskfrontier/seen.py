@@ -332,17 +332,10 @@ class SeenFile:
         loaded = self._load_index(index)
         covered = index.seen_bytes if loaded is not None and index is not None else 0
         start = covered - covered % BLOCK  # read from the block that holds the first byte not covered
-        data = b""
-        try:
-            with open_file(self.path) as f:
-                f.seek(start)
-                data = f.read()
-        except FileNotFoundError:
-            pass
+        data = self._read_from(start)
         if start + len(data) < covered:  # shorter than the index covers: the whole file decides
             loaded, covered, start = None, 0, 0
-            with open_file(self.path) as f:
-                data = f.read()
+            data = self._read_from(0)
         keys, info = parse_seen(self.path, data[covered - start:])
         if info.legacy_hex and covered:
             return self._reopen_whole(require_sums, tail, "hex lines follow what it covers")
@@ -383,6 +376,15 @@ class SeenFile:
         info.count = len(self.index)
         self.load = info
         return info
+
+    def _read_from(self, start: int) -> bytes:
+        """The seen file's bytes from ``start`` on (none if it is missing)."""
+        try:
+            with open_file(self.path) as f:
+                f.seek(start)
+                return f.read()
+        except FileNotFoundError:
+            return b""
 
     def _load_index(self, record: IndexRecord | None) -> SeenIndex | None:
         if record is None:

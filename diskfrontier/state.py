@@ -15,14 +15,11 @@ and a one-byte code of its priority, which becomes ``DEAD`` when a DONE names it
 ``sizes=True`` also its size (4 bytes). The pending offsets per priority are drawn
 from these arrays at the end in C loops.
 
-The records of an intact journal are read by a tight loop here; at the first record
-that is not plainly intact (damage, a torn tail, a record larger than a read), the
-rest goes to ``JournalScan``, which decides what it is. A format-1 journal goes to
-``JournalScan`` from the start. The tight loop checks each body's crc32 (continued
-from the record's offset) but, except in a repair scan (verify), not the 16-bit check
-of the length field: a wrong length cannot frame a body whose crc matches (odds
-2^-32), and the check's job, telling a damaged length from a write cut short, only
-arises for a record that fails, which ``JournalScan`` then judges with it.
+The records of an intact journal are read by a tight loop here, checked as
+``JournalScan`` checks them (both checksums, seeded with the record's offset, and the
+record's type and size); at the first record that is not plainly intact (damage, a
+torn tail, a record larger than a read), the rest goes to ``JournalScan``, which
+decides what it is. A format-1 journal goes to ``JournalScan`` from the start.
 """
 
 from __future__ import annotations
@@ -125,8 +122,10 @@ class _Collector:
     def push(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
         priority = int.from_bytes(body[1:5], "big", signed=True)
         code = self.code_of.get(priority)
+        if code is None:
+            code = self.code(priority)  # before self.codes is looked up: a new code may widen it
         self.order.append(offset)
-        self.codes.append(self.code(priority) if code is None else code)
+        self.codes.append(code)
         if self.lengths is not None:
             self.lengths.append(FRAME.size + len(body))
         if fingerprint is not None and not body[_FP_START - 2] & FLAG_DONT_FILTER:
@@ -210,7 +209,7 @@ def read_state(
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
-            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress, repair)
+            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress)
     if stop == size:  # the fast scan read every record
         state.scan = ScanResult(size=size, end=size, version=2)
     else:
@@ -235,13 +234,12 @@ def read_state(
 
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
-    fingerprints_from: int, progress: Progress | None, check_frames: bool,
+    fingerprints_from: int, progress: Progress | None,
 ) -> tuple[int, int]:
     """Read plainly intact format-2 records from the first one; (where it stopped, the last record's offset).
 
     It stops at the end of the file or at the first record it does not take as plainly
     intact: ``JournalScan`` goes on from there and decides what that record is.
-    ``check_frames``: check each frame's length check too (verify).
     """
     unpack, crc32 = _FRAME_AND_HEAD.unpack_from, zlib.crc32
     order_append, code_of = collect.order.append, collect.code_of
@@ -265,7 +263,7 @@ def _fast_scan(
             seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
             if crc32(view[body:end], seed) != crc:
                 return at, last
-            if check_frames and crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
+            if crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
                 return at, last
             if kind == 1 and length > _FP_START + fplen:
                 code = code_of.get(priority)

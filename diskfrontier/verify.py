@@ -12,6 +12,7 @@ journal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 
@@ -107,6 +108,7 @@ def _check_journal(
     if not os.path.lexists(layout.journal):
         report.findings.append(Finding(layout.journal, 0, "missing: the pending requests are gone"))
         if repair:
+            _about_to_rewrite(layout)
             write_atomic(layout.journal, MAGIC)
         return None
     try:
@@ -115,6 +117,7 @@ def _check_journal(
         report.findings.append(Finding(layout.journal, exc.offset, exc.problem))
         if repair:
             _set_aside(layout.journal)
+            _about_to_rewrite(layout)
             write_atomic(layout.journal, MAGIC)
         return None
     scan = state.scan
@@ -132,9 +135,22 @@ def _check_journal(
         report.notes.append(f"{layout.journal}: a torn last record of {scan.torn} bytes at byte {scan.end} "
                             f"(normal after a crash; cut at the next open)")
     if repair and (scan.damage or state.bad_dones or scan.size < saved.floor):
+        _about_to_rewrite(layout)
         _rewrite_journal(layout.journal, {offset for offset, _ in state.bad_dones})
         return read_state(layout.journal, repair=True, offsets=False)
     return state
+
+
+def _about_to_rewrite(layout: Layout) -> None:
+    """Before a file is rewritten: from now on the next open rebuilds everything from zero.
+
+    A rewritten journal moves records below the checkpoint's floor (recovery re-adds
+    fingerprints only from the floor on) and a rewritten seen file outdates the saved
+    index, so a repair killed half-way must not leave the old checkpoint standing.
+    """
+    checkpoint.write_repaired(layout.cursor)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(layout.seen_index)
 
 
 def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
@@ -191,6 +207,7 @@ def _check_seen(
         if os.path.lexists(layout.seen):
             with open_file(layout.seen) as f:
                 data = f.read()
+        _about_to_rewrite(layout)
         _rewrite_seen(layout, data, state)
 
 

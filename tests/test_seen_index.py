@@ -152,3 +152,34 @@ def test_recovery_after_sigkill_uses_the_index_and_the_journal(tmp_path):
         assert len(reopened._seen.index) == 2100 and len(reopened) == 2100
         assert reopened.stats()["seen_added_from_journal"] == 100
     assert all_duplicates(path, 2100)
+
+
+def test_a_missing_seen_file_with_an_index_is_named(tmp_path):
+    path = str(tmp_path / "job")
+    fill(path, 0, 2000)
+    os.unlink(os.path.join(path, "requests.seen"))
+    with pytest.raises(JobDirCorrupt, match="requests.seen"):
+        Frontier(path)
+
+
+def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path, monkeypatch):
+    from diskfrontier import checkpoint, verify as verify_module
+
+    path = str(tmp_path / "job")
+    fill(path, 0, 2000)
+    journal = os.path.join(path, "requests.urls")
+    data = bytearray(open(journal, "rb").read())
+    data[100] ^= 1  # damage in the first record: the journal is rewritten
+    open(journal, "wb").write(data)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_module, "_check_seen", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        verify_module.verify(path, repair=True)
+    assert checkpoint.read_checkpoint(os.path.join(path, "requests.cursor")).state == "repaired"
+    assert not os.path.exists(os.path.join(path, "requests.seen.index"))
+    with Frontier(path) as frontier:
+        assert frontier.recovery == "rebuilt" and len(frontier) == 1999
+    assert all_duplicates(path, 2000)

@@ -373,3 +373,39 @@ def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_p
     data[-3] ^= 1  # in the partial last block: the checkpoint's tail crc
     open(path, "wb").write(data)
     assert check_seen_file(path, sums, tail).problem.offset == len(data) // BLOCK * BLOCK
+
+
+def test_the_scan_after_damage_keeps_priorities_right_past_255_of_them(tmp_path):
+    # The generic scan takes over at the damage; a new priority code widening its array
+    # must not shift the codes of the records after it.
+    path = tmp_path / "j"
+    bodies = [push_body(p, False, bytes([p % 256, p // 256]) * 10, b"\x91\xa1x") for p in range(300)]
+    offsets = write_journal(path, [pushes(1)[0], *bodies])
+    JournalWriter(str(path), os.path.getsize(path), fsync=False).write(
+        frame_all(os.path.getsize(path), [done_body(offsets[1 + p]) for p in range(0, 300, 3)])[0])
+    data = bytearray(path.read_bytes())
+    data[offsets[0] + FRAME.size + 3] ^= 1  # the first record is damaged
+    path.write_bytes(data)
+    state = read_state(str(path), repair=True)
+    assert len(state.scan.damage) == 1
+    want = {p: [offsets[1 + p]] for p in range(300) if p % 3}
+    assert {p: list(o) for p, o in state.pending.items()} == want
+    assert state.counts == {p: 1 for p in want}
+
+
+def test_a_record_longer_than_a_read_is_scanned_whole_at_the_start_of_a_read(tmp_path):
+    path = tmp_path / "j"
+    big = push_body(0, False, b"b" * 20, b"\xc6" + (9 << 20).to_bytes(4, "big") + b"x" * (9 << 20))
+    offsets = write_journal(path, [big, *pushes(3)])
+    assert [offset for offset, _ in JournalScan(str(path))] == offsets
+    assert [offset for offset, _ in JournalScan(str(path), repair=True)] == offsets
+    assert list(read_state(str(path)).pending[0]) == offsets
+
+
+def test_a_push_record_too_short_for_its_head_is_damage_not_a_crash(tmp_path):
+    path = tmp_path / "j"
+    write_journal(path, [*pushes(2), b"\x01\x00\x00"])
+    with pytest.raises(JobDirCorrupt, match="unknown type"):
+        read_state(str(path))
+    state = read_state(str(path), repair=True)
+    assert len(state.scan.damage) == 1 and state.pushes == 2
