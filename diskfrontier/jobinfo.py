@@ -22,7 +22,7 @@ from .journal import MAGIC, parse_push, read_record, record_end
 from .queues import distrust_reason, queue_offsets
 from .request import Request
 from .safefs import open_fd, open_file
-from .seen import fingerprints_in, parse_seen
+from .seen import count_fingerprints, fingerprints_in
 from .state import read_state
 
 
@@ -112,8 +112,7 @@ def _seen_count(path: str, size: int, *, exact: bool = False) -> int:
             head = f.read(2)
         if head == b"\x00\x14" and size % 22 == 0:
             return size // 22
-    with open_file(path) as f:
-        return parse_seen(path, f.read(), strict=False)[1].count
+    return count_fingerprints(path)
 
 
 def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> dict[int, int] | None:

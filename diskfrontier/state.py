@@ -54,6 +54,7 @@ Progress = Callable[[int, int], None]
 _PROGRESS_EVERY = 1 << 16
 _WIDER = {"B": "H", "H": "I"}
 _DEAD = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
+_BIG = 0xFFFF  # record sizes from here on are kept aside
 _FEW_PRIORITIES = 16  # up to this many, the pending offsets are drawn with one C pass per priority
 _TARGET = struct.Struct(">Q").unpack_from
 _FRAME_AND_HEAD = struct.Struct(">IIHBiBB")  # a frame and the head of a PUSH body, read in one call
@@ -103,7 +104,8 @@ class _Collector:
         self.dead = _DEAD["B"]
         self.code_of: dict[int, int] = {}
         self.priorities: list[int] = []
-        self.lengths = array("I") if sizes else None
+        self.lengths = array("H") if sizes else None  # a record's size, or _BIG and the size in self.big
+        self.big: dict[int, int] = {}  # push index -> size, for records of _BIG bytes or more
         self.dones = 0
         self.bad_dones: list[tuple[int, str]] = []
 
@@ -127,9 +129,18 @@ class _Collector:
         self.order.append(offset)
         self.codes.append(code)
         if self.lengths is not None:
-            self.lengths.append(FRAME.size + len(body))
+            self.size(FRAME.size + len(body))
         if fingerprint is not None and not body[_FP_START - 2] & FLAG_DONT_FILTER:
             fingerprint(bytes(body[_FP_START:_FP_START + body[_FP_START - 1]]))
+
+    def size(self, size: int) -> None:
+        """Keep the size of the PUSH record just added (2 bytes; larger ones aside)."""
+        assert self.lengths is not None
+        if size < _BIG:
+            self.lengths.append(size)
+        else:
+            self.lengths.append(_BIG)
+            self.big[len(self.order) - 1] = size
 
     def done(self, offset: int, target: int) -> None:
         if target >= offset:
@@ -157,8 +168,10 @@ class _Collector:
             if self.codes.typecode == "B":
                 alive = self.codes.tobytes().translate(bytes(int(c != self.dead) for c in range(256)))
                 state.live_bytes = sum(compress(self.lengths, alive))
+                state.live_bytes += sum(size - _BIG for i, size in self.big.items() if alive[i])
             else:
-                state.live_bytes = sum(n for n, c in zip(self.lengths, self.codes, strict=True) if c != self.dead)
+                state.live_bytes = sum(self.big.get(i, n) for i, (n, c) in enumerate(zip(self.lengths, self.codes,
+                                       strict=True)) if c != self.dead)
         if few or not offsets:
             raw = self.codes.tobytes() if few else None
             for code, priority in enumerate(self.priorities):
@@ -273,7 +286,10 @@ def _fast_scan(
                 order_append(at)
                 codes_append(code)
                 if lengths_append is not None:
-                    lengths_append(header + length)
+                    if header + length < _BIG:
+                        lengths_append(header + length)
+                    else:
+                        collect.size(header + length)
                 if fingerprint is not None and not flags & 1 and at >= fingerprints_from:
                     fingerprint(buf[body + _FP_START:body + _FP_START + fplen])
             elif kind == 2 and length == 9:
