@@ -106,6 +106,10 @@ def _workload(path: str, order: str, size: str, state: str) -> dict:
 
 def _child_main(argv: list[str]) -> None:
     path, order, size, state = argv
+    if order == "lifo":  # the LIFO fixtures have a saved seen index (requests.seen.index); the FIFO ones none
+        from diskfrontier import frontier as frontier_module
+
+        frontier_module.INDEX_MIN_NEW_KEYS = 1
     expected = _workload(path, order, size, state)
     sys.stdout.write(json.dumps(expected) + "\nREADY\n")
     sys.stdout.flush()
@@ -211,8 +215,8 @@ def build_fixtures(root: str) -> list[Fixture]:
 
 # ----------------------------------------------------------------------------- damage
 
-TARGETS = ("frontier.json", "requests.urls", "requests.seen", "requests.seen.sums", "requests.cursor",
-           "active.json", "queue", "lock")
+TARGETS = ("frontier.json", "requests.urls", "requests.seen", "requests.seen.sums", "requests.seen.index",
+           "requests.cursor", "active.json", "queue", "lock")
 KINDS = ("flip", "garbage", "truncate", "append", "zero", "len-ffff", "swap", "dup", "delete", "empty")
 RECORD_KINDS = ("len-ffff", "swap", "dup")
 # swap/dup of equal-sized records: where a file is made of them
