@@ -47,6 +47,7 @@ class Checkpoint:
     journal_dones: int = 0
     live_bytes: int = 0
     seen_index: IndexRecord | None = None  # the saved seen index that may be loaded instead of requests.seen
+    journal_crc: int | None = None  # the crc32 of the journal's first ``floor`` bytes, when known
     pid: int | None = None
     problem: str | None = None
 
@@ -104,6 +105,8 @@ def read_checkpoint(path: str) -> Checkpoint:
         saved = Checkpoint(state=state, pid=value.get("pid") if isinstance(value.get("pid"), int) else None)
         if "seen_index" in value:
             saved.seen_index = IndexRecord.from_json(value["seen_index"])
+        if "journal_crc" in value:
+            saved.journal_crc = _int(value, "journal_crc")
         if state == "open":
             saved.journal_floor = _int(value, "journal_floor", 0)
             saved.seen_tail = _tail(value)
@@ -137,9 +140,15 @@ def _write(path: str, value: dict[str, Any]) -> None:
 
 def write_open(
     path: str, journal_floor: int, seen_tail: tuple[int, int] | None, seen_index: IndexRecord | None = None,
+    journal_crc: int | None = None,
 ) -> None:
-    """Mark the directory as open: from now on the queue files are not to be trusted."""
+    """Mark the directory as open: from now on the queue files are not to be trusted.
+
+    ``journal_crc``: the crc32 of the journal's first ``journal_floor`` bytes, if known.
+    """
     value: dict[str, Any] = {"state": "open", "pid": os.getpid(), "journal_floor": journal_floor}
+    if journal_crc is not None:
+        value["journal_crc"] = journal_crc
     if seen_tail is not None:
         value["seen_tail"] = list(seen_tail)
     if seen_index is not None:
@@ -150,9 +159,12 @@ def write_open(
 def write_clean(
     path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
     queues: dict[int, int], pushes: int, dones: int, live_bytes: int, seen_index: IndexRecord | None = None,
+    journal_crc: int | None = None,
 ) -> None:
     """Mark a clean close: the queue files match this journal and seen file."""
-    extra = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    if journal_crc is not None:
+        extra["journal_crc"] = journal_crc
     _write(path, {**extra,
         "state": "clean", "journal_bytes": journal_bytes, "last_record": last_record,
         "seen_bytes": seen_tail[0], "seen_tail": list(seen_tail),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import zlib
 from dataclasses import dataclass
 
 from .atomic import fsync_dir, write_all
@@ -32,6 +33,7 @@ class Compacted:
     bytes_after: int
     kept: list[tuple[int, int]]  # (new offset, priority) of each pending request, in journal order
     dropped_records: int
+    crc: int = 0  # the crc32 of the new journal
 
 
 def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None) -> Compacted:
@@ -45,6 +47,7 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
     try:
         out = bytearray(MAGIC)
         position = len(MAGIC)
+        crc = 0
         for count, (offset, body) in enumerate(JournalScan(path, floor=floor)):
             if offset >= end:
                 break
@@ -57,8 +60,10 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
             position += FRAME.size + len(body)
             if len(out) >= _WRITE_CHUNK:
                 write_all(fd, out)
+                crc = zlib.crc32(out, crc)
                 out = bytearray()
         write_all(fd, out)
+        crc = zlib.crc32(out, crc)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -68,7 +73,7 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
     os.close(fd)
     if progress is not None:
         progress(2 * size, 2 * size)
-    return Compacted(size, position, kept, state.pushes + state.dones - len(kept))
+    return Compacted(size, position, kept, state.pushes + state.dones - len(kept), crc)
 
 
 def install(path: str, tmp_path: str) -> None:

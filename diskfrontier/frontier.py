@@ -41,6 +41,7 @@ from .journal import (
     FLAG_DONT_FILTER,
     FRAME,
     MAGIC,
+    MAGIC_CRC,
     PUSH_HEAD,
     JournalWriter,
     done_body,
@@ -111,6 +112,7 @@ class Frontier:
         self._live_bytes = 0  # bytes of the pending PUSH records (in flight included): what compaction keeps
         self._memory_seen: set[bytes] = set()
         self._warned_unserializable = False
+        self._floor_crc: int | None = None  # the crc32 of the journal below the floor, when known
         self._dirty: str | None = None  # why the queues may not match the journal any more
         self._broken: str | None = None  # why no further call can be served
         self.recovery = "new"
@@ -163,7 +165,8 @@ class Frontier:
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor)
         self._floor = saved.floor
-        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail, saved.seen_index)
+        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail, saved.seen_index, saved.journal_crc)
+        self._floor_crc = saved.journal_crc
         self._seen = SeenFile(layout.seen)
         loaded = self._seen.open(require_sums=not fresh, tail=saved.seen_tail, index=saved.seen_index)
         if loaded.torn:
@@ -179,8 +182,9 @@ class Frontier:
             self._rebuild(reason, progress)
         self._counters["torn_bytes_cut"] += loaded.torn
         self._seen.flush()
-        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record)
-        self._floor = self._journal.size
+        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record,
+                              self._journal.crc)
+        self._floor, self._floor_crc = self._journal.size, self._journal.crc
         if not fresh:
             self._log_resume(time.perf_counter() - started)
 
@@ -198,7 +202,9 @@ class Frontier:
         return None if distrust is None else f"{distrust[0]}: {distrust[1]}"
 
     def _open_trusted(self, saved: checkpoint.Checkpoint) -> None:
-        self._journal = JournalWriter(self.layout.journal, os.path.getsize(self.layout.journal), fsync=self.fsync)
+        size = os.path.getsize(self.layout.journal)
+        crc = MAGIC_CRC if size == len(MAGIC) else saved.journal_crc if saved.clean else None
+        self._journal = JournalWriter(self.layout.journal, size, fsync=self.fsync, crc=crc)
         try:
             self._queues = OffsetQueues(self.layout.queue_dir, self.order, saved.pending)
         except JobDirCorrupt as exc:
@@ -221,14 +227,15 @@ class Frontier:
             self._journal.close()
         OffsetQueues.wipe(self.layout.queue_dir)
         self._queues = OffsetQueues(self.layout.queue_dir, self.order)
-        state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor, progress=progress)
+        state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor,
+                               floor_crc=self._floor_crc, progress=progress)
         self._live_bytes = state.live_bytes
         torn = state.scan.torn
         if torn:
             aside = save_torn_tail(self.layout.journal, state.scan.end)
             log.warning("cut %d bytes of torn tail from %s (kept in %s)", torn, self.layout.journal, aside)
             self._counters["torn_bytes_cut"] += torn
-        self._journal = JournalWriter(self.layout.journal, state.scan.end, fsync=self.fsync)
+        self._journal = JournalWriter(self.layout.journal, state.scan.end, fsync=self.fsync, crc=state.end_crc)
         self._pending = {p: len(offsets) for p, offsets in state.pending.items()}
         self._records = {"pushes": state.pushes, "dones": state.dones}
         self._last_record = state.last_record
@@ -621,7 +628,8 @@ class Frontier:
             self._compacting = False
         try:
             # valid for the old journal and the new
-            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail(), self._seen.index_record)
+            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail(), self._seen.index_record,
+                                  result.crc)
             self._queues.close()
             self._journal.close()
             install(layout.journal, layout.compacting)
@@ -629,11 +637,11 @@ class Frontier:
             self._queues = OffsetQueues(layout.queue_dir, self.order)
             for offset, priority in result.kept:
                 self._queues.push(offset, priority)
-            self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync)
+            self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync, crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
             raise
-        self._floor = result.bytes_after
+        self._floor, self._floor_crc = result.bytes_after, result.crc
         self._records = {"pushes": len(result.kept), "dones": 0}
         self._live_bytes = result.bytes_after - len(MAGIC)
         self._last_record = result.kept[-1][0] if result.kept else -1
@@ -699,7 +707,7 @@ class Frontier:
             seen_tail=self._seen.tail(), pending=pending,
             queues={p: queue_crc(self.layout.queue_dir, p) for p in pending},
             pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes,
-            seen_index=index)
+            seen_index=index, journal_crc=self._journal.crc)
 
     def _memory_requests(self) -> list[Request]:
         out = []

@@ -59,6 +59,7 @@ OFFSET = struct.Struct(">Q")
 PUSH, DONE = 1, 2
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
+MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 _CHUNK = 8 << 20
 
 
@@ -404,9 +405,10 @@ class JournalWriter:
     in the middle; if even that fails, every later write is refused.
     """
 
-    def __init__(self, path: str, end: int, *, fsync: bool) -> None:
+    def __init__(self, path: str, end: int, *, fsync: bool, crc: int | None = None) -> None:
         self.path = path
         self.fsync = fsync
+        self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
         self.fd = open_fd(path, os.O_RDWR)
         self.failed: str | None = None
         try:
@@ -443,6 +445,8 @@ class JournalWriter:
             self._cut_back(offset, exc)
             raise
         self.size = offset + len(data)
+        if self.crc is not None:
+            self.crc = _crc32(data, self.crc)
         return offset
 
     def _cut_back(self, offset: int, exc: BaseException) -> None:

@@ -21,13 +21,16 @@ __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
 
 def rebuild(
-    path: str, queues: OffsetQueues, seen: SeenFile, *, floor: int = 0, progress: Progress | None = None
+    path: str, queues: OffsetQueues, seen: SeenFile, *, floor: int = 0, floor_crc: int | None = None,
+    progress: Progress | None = None,
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
 
     Returns the journal's state and how many fingerprints were added to ``seen``. Only
     PUSH records from ``floor`` on can hold a fingerprint that ``requests.seen`` lacks:
-    the seen file is flushed before every checkpoint that sets the floor.
+    the seen file is flushed before every checkpoint that sets the floor. ``floor_crc``:
+    the crc32 of the journal below the floor, from the checkpoint (the records there are
+    then checked by it as a whole).
     """
     added = 0
 
@@ -36,7 +39,7 @@ def rebuild(
         added += seen.add(fingerprint)
 
     state = read_state(path, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
-                       sizes=True)
+                       sizes=True, floor_crc=floor_crc)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)
     return state, added

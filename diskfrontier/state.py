@@ -41,6 +41,7 @@ from .journal import (
     FLAG_DONT_FILTER,
     FRAME,
     MAGIC,
+    MAGIC_CRC,
     MAX_BODY,
     PUSH_HEAD,
     JournalScan,
@@ -57,6 +58,7 @@ _DEAD = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
 _BIG = 0xFFFF  # record sizes from here on are kept aside
 _FEW_PRIORITIES = 16  # up to this many, the pending offsets are drawn with one C pass per priority
 _TARGET = struct.Struct(">Q").unpack_from
+crc32_of = zlib.crc32
 _FRAME_AND_HEAD = struct.Struct(">IIHBiBB")  # a frame and the head of a PUSH body, read in one call
 _FP_START = PUSH_HEAD.size
 
@@ -73,6 +75,7 @@ class JournalState:
     bad_dones: list[tuple[int, str]] = field(default_factory=list)  # (offset, problem), repair scans only
     scan: ScanResult = field(default_factory=ScanResult)
     live_bytes: int = 0  # bytes of the pending records (0 unless the scan kept sizes)
+    end_crc: int | None = None  # the crc32 of the journal's first scan.end bytes, when the scan could tell
     order: array = field(default_factory=lambda: array("Q"))  # every PUSH offset, in journal order
     codes: array = field(default_factory=lambda: array("B"))  # each PUSH's priority code, or dead
     priorities: list[int] = field(default_factory=list)  # the priority of each code
@@ -206,6 +209,7 @@ def _selector_table(code: int) -> bytes:
 def read_state(
     path: str, *, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
+    floor_crc: int | None = None,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
@@ -214,15 +218,36 @@ def read_state(
     ``state.scan.damage`` and ``state.bad_dones`` instead of raised. ``fingerprint`` is
     called with each filtered PUSH's fingerprint at or after byte ``fingerprints_from``.
     ``sizes``: keep each pending record's size (for ``live_bytes``). ``offsets=False``:
-    only the counts per priority (``pending`` stays empty).
+    only the counts per priority (``pending`` stays empty). ``floor_crc``: the crc32 of
+    the journal's first ``floor`` bytes as a checkpoint recorded it; the records below the
+    floor are then checked by that one crc instead of one by one (if it does not match,
+    the scan starts again checking every record). ``state.end_crc`` is the crc32 of the
+    journal up to ``state.scan.end`` when the scan could tell.
     """
+    if floor_crc is not None and not repair:
+        try:
+            return _read_state(path, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets,
+                               (floor, floor_crc))
+        except _PrefixMismatch:
+            pass  # checked record by record below: damage is named where it is
+    return _read_state(path, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, None)
+
+
+class _PrefixMismatch(Exception):
+    """The journal's bytes below the floor are not those the checkpoint's crc describes."""
+
+
+def _read_state(
+    path: str, floor: int, repair: bool, fingerprint: Callable[[bytes], object] | None, fingerprints_from: int,
+    progress: Progress | None, sizes: bool, offsets: bool, trusted: tuple[int, int] | None,
+) -> JournalState:
     state = JournalState()
     collect = _Collector(path, repair, sizes)
-    last, stop, size = -1, -1, 0
+    last, stop, size, end_crc = -1, -1, 0, None
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
-            stop, last = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress)
+            stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress, trusted)
     if stop == size:  # the fast scan read every record
         state.scan = ScanResult(size=size, end=size, version=2)
     else:
@@ -238,6 +263,7 @@ def read_state(
             if progress is not None and pushes % _PROGRESS_EVERY == 0:
                 progress(offset, scan.result.size)
         state.scan = scan.result
+    state.end_crc = end_crc if state.scan.end == stop else None
     state.last_record = last
     collect.finish(state, offsets)
     if progress is not None:
@@ -247,12 +273,16 @@ def read_state(
 
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
-    fingerprints_from: int, progress: Progress | None,
-) -> tuple[int, int]:
-    """Read plainly intact format-2 records from the first one; (where it stopped, the last record's offset).
+    fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None,
+) -> tuple[int, int, int]:
+    """Read plainly intact format-2 records from the first one.
 
-    It stops at the end of the file or at the first record it does not take as plainly
-    intact: ``JournalScan`` goes on from there and decides what that record is.
+    Returns where it stopped, the last record's offset and the crc32 of the bytes up to
+    where it stopped. It stops at the end of the file or at the first record it does
+    not take as plainly intact: ``JournalScan`` goes on from there and decides what that
+    record is. ``trusted``: (floor, crc32 of the bytes below it): records below the floor
+    are taken without their own checks, and ``_PrefixMismatch`` is raised unless the
+    bytes below the floor have that crc.
     """
     unpack, crc32 = _FRAME_AND_HEAD.unpack_from, zlib.crc32
     order_append, code_of = collect.order.append, collect.code_of
@@ -261,23 +291,28 @@ def _fast_scan(
     done = collect.done
     header, least = FRAME.size, _FRAME_AND_HEAD.size
     pos, last, want = len(MAGIC), -1, _CHUNK
+    floor, floor_crc = trusted if trusted is not None else (0, 0)
+    running = MAGIC_CRC  # the crc32 of the file up to pos
     while pos < size:
         f.seek(pos)
         buf = f.read(min(want, size - pos))
         view = memoryview(buf)
         n, rel = len(buf), 0
+        unchecked = floor - pos  # records ending at or before this point of buf were checked by floor_crc
         while rel + least <= n:
             length, crc, check, kind, priority, flags, fplen = unpack(buf, rel)
             body = rel + header
             end = body + length
             if end > n:
                 break
-            at = pos + rel
-            seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
-            if crc32(view[body:end], seed) != crc:
-                return at, last
-            if crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
-                return at, last
+            if end > unchecked:
+                at = pos + rel
+                seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
+                if crc32(view[body:end], seed) != crc or crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
+                    _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
+                    return at, last, crc32(view[:rel], running)
+            else:
+                at = pos + rel
             if kind == 1 and length > _FP_START + fplen:
                 code = code_of.get(priority)
                 if code is None:
@@ -295,7 +330,8 @@ def _fast_scan(
             elif kind == 2 and length == 9:
                 done(at, _TARGET(buf, body + 1)[0])
             else:
-                return at, last
+                _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
+                return at, last, crc32(view[:rel], running)
             last = at
             rel = end
         if rel == 0:  # the first record does not fit in what was read
@@ -304,9 +340,32 @@ def _fast_scan(
                 if 0 < length <= MAX_BODY and pos + header + length <= size and want < header + length:
                     want = header + length
                     continue
-            return pos, last
+            _check_prefix(running, view, pos, 0, floor, floor_crc, trusted)
+            return pos, last, running
+        if pos < floor <= pos + rel:
+            running = crc32(view[:floor - pos], running)
+            if running != floor_crc:
+                raise _PrefixMismatch
+            running = crc32(view[floor - pos:rel], running)
+        else:
+            running = crc32(view[:rel], running)
         pos += rel
         want = _CHUNK
         if progress is not None:
             progress(pos, size)
-    return pos, last
+    _check_prefix(running, b"", pos, 0, floor, floor_crc, trusted)
+    return pos, last, running
+
+
+def _check_prefix(
+    running: int, view: memoryview | bytes, pos: int, rel: int, floor: int, floor_crc: int,
+    trusted: tuple[int, int] | None,
+) -> None:
+    """Where the fast scan stops: raise ``_PrefixMismatch`` unless the bytes below the floor were checked and match.
+
+    ``running`` is the crc32 of the file up to ``pos``; ``view[:rel]`` follows it.
+    """
+    if trusted is None or pos >= floor:
+        return  # nothing was taken unchecked, or the floor's crc was checked when the scan passed it
+    if pos + rel < floor or crc32_of(view[:floor - pos], running) != floor_crc:
+        raise _PrefixMismatch

@@ -411,3 +411,25 @@ def test_a_push_record_too_short_for_its_head_is_damage_not_a_crash(tmp_path):
         read_state(str(path))
     state = read_state(str(path), repair=True)
     assert len(state.scan.damage) == 1 and state.pushes == 2
+
+
+def test_records_below_the_floor_are_checked_by_the_floor_crc_and_rescanned_if_it_fails(tmp_path):
+    import zlib
+
+    path = tmp_path / "j"
+    offsets = write_journal(path, pushes(40, 1) + pushes(20, -1))
+    floor = offsets[30]
+    data = path.read_bytes()
+    crc = zlib.crc32(data[:floor])
+    plain = read_state(str(path), floor=floor)
+    trusted = read_state(str(path), floor=floor, floor_crc=crc)
+    assert {p: list(o) for p, o in trusted.pending.items()} == {p: list(o) for p, o in plain.pending.items()}
+    assert trusted.end_crc == plain.end_crc == zlib.crc32(data)
+    # a wrong crc, or damage below the floor, means every record is checked: the damage is named
+    assert list(read_state(str(path), floor=floor, floor_crc=crc ^ 1).pending[1]) == offsets[:40]
+    damaged = bytearray(data)
+    damaged[offsets[5] + FRAME.size + 3] ^= 1
+    path.write_bytes(damaged)
+    with pytest.raises(JobDirCorrupt) as info:
+        read_state(str(path), floor=floor, floor_crc=crc)
+    assert info.value.offset == offsets[5]
