@@ -139,6 +139,12 @@ def encode_request(request: Request) -> bytes:
     then keeps the request in memory), and ``RequestTooLarge`` if the request is beyond
     the limits (nested more than ``MAX_DEPTH`` levels, or a record over ``MAX_RECORD_BYTES``).
     """
+    if not request.meta and not request.body and not request.headers:  # the usual request: a URL, maybe a method
+        try:
+            return _packer.pack([request.url] if request.method == "GET" else [request.url, request.method])
+        except (TypeError, ValueError, OverflowError) as exc:  # a URL msgpack cannot encode (a lone surrogate)
+            _packer.reset()
+            raise Unencodable(str(exc)) from None
     fields: list[Any] = [request.url, request.method, request.headers, request.body, request.meta]
     while len(fields) > 1 and fields[-1] == _DEFAULTS[len(fields) - 1]:
         fields.pop()

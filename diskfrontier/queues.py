@@ -32,6 +32,7 @@ from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tr
 
 OFFSET = struct.Struct(">Q")
 _OFFSET_UNPACK = OFFSET.unpack
+_OFFSET_PACK = OFFSET.pack
 ORDERS = ("lifo", "fifo")
 
 
@@ -240,7 +241,14 @@ class OffsetQueues:
 
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
-        self.pq.push(OFFSET.pack(offset), -priority)
+        pq, key = self.pq, -priority
+        queue = pq.queues.get(key)
+        if queue is None:
+            pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
+            return
+        queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
+        if pq.curprio is None or key < pq.curprio:
+            pq.curprio = key
 
     def push_many(self, offsets: list[int], priority: int) -> None:
         """``push`` each of ``offsets`` (all of one priority), in order."""
