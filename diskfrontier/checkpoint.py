@@ -6,7 +6,7 @@ over the other keys serialised with sorted keys). While a frontier is open it sa
 the journal only grows between compactions, so a shorter journal later is damage,
 not a torn tail). A clean close writes ``"state": "clean"`` with the journal's and the
 seen file's sizes, the offset of the journal's last record, the crc of each queue
-file, the bytes of the pending PUSH records (what compaction would keep) and the
+file, the size and crc of ``requests.hosts``, the bytes of the pending PUSH records (what compaction would keep) and the
 pending count per priority, which must equal the journal's PUSH count minus its DONE
 count.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .atomic import write_json_atomic
+from .hoststate import HostFileRecord
 from .safefs import open_file
 from .seenindex import IndexRecord
 
@@ -48,6 +49,7 @@ class Checkpoint:
     live_bytes: int = 0
     seen_index: IndexRecord | None = None  # the saved seen index that may be loaded instead of requests.seen
     journal_crc: int | None = None  # the crc32 of the journal's first ``floor`` bytes, when known
+    hosts_file: HostFileRecord | None = None  # requests.hosts as a clean close wrote it
     pid: int | None = None
     problem: str | None = None
 
@@ -120,10 +122,12 @@ def read_checkpoint(path: str) -> Checkpoint:
             saved.journal_pushes = _int(value, "journal_pushes")
             saved.journal_dones = _int(value, "journal_dones")
             saved.live_bytes = _int(value, "live_bytes")
+            if "hosts_file" in value:  # format 2 had none
+                saved.hosts_file = HostFileRecord.from_json(value["hosts_file"])
             if sum(saved.pending.values()) != saved.journal_pushes - saved.journal_dones:
                 raise ValueError(f"its pending counts add up to {sum(saved.pending.values())}, but the journal it "
                                  f"describes has {saved.journal_pushes} pushes and {saved.journal_dones} dones")
-            if any(n <= 0 for n in saved.pending.values()) or set(saved.queues) != set(saved.pending):
+            if any(n <= 0 for n in saved.pending.values()) or not set(saved.queues) <= set(saved.pending):
                 raise ValueError("its queue list does not match its pending counts")
         return saved
     except FileNotFoundError:
@@ -158,11 +162,12 @@ def write_open(
 
 def write_clean(
     path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
-    queues: dict[int, int], pushes: int, dones: int, live_bytes: int, seen_index: IndexRecord | None = None,
-    journal_crc: int | None = None,
+    queues: dict[int, int], pushes: int, dones: int, live_bytes: int, hosts_file: HostFileRecord,
+    seen_index: IndexRecord | None = None, journal_crc: int | None = None,
 ) -> None:
-    """Mark a clean close: the queue files match this journal and seen file."""
+    """Mark a clean close: the queue files and requests.hosts match this journal and seen file."""
     extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    extra["hosts_file"] = hosts_file.to_json()
     if journal_crc is not None:
         extra["journal_crc"] = journal_crc
     _write(path, {**extra,

@@ -1,11 +1,14 @@
-"""The ``diskfrontier`` command: inspect, peek, verify, compact, push, export, import, adopt-scrapy, demo."""
+"""The ``diskfrontier`` command: inspect, peek, hosts, host, verify, compact, push, export, import,
+adopt-scrapy, demo."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, TypeVar, cast
 
@@ -23,9 +26,9 @@ from .cli_support import (
 )
 from .demo import run_demo
 from .frontier import Frontier
-from .jobinfo import inspect_jobdir, pending_requests, seen_fingerprints
+from .jobinfo import host_table, inspect_jobdir, pending_requests, seen_fingerprints
 from .jsonlines import record_from_json, request_to_json, seen_to_json
-from .request import PRIORITY_MAX, PRIORITY_MIN, Request
+from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
 from .verify import verify
 
 JOBDIR = click.argument("jobdir", type=click.Path(file_okay=False))
@@ -72,6 +75,9 @@ def inspect(jobdir: str, as_json: bool) -> None:
         ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
         ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
     ]
+    rows.append(("hosts", f"{info.hosts:,} with pending requests"))
+    if info.delayed:
+        rows.append(("delayed", f"{info.delayed:,} waiting for a time; the first is due {when(info.next_due)}"))
     if info.torn_bytes:
         rows.append(("torn tail", f"{info.torn_bytes} bytes (cut at the next open)"))
     if info.holder_pid:
@@ -110,7 +116,119 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
         return
     width = max(len(str(r.priority)) for r in shown)
     for request in shown:
-        click.echo(f"{request.priority:>{width}}  {request.method:<4} {request.url}")
+        ready = "" if request.not_before is None else f"  (not before {when(request.not_before)})"
+        click.echo(f"{request.priority:>{width}}  {request.method:<4} {request.url}{ready}")
+
+
+def when(moment: float | None) -> str:
+    """A time.time() value as local time, and how far from now."""
+    if moment is None:
+        return "-"
+    if math.isinf(moment):
+        return "never (until unblocked)"
+    ahead = moment - time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+    if ahead <= 0:
+        return f"{stamp} (passed)"
+    return f"{stamp} (in {ahead:,.0f}s)"
+
+
+HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.done, r.host),
+              "host": lambda r: r.host, "blocked": lambda r: (-(r.blocked_until or 0), r.host)}
+
+
+@main.command()
+@EXISTING_JOBDIR
+@click.option("--sort", type=click.Choice(sorted(HOST_SORTS)), default="pending", show_default=True,
+              help="Order of the list (most first).")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many (0: all).")
+@JSON_OPTION
+@one_line_errors
+def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
+    """List the hosts of JOBDIR: pending and done requests, delay, block and budget (read-only).
+
+    Example: diskfrontier hosts crawls/shop --sort done -n 10
+    """
+    require_jobdir(jobdir)
+    rows = sorted(host_table(jobdir), key=HOST_SORTS[sort])
+    shown = rows[:count] if count else rows
+    if as_json:
+        click.echo(json.dumps([row.as_dict() for row in shown], indent=2))
+        return
+    if not rows:
+        click.echo("no hosts")
+        return
+    width = max(len(r.host) for r in shown)
+    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  blocked until")
+    for r in shown:
+        delay = "default" if r.delay is None else f"{r.delay:g}s"
+        budget = "-" if r.budget is None else f"{r.budget:,}"
+        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  "
+                   f"{when(r.blocked_until) if r.blocked_until else '-'}")
+    if len(shown) < len(rows):
+        click.echo(f"... and {len(rows) - len(shown):,} more (-n 0 shows all)")
+
+
+@main.command()
+@EXISTING_JOBDIR
+@click.argument("host")
+@click.option("--delay", type=click.FloatRange(min=0), default=None, help="Seconds between its requests.")
+@click.option("--default-delay", is_flag=True, help="Use the crawl's delay for it again.")
+@click.option("--block-for", type=click.FloatRange(min=0), default=None, help="Hand out none of it for S seconds.")
+@click.option("--block-until", type=click.FloatRange(min=0), default=None,
+              help="Hand out none of it before this time.time() value.")
+@click.option("--block", "block_always", is_flag=True, help="Hand out none of it until --unblock.")
+@click.option("--unblock", is_flag=True, help="End a block.")
+@click.option("--budget", type=click.IntRange(min=0), default=None,
+              help="At most N of its requests done or in flight, ever.")
+@click.option("--no-budget", is_flag=True, help="Remove its budget.")
+@JSON_OPTION
+@one_line_errors
+def host(jobdir: str, host: str, delay: float | None, default_delay: bool, block_for: float | None,
+         block_until: float | None, block_always: bool, unblock: bool, budget: int | None, no_budget: bool,
+         as_json: bool) -> None:
+    """Change the settings of one HOST of JOBDIR (not while a crawl holds it); with no option, show them.
+
+    Example: diskfrontier host crawls/shop shop.example --delay 2 --block-for 600
+    """
+    require_jobdir(jobdir)
+    try:
+        check_slot(host, "HOST")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="HOST") from None
+    blocks = [block_for is not None, block_until is not None, block_always, unblock]
+    if sum(blocks) > 1:
+        raise click.UsageError("give at most one of --block-for, --block-until, --block and --unblock")
+    if delay is not None and default_delay:
+        raise click.UsageError("give --delay or --default-delay, not both")
+    if budget is not None and no_budget:
+        raise click.UsageError("give --budget or --no-budget, not both")
+    with Frontier(jobdir) as frontier:
+        if delay is not None or default_delay:
+            frontier.set_delay(host, delay)
+        if block_for is not None:
+            frontier.block(host, time.time() + block_for)
+        elif block_until is not None:
+            frontier.block(host, block_until)
+        elif block_always:
+            frontier.block(host, math.inf)
+        elif unblock:
+            frontier.unblock(host)
+        if budget is not None or no_budget:
+            frontier.set_budget(host, budget)
+        info = next((h for h in frontier.hosts() if h.host == host), None)
+    if as_json:
+        click.echo(json.dumps(None if info is None else info.to_dict(), indent=2))
+        return
+    if info is None:
+        click.echo(f"{host}: no requests and no settings")
+        return
+    click.echo(table([
+        ("host", info.host), ("pending", f"{info.pending:,}"), ("done", f"{info.done:,}"),
+        ("delay", f"{info.delay:g}s"), ("blocked until", when(info.blocked_until) if info.blocked_until else "-"),
+        ("budget", "-" if info.budget is None else f"{info.budget:,}"),
+    ]))
 
 
 @main.command(name="verify")

@@ -1,4 +1,9 @@
-"""Compaction: rewrite the journal to hold only the pending PUSH records, atomically.
+"""Compaction: rewrite the journal to hold only the pending requests, atomically.
+
+The new journal starts with a HOST record for each host that has settings or done
+requests (given by the caller, from its host table), then the pending requests in
+journal order, each as a PUSH record (a pending RETRY or REFETCH becomes a PUSH: the
+request it finished is gone).
 
 The new journal is written beside the old one (``requests.urls.compact``, a new file),
 each record framed for its new offset, and fsynced. Only then does the caller move it
@@ -17,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 
 from .atomic import fsync_dir, write_all
-from .journal import FRAME, MAGIC, PUSH, JournalScan, frame, push_priority
+from .journal import CARRIES_REQUEST, FRAME, MAGIC, PUSH, PUSH_HEAD, JournalScan, frame
 from .safefs import create_exclusive
 from .state import Progress, read_state
 
@@ -31,16 +36,20 @@ class Compacted:
 
     bytes_before: int
     bytes_after: int
-    kept: list[tuple[int, int]]  # (new offset, priority) of each pending request, in journal order
+    kept: list[tuple[int, int, float]]  # (new offset, priority, not_before) of each pending request, in order
     dropped_records: int
     crc: int = 0  # the crc32 of the new journal
+    host_bytes: int = 0  # bytes of the HOST records at its start
+    last_record: int = -1  # the offset of its last record
 
 
-def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None) -> Compacted:
-    """Write the pending PUSH records of the journal at ``path`` to the new file ``tmp_path``."""
+def write_compacted(
+    path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None, hosts: tuple[bytes, ...] = (),
+) -> Compacted:
+    """Write ``hosts`` (HOST bodies), then the pending requests of the journal at ``path``, to ``tmp_path``."""
     state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress), offsets=False)
     alive, end, size = state.alive_in_order(), state.scan.end, state.scan.size
-    kept: list[tuple[int, int]] = []
+    kept: list[tuple[int, int, float]] = []
     if os.path.lexists(tmp_path):
         os.unlink(tmp_path)  # left by a compaction that was killed: the old journal stands
     fd = create_exclusive(tmp_path)
@@ -48,16 +57,25 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
         out = bytearray(MAGIC)
         position = len(MAGIC)
         crc = 0
+        last = -1
+        for host in hosts:
+            out += frame(position, host)
+            last = position
+            position += FRAME.size + len(host)
+        host_bytes = position - len(MAGIC)
         for count, (offset, body) in enumerate(JournalScan(path, floor=floor)):
             if offset >= end:
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
                 progress(size + offset, 2 * size)
-            if body[0] != PUSH or not next(alive):  # the same PUSH records in the same order
+            if body[0] not in CARRIES_REQUEST or not next(alive):  # the same records in the same order
                 continue
-            kept.append((position, push_priority(body)))
-            out += frame(position, bytes(body))
-            position += FRAME.size + len(body)
+            _, priority, _, _, _, _, not_before = PUSH_HEAD.unpack_from(body)
+            kept.append((position, priority, not_before))
+            record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
+            out += frame(position, record)
+            last = position
+            position += FRAME.size + len(record)
             if len(out) >= _WRITE_CHUNK:
                 write_all(fd, out)
                 crc = zlib.crc32(out, crc)
@@ -73,7 +91,7 @@ def write_compacted(path: str, tmp_path: str, *, floor: int = 0, progress: Progr
     os.close(fd)
     if progress is not None:
         progress(2 * size, 2 * size)
-    return Compacted(size, position, kept, state.pushes + state.dones - len(kept), crc)
+    return Compacted(size, position, kept, state.pushes + state.dones - len(kept), crc, host_bytes, last)
 
 
 def install(path: str, tmp_path: str) -> None:

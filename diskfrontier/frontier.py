@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -35,29 +36,39 @@ from . import checkpoint
 from .atomic import fsync_path
 from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, install, write_compacted
+from .delayed import DelayedRequests
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
+from .hosts import HostInfo, HostSchedule
+from .hoststate import HostFileUnusable, load_host_state, save_host_state
 from .jobdir import Layout, Lock, read_meta, write_meta
 from .journal import (
     FLAG_DONT_FILTER,
     FRAME,
     MAGIC,
     MAGIC_CRC,
+    MAX_ATTEMPTS,
+    PUSH,
     PUSH_HEAD,
+    REFETCH,
+    RETRY,
     JournalWriter,
     done_body,
     done_frame,
+    frame,
     frame_all,
+    host_body,
+    push_body,
     push_frame,
 )
 from .queues import OffsetQueues, distrust_reason, queue_crc
 from .recovery import rebuild, save_torn_tail
-from .request import Request
+from .request import Request, check_slot
 from .safefs import check_entries, open_file, remove_stale_temps
 from .scrapy_queue import holds_requests, set_aside
 from .seen import SeenFile
 from .seenindex import key_of
 from .state import Progress
-from .upgrade import upgrade_format1
+from .upgrade import upgrade_journal
 
 log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
@@ -68,6 +79,9 @@ INDEX_MIN_NEW_KEYS = 1 << 16  # a clean close saves the seen index when this man
 _PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
 _PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
+_PRIORITY_TOP = 2**31 - 1
+_PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
+_NAN = float("nan")
 
 
 class Frontier:
@@ -79,8 +93,18 @@ class Frontier:
     was for an existing one. ``fsync=True`` makes every call also survive a power cut.
     ``progress`` is called as ``progress(done, total)`` during long recovery scans.
 
-    Thread-safe: one lock serialises the calls, so worker threads may share it. Only
-    the process that opened it may use it (a forked child gets ``JobDirNotOwned``).
+    Politeness: a host (a request's ``slot``) is *ready* when ``delay`` seconds have
+    passed since its last request was handed out (``set_delay`` changes one host's),
+    fewer than ``per_host`` of its requests are in flight, it is not blocked and it is
+    under its budget. ``pop`` hands out the highest-priority request among ready hosts;
+    with ``prefer="idle"``, from the ready host with the fewest requests in flight first
+    (Scrapy's ``DownloaderAwarePriorityQueue`` rule). The defaults (``delay=0``,
+    ``per_host=None``, ``prefer="priority"``) hold nothing back.
+
+    Thread-safe: one lock serialises the calls, so worker threads may share it, and a
+    ``pop(timeout=...)`` waiting for a request wakes on ``push``, ``done``, ``retry`` and
+    host changes. Only the process that opened it may use it (a forked child gets
+    ``JobDirNotOwned``).
     """
 
     def __init__(
@@ -90,7 +114,15 @@ class Frontier:
         order: str | None = None,
         fsync: bool = False,
         progress: Progress | None = None,
+        delay: float = 0.0,
+        per_host: int | None = None,
+        prefer: str = "priority",
     ) -> None:
+        delay = _check_seconds("delay", delay)
+        if prefer not in ("priority", "idle"):
+            raise ValueError(f"prefer must be 'priority' or 'idle', got {prefer!r}")
+        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 1):
+            raise ValueError(f"per_host must be None or a whole number of at least 1, got {per_host!r}")
         if order not in (None, "lifo", "fifo"):
             raise ValueError(f"order must be 'lifo' or 'fifo', got {order!r}")
         if not isinstance(fsync, bool):
@@ -100,10 +132,17 @@ class Frontier:
         self.fsync = fsync
         self._closed = True
         self._mutex = threading.RLock()  # re-entrant: a compact() progress callback may read stats()
+        self._cond = threading.Condition(self._mutex)
+        self._waiters = 0  # threads waiting in pop(timeout=...)
+        self._delay, self._per_host, self._prefer = delay, per_host, prefer
+        self._hosts = HostSchedule("lifo", delay, per_host, prefer)
+        self._delayed = DelayedRequests()
+        self._delayed_due: float | None = None  # the earliest due time held back, when any is
+        self._pulled: tuple[int, bytes | memoryview] | None = None  # the last record read to learn its host
         self._compacting = False
         self._counters = dict.fromkeys(
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
-             "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal"), 0)
+             "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled"), 0)
         self._inflight: dict[int, Request] = {}
         self._pending: dict[int, int] = {}
         self._memory_seq = 0
@@ -145,8 +184,8 @@ class Frontier:
                 )
             if not os.path.exists(layout.journal):
                 raise JobDirCorrupt(layout.journal, 0, "the journal is missing, so pending requests cannot be read")
-            if meta["version"] == 1:
-                upgrade_format1(layout, progress)
+            if meta["version"] < 3:
+                upgrade_journal(layout, progress)
                 meta = read_meta(layout)
             fresh = False
         else:
@@ -155,12 +194,13 @@ class Frontier:
             if os.path.lexists(layout.journal):
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
-                                         '"diskfrontier", "version": 2, "order": "lifo"} (or "fifo")')
+                                         '"diskfrontier", "version": 3, "order": "lifo"} (or "fifo")')
             self._set_aside_foreign_queue()
             JournalWriter.create(layout.journal)
             meta = write_meta(layout, order or "lifo")
             fresh = True
         self.order: str = meta["order"]
+        self._hosts = HostSchedule(self.order, self._delay, self._per_host, self._prefer)
         if os.path.lexists(layout.compacting):
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor)
@@ -185,6 +225,8 @@ class Frontier:
         checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record,
                               self._journal.crc)
         self._floor, self._floor_crc = self._journal.size, self._journal.crc
+        self._hosts.active = self._hosts.active or any(h.has_settings for h in self._hosts.table.values())
+        self._delayed_due = self._delayed.next_due()
         if not fresh:
             self._log_resume(time.perf_counter() - started)
 
@@ -206,15 +248,27 @@ class Frontier:
         crc = MAGIC_CRC if size == len(MAGIC) else saved.journal_crc if saved.clean else None
         self._journal = JournalWriter(self.layout.journal, size, fsync=self.fsync, crc=crc)
         try:
-            self._queues = OffsetQueues(self.layout.queue_dir, self.order, saved.pending)
+            self._queues = OffsetQueues(self.layout.queue_dir, self.order, saved.queues)
         except JobDirCorrupt as exc:
             self._rebuild(str(exc), None)
             return
+        try:
+            host_state = load_host_state(self.layout.hosts, saved.hosts_file) if saved.hosts_file else None
+        except HostFileUnusable as exc:
+            self._queues.close()
+            self._rebuild(str(exc), None)
+            return
         sizes = self._queues.sizes()
+        if host_state is not None:
+            for priority, count in host_state.delayed.by_priority.items():
+                sizes[priority] = sizes.get(priority, 0) + count
         if sizes != saved.pending:
             self._queues.close()
             self._rebuild(f"queue sizes {sizes} do not match the checkpoint {saved.pending}", None)
             return
+        if host_state is not None:
+            self._delayed = host_state.delayed
+            self._hosts.table = {host.name: host for host in host_state.hosts}
         self._pending = dict(sizes)
         self._records = {"pushes": saved.journal_pushes, "dones": saved.journal_dones}
         self._last_record = saved.last_record
@@ -228,15 +282,28 @@ class Frontier:
         OffsetQueues.wipe(self.layout.queue_dir)
         self._queues = OffsetQueues(self.layout.queue_dir, self.order)
         state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor,
-                               floor_crc=self._floor_crc, progress=progress)
+                               floor_crc=self._floor_crc, progress=progress, now=time.time())
         self._live_bytes = state.live_bytes
+        self._delayed = DelayedRequests()
+        for offset, priority, due in state.delayed:
+            self._delayed.add(due, offset, priority)
+        self._hosts.table = {}
+        for hid, raw in enumerate(state.host_names):
+            host = self._hosts.host(raw.decode("utf-8", "replace"))
+            host.pending, host.done = state.host_pending.get(hid, 0), state.host_done[hid]
+            record = state.host_settings.get(hid)
+            if record is not None:
+                host.delay = None if record.delay != record.delay else record.delay  # NaN: the default
+                host.blocked_until = record.blocked_until
+                host.budget = None if record.budget < 0 else record.budget
+            self._hosts.forget_if_idle(host)
         torn = state.scan.torn
         if torn:
             aside = save_torn_tail(self.layout.journal, state.scan.end)
             log.warning("cut %d bytes of torn tail from %s (kept in %s)", torn, self.layout.journal, aside)
             self._counters["torn_bytes_cut"] += torn
         self._journal = JournalWriter(self.layout.journal, state.scan.end, fsync=self.fsync, crc=state.end_crc)
-        self._pending = {p: len(offsets) for p, offsets in state.pending.items()}
+        self._pending = dict(state.counts)
         self._records = {"pushes": state.pushes, "dones": state.dones}
         self._last_record = state.last_record
         self._counters["recovered"] = state.pending_count
@@ -263,16 +330,18 @@ class Frontier:
                         "the next open", self.path, what, type(exc).__name__, exc)
 
     # ------------------------------------------------------------------ the API
-    def push(self, request: Request, *, memory_only: bool = False) -> bool:
+    def push(self, request: Request, *, memory_only: bool = False, not_before: float | None = None) -> bool:
         """Queue ``request``; False (and nothing written) if its fingerprint was seen before.
 
         When this returns True the request is on its way to the OS: a ``kill -9`` from
         now on cannot lose it (with ``fsync=True``, neither can a power cut).
+        ``not_before`` (a ``time.time()`` value): not handed out before then.
         ``memory_only=True`` keeps it in memory without trying to store it (the caller
         knows it cannot be): served in priority order in this run, lost at close.
         """
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
+        due = 0.0 if not_before is None else _check_time("not_before", not_before)
         fingerprint = request.fingerprint  # computed outside the lock: it is the costly part
         key = key_of(fingerprint)
         with self._mutex:
@@ -288,7 +357,7 @@ class Frontier:
             except Unencodable as exc:
                 self._push_memory(request, str(exc))
                 return True
-            self._store_one(request, record, key)
+            self._store_one(request, record, key, due)
             return True
 
     def push_record(self, request: Request, record: bytes) -> bool:
@@ -368,19 +437,37 @@ class Frontier:
                 self._seen.flush()
             return added
 
-    def _store_one(self, request: Request, record: bytes, key: int) -> None:
+    def _store_one(self, request: Request, record: bytes, key: int, due: float = 0.0) -> None:
         """Append the PUSH record of one accepted request, then index it."""
         priority = request.priority
+        slot = request.slot
         journal = self._journal
         offset = journal.size
-        framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, record)
+        if request.not_before is not None:
+            due = max(due, _check_time("Request.not_before", request.not_before))
+        if (due and due > time.time()) or request.attempts:
+            due = due if due > time.time() else 0.0
+            framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
+                                             slot=slot.encode(), attempts=_attempts(request.attempts),
+                                             not_before=due))
+        else:
+            due = 0.0
+            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot.encode(), record)
         journal.write(framed)
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
                 self._seen.add(request.fingerprint, key)
-            self._queues.push(offset, priority)
+            if due:
+                self._hold(due, offset, priority)
+            else:
+                self._queues.push(offset, priority)
             pending = self._pending
             pending[priority] = pending.get(priority, 0) + 1
+            hosts = self._hosts.table
+            host = hosts.get(slot)
+            if host is None:
+                host = self._hosts.host(slot)
+            host.pending += 1
             self._counters["pushed"] += 1
             self._records["pushes"] += 1
             self._live_bytes += len(framed)
@@ -388,6 +475,14 @@ class Frontier:
         except BaseException as exc:
             self._interrupted("push", exc)
             raise
+        if self._waiters:
+            self._cond.notify_all()
+
+    def _hold(self, due: float, offset: int, priority: int) -> None:
+        """Keep the request at ``offset`` out of the queues until ``due``."""
+        self._delayed.add(due, offset, priority)
+        if self._delayed_due is None or due < self._delayed_due:
+            self._delayed_due = due
 
     def _store(self, accepted: list[tuple[Request, bytes]]) -> None:
         """Append PUSH records for accepted requests in one journal write, then index them."""
@@ -396,8 +491,20 @@ class Frontier:
         offsets = []
         frames = []
         offset = self._journal.size
+        now = time.time()
+        held: dict[int, float] = {}  # offset -> due, for requests with a not_before still ahead
         for request, record in accepted:
-            framed = push_frame(offset, request.priority, request.dont_filter, request.fingerprint, record)
+            due = request.not_before
+            if due is None and not request.attempts:
+                framed = push_frame(offset, request.priority, request.dont_filter, request.fingerprint,
+                                    request.slot.encode(), record)
+            else:
+                due = _check_time("Request.not_before", due) if due is not None and due > now else 0.0
+                if due:
+                    held[offset] = due
+                framed = frame(offset, push_body(request.priority, request.dont_filter, request.fingerprint, record,
+                                                 slot=request.slot.encode(), attempts=_attempts(request.attempts),
+                                                 not_before=due))
             frames.append(framed)
             offsets.append(offset)
             offset += len(framed)
@@ -405,9 +512,15 @@ class Frontier:
         try:
             seen_add = self._seen.add
             groups: dict[int, list[int]] = {}  # offsets per priority, in push order
+            host_of = self._hosts.host
             for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
+                host_of(request.slot).pending += 1
+                if held and at in held:
+                    self._hold(held[at], at, request.priority)
+                    self._count_pending(request.priority, 1)
+                    continue
                 group = groups.get(request.priority)
                 if group is None:
                     group = groups[request.priority] = []
@@ -422,6 +535,8 @@ class Frontier:
         except BaseException as exc:
             self._interrupted("push_many", exc)
             raise
+        if self._waiters:
+            self._cond.notify_all()
 
     def push_many(self, requests: Iterable[Request]) -> int:
         """Push many requests as one group commit (one write); return how many were queued.
@@ -459,6 +574,9 @@ class Frontier:
             self._memory_seen.add(request.fingerprint)
         self._memq.push(request, -request.priority)
         self._count_pending(request.priority, 1)
+        self._hosts.host(request.slot).pending += 1
+        if self._waiters:
+            self._cond.notify_all()
         self._counters["unserializable"] += 1
         self._counters["pushed"] += 1
         if reason is not None and not self._warned_unserializable:
@@ -468,46 +586,172 @@ class Frontier:
                 "lost if the crawl stops before it is done; further such requests are only counted "
                 "(stats()['unserializable'])", request, reason)
 
-    def pop(self) -> Request | None:
-        """The next request (highest priority first), now in flight until ``done``; None if empty."""
+    def pop(self, timeout: float | None = 0.0) -> Request | None:
+        """The next request, now in flight until ``done`` (or ``retry``); None if none is ready.
+
+        The highest-priority request among ready hosts (ties: the host ready longest);
+        within a host, priority then LIFO/FIFO. ``timeout=0`` does not wait; ``timeout=t``
+        waits up to t seconds for a request to become ready; ``timeout=None`` waits until
+        one is, and returns None once the crawl is ``finished`` or when nothing could ever
+        become ready without another call (nothing in flight, nothing waiting for a time:
+        only hosts blocked for ever or over their budget are left).
+        """
+        if timeout is not None:
+            timeout = _check_seconds("timeout", timeout)
         with self._mutex:
             self._check_open()
-            disk_top = self._queues.pq.curprio  # -priority, as queuelib keys it
-            memory_top = self._memq.curprio
-            if disk_top is None and memory_top is None:
-                return None
-            try:  # a queue entry taken and not handed out: the frontier must be rebuilt
-                if memory_top is not None and (disk_top is None or memory_top < disk_top):
-                    request = self._memq.pop()
-                    assert request is not None
-                    self._memory_seq -= 1
-                    request._seq = self._memory_seq
-                else:
-                    offset = self._queues.pop()
-                    assert offset is not None
-                    request = self._load(offset)
-                self._inflight[request._seq] = request  # type: ignore[index]  # set by both branches
-                pending = self._pending
-                left = pending[request.priority] - 1
-                if left:
-                    pending[request.priority] = left
-                else:
-                    del pending[request.priority]
-                self._counters["popped"] += 1
-            except BaseException as exc:
-                self._interrupted("pop", exc)
-                raise
-            return request
+            request = self._pop_now()
+            if request is not None or timeout == 0:
+                return request
+            return self._pop_wait(timeout)
 
-    def _load(self, offset: int) -> Request:
-        body = self._journal.read_body(offset)
-        _, priority, flags, fplen = _PUSH_HEAD_UNPACK(body)
-        start = _PUSH_HEAD_SIZE + fplen
+    def _pop_wait(self, timeout: float | None) -> Request | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wake = self._next_event()
+            if timeout is None and wake is None and not self._inflight:
+                return None  # finished, or stalled: nothing can become ready by waiting
+            wait = None if wake is None else max(0.0, wake - time.time()) + 0.001
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                wait = left if wait is None else min(wait, left)
+            self._waiters += 1
+            try:
+                self._cond.wait(wait)
+            finally:
+                self._waiters -= 1
+            self._check_open()
+            request = self._pop_now()
+            if request is not None:
+                return request
+
+    def _next_event(self) -> float | None:
+        """The earliest time something held back by time becomes ready, or None."""
+        due = self._delayed_due
+        wake = self._hosts.next_wake() if self._hosts.active else None
+        if due is None:
+            return wake
+        return due if wake is None else min(due, wake)
+
+    def _pop_now(self) -> Request | None:
+        now = time.time()
+        if self._delayed_due is not None and now >= self._delayed_due:
+            self._release_due(now)
+        if self._hosts.active:
+            return self._pop_polite(now)
+        disk_top = self._queues.pq.curprio  # -priority, as queuelib keys it
+        memory_top = self._memq.curprio
+        if disk_top is None and memory_top is None:
+            return None
+        try:  # a queue entry taken and not handed out: the frontier must be rebuilt
+            if memory_top is not None and (disk_top is None or memory_top < disk_top):
+                request = self._pop_memory()
+            else:
+                offset = self._queues.pop()
+                assert offset is not None
+                request = self._load(offset)
+            self._hand_out(request, now)
+        except BaseException as exc:
+            self._interrupted("pop", exc)
+            raise
+        return request
+
+    def _pop_memory(self) -> Request:
+        request = self._memq.pop()
+        assert request is not None
+        self._memory_seq -= 1
+        request._seq = self._memory_seq
+        return request
+
+    def _hand_out(self, request: Request, now: float) -> None:
+        self._inflight[request._seq] = request  # type: ignore[index]  # set by every path here
+        pending = self._pending
+        left = pending[request.priority] - 1
+        if left:
+            pending[request.priority] = left
+        else:
+            del pending[request.priority]
+        self._counters["popped"] += 1
+        hosts = self._hosts
+        host = hosts.table.get(request.slot)
+        if host is None:
+            host = hosts.host(request.slot)
+        hosts.handed_out(host, now)
+
+    def _release_due(self, now: float) -> None:
+        """Move the requests whose time has come from the delayed arrays into their queues."""
         try:
-            request = decode_request(body[start:], priority, bool(flags & FLAG_DONT_FILTER),
+            for offset, priority, _due in self._delayed.release(now):
+                self._queues.push(offset, priority)
+        except BaseException as exc:
+            self._interrupted("pop", exc)
+            raise
+        finally:
+            self._delayed_due = self._delayed.next_due()
+
+    def _pop_polite(self, now: float) -> Request | None:
+        """``pop`` when host rules may hold requests back: the best request of a ready host."""
+        hosts = self._hosts
+        try:
+            hosts.wake(now)
+            self._fill(now)
+            best = hosts.best()
+            memory_top = self._memq.curprio
+            if memory_top is not None and (best is None or -memory_top >= _PRIORITY_TOP - hosts.ready[0][1]):
+                request = self._pop_memory()  # kept in memory only: not held back by host rules
+            elif best is None:
+                return None
+            else:
+                _priority, offset = hosts.take(best)
+                pulled = self._pulled
+                request = self._load(offset, pulled[1] if pulled is not None and pulled[0] == offset else None)
+            self._pulled = None
+            self._hand_out(request, now)
+        except BaseException as exc:
+            self._interrupted("pop", exc)
+            raise
+        return request
+
+    def _fill(self, now: float) -> None:
+        """Pull requests from the priority queues into their hosts' buffers while the queues may
+        hold something better than the best ready host's request."""
+        hosts, queues, journal = self._hosts, self._queues, self._journal
+        pq = queues.pq
+        top = _PRIORITY_TOP
+        idle_first = hosts.idle_first
+        pulled = 0
+        while pq.curprio is not None:
+            if hosts.best() is not None:
+                rank, key = hosts.ready[0][0], hosts.ready[0][1]
+                if top + pq.curprio >= key and (rank == 0 or pulled >= _PULL_FOR_IDLE):
+                    return  # with prefer="idle", a while longer for a host with nothing in flight
+            pulled += idle_first
+            priority = -pq.curprio
+            offset = queues.pop()
+            assert offset is not None
+            body = journal.read_body(offset)
+            _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
+            start = _PUSH_HEAD_SIZE + fplen
+            slot = bytes(body[start:start + slotlen]).decode("utf-8", "replace")
+            hosts.buffer(hosts.host(slot), priority, offset, now)
+            self._pulled = (offset, body)
+
+    def _load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
+        if body is None:
+            body = self._journal.read_body(offset)
+        kind, priority, flags, fplen, slotlen, attempts, not_before = _PUSH_HEAD_UNPACK(body)
+        start = _PUSH_HEAD_SIZE + fplen
+        end = len(body) if kind == PUSH else len(body) - 8
+        try:
+            request = decode_request(body[start + slotlen:end], priority, bool(flags & FLAG_DONT_FILTER),
                                      bytes(body[_PUSH_HEAD_SIZE:start]), offset)
-        except ValueError as exc:
+            request._slot = bytes(body[start:start + slotlen]).decode("utf-8")
+        except ValueError as exc:  # UnicodeDecodeError included
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
+        request.attempts = attempts
+        request.not_before = not_before or None
         request._size = _HEADER + len(body)
         return request
 
@@ -520,8 +764,15 @@ class Frontier:
                 f"pop() returned, once")
         return int(seq)
 
-    def done(self, request: Request) -> None:
-        """Acknowledge ``request`` (as returned by ``pop``): it will never be handed out again."""
+    def done(self, request: Request, *, refetch_after: float | None = None) -> None:
+        """Acknowledge ``request`` (as returned by ``pop``): it will never be handed out again.
+
+        ``refetch_after=s``: finished now, and the same request comes back as pending
+        after ``s`` seconds (re-crawl scheduling), written as one REFETCH record.
+        """
+        if refetch_after is not None:
+            self._requeue(request, "done", REFETCH, _check_seconds("refetch_after", refetch_after), 0)
+            return
         seq = getattr(request, "_seq", None)
         with self._mutex:
             self._check_open()
@@ -540,8 +791,79 @@ class Frontier:
                     self._last_record = offset
                 del inflight[seq]
                 self._counters["done"] += 1
+                self._host_back(request, seq >= 0)
             except BaseException as exc:
                 self._interrupted("done", exc)
+                raise
+
+    def _host_back(self, request: Request, counted: bool, pending: int = 0) -> None:
+        """A request of this host is no longer in flight (done if ``counted``; pending again if ``pending``)."""
+        hosts = self._hosts
+        host = hosts.host(request.slot)
+        host.inflight -= 1
+        host.pending += pending
+        if counted:
+            host.done += 1
+        if hosts.active:
+            hosts.place(host, time.time())
+        if self._waiters:
+            self._cond.notify_all()
+
+    def retry(self, request: Request, *, delay: float = 0.0) -> None:
+        """Give an in-flight request back, ready after ``delay`` seconds, with ``attempts`` one higher.
+
+        One RETRY record: a crash at any point leaves the request either in flight (it
+        comes back at the next open) or pending again, never lost. The request is stored
+        as it is now (a changed ``meta`` is kept).
+        """
+        self._requeue(request, "retry", RETRY, _check_seconds("delay", delay), 1)
+
+    def _requeue(self, request: Request, what: str, kind: int, after: float, more_attempts: int) -> None:
+        with self._mutex:
+            self._check_open()
+            seq = self._in_flight_seq(request, what)
+            priority = request.priority
+            if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+                raise ValueError(f"{what}(): {request!r} has priority {priority!r}, not a 32-bit int")
+            attempts = min(request.attempts + more_attempts, MAX_ATTEMPTS)
+            if seq < 0:  # kept in memory only: back into the memory queue, its time not kept
+                del self._inflight[seq]
+                request.attempts = attempts
+                self._memq.push(request, -priority)
+                self._count_pending(priority, 1)
+                self._counters["retried" if kind == RETRY else "refetch_scheduled"] += 1
+                self._host_back(request, kind == REFETCH, 1)
+                return
+            try:
+                record = encode_request(request)
+            except Unencodable as exc:
+                raise FrontierError(f"{what}(): {request!r} can no longer be stored ({exc}); it is still in "
+                                    f"flight: done() it, or fix its meta and try again") from None
+            due = time.time() + after if after > 0 else 0.0
+            journal = self._journal
+            offset = journal.size
+            framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
+                                             slot=request.slot.encode(), attempts=attempts, not_before=due,
+                                             kind=kind, target=seq))
+            journal.write(framed)
+            try:
+                self._live_bytes += len(framed) - self._inflight.pop(seq)._size
+                self._records["pushes"] += 1
+                self._records["dones"] += 1
+                self._last_record = offset
+                if due:
+                    self._hold(due, offset, priority)
+                else:
+                    self._queues.push(offset, priority)
+                self._count_pending(priority, 1)
+                request.attempts = attempts
+                request.not_before = due or None
+                self._counters["retried" if kind == RETRY else "refetch_scheduled"] += 1
+                if kind == REFETCH:
+                    self._counters["done"] += 1
+                self._host_back(request, kind == REFETCH, 1)
+            except BaseException as exc:
+                self._interrupted(what, exc)
                 raise
 
     def done_many(self, requests: Iterable[Request]) -> None:
@@ -561,12 +883,121 @@ class Frontier:
                     self._records["dones"] += len(on_disk)
                     self._live_bytes -= sum(self._inflight[seq]._size for seq in on_disk)
                     self._last_record = offsets[-1]
-                for seq in seqs:
+                for request, seq in zip(batch, seqs, strict=True):
                     del self._inflight[seq]
+                    self._host_back(request, seq >= 0)
                 self._counters["done"] += len(seqs)
             except BaseException as exc:
                 self._interrupted("done_many", exc)
                 raise
+
+    # ------------------------------------------------------------------ time and hosts
+    @property
+    def finished(self) -> bool:
+        """True when nothing is pending and nothing is in flight."""
+        with self._mutex:
+            return not self._inflight and not any(self._pending.values())
+
+    def next_ready(self) -> float | None:
+        """When the next pending request may be handed out (a ``time.time()`` value; now if one
+        may be now), or None if none can become ready by waiting alone."""
+        with self._mutex:
+            self._check_open()
+            now = time.time()
+            try:
+                if self._delayed_due is not None and now >= self._delayed_due:
+                    self._release_due(now)
+                if self._memq.curprio is not None:
+                    return now
+                if not self._hosts.active:
+                    if self._queues.pq.curprio is not None:
+                        return now
+                else:
+                    self._hosts.wake(now)
+                    self._fill(now)
+                    if self._hosts.best() is not None:
+                        return now
+            except BaseException as exc:
+                self._interrupted("next_ready", exc)
+                raise
+            return self._next_event()
+
+    def set_delay(self, host: str, seconds: float | None) -> None:
+        """Wait at least ``seconds`` between hand-outs of ``host`` (None: the frontier's ``delay``).
+
+        For a robots.txt Crawl-delay. Kept in the journal: it holds across restarts and crashes.
+        """
+        name = _check_host(host)
+        delay = None if seconds is None else _check_seconds("seconds", seconds)
+        with self._mutex:
+            self._check_open()
+            entry = self._hosts.host(name)
+            self._set_host(entry, delay, entry.blocked_until, entry.budget)
+
+    def block(self, host: str, until: float) -> None:
+        """Hand out nothing of ``host`` before ``until`` (a ``time.time()`` value; ``math.inf``: until
+        ``unblock``). For a 429 or 503 with Retry-After. Kept across restarts and crashes."""
+        name = _check_host(host)
+        if isinstance(until, bool) or not isinstance(until, (int, float)) or until != until or until < 0:
+            raise ValueError(f"block(): until must be a time.time() value or math.inf, got {until!r}")
+        with self._mutex:
+            self._check_open()
+            entry = self._hosts.host(name)
+            self._set_host(entry, entry.delay, float(until), entry.budget)
+
+    def unblock(self, host: str) -> None:
+        """Undo ``block``: ``host`` is ready as soon as its delay allows."""
+        name = _check_host(host)
+        with self._mutex:
+            self._check_open()
+            entry = self._hosts.host(name)
+            self._set_host(entry, entry.delay, 0.0, entry.budget)
+
+    def set_budget(self, host: str, budget: int | None) -> None:
+        """At most ``budget`` requests of ``host`` done or in flight, ever (None: no limit).
+
+        A retried request counts once; a re-fetch counts again. Kept across restarts and crashes.
+        """
+        name = _check_host(host)
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+            raise ValueError(f"set_budget(): budget must be None or a whole number of at least 0, got {budget!r}")
+        with self._mutex:
+            self._check_open()
+            entry = self._hosts.host(name)
+            self._set_host(entry, entry.delay, entry.blocked_until, budget)
+
+    def _set_host(self, host: Any, delay: float | None, blocked_until: float, budget: int | None) -> None:
+        """Write a HOST record with these settings, then apply them."""
+        body = host_body(host.name.encode(), _NAN if delay is None else delay, blocked_until,
+                         -1 if budget is None else budget, host.done)
+        journal = self._journal
+        offset = journal.size
+        journal.write(frame(offset, body))
+        try:
+            self._last_record = offset
+            host.delay, host.blocked_until, host.budget = delay, blocked_until, budget
+            self._hosts.active = True
+            self._hosts.place(host, time.time())
+            self._hosts.forget_if_idle(host)
+        except BaseException as exc:
+            self._interrupted("a host setting", exc)
+            raise
+        if self._waiters:
+            self._cond.notify_all()
+
+    def hosts(self) -> list[HostInfo]:
+        """Every host with pending, in-flight or done requests or a setting: counts, delay, ready time,
+        block and budget, sorted by name."""
+        with self._mutex:
+            self._check_open()
+            schedule = self._hosts
+            out = []
+            for name in sorted(schedule.table):
+                host = schedule.table[name]
+                ready = schedule.wake_time(host) if host.pending else None
+                out.append(HostInfo(name, host.pending, host.inflight, host.done, schedule.delay_of(host),
+                                    ready, host.blocked_until or None, host.budget))
+            return out
 
     def _count_pending(self, priority: int, delta: int) -> None:
         count = self._pending.get(priority, 0) + delta
@@ -601,6 +1032,10 @@ class Frontier:
                 "order": self.order,
                 "recovery": self.recovery,
                 "dirty": self._dirty,
+                "delayed": len(self._delayed),
+                "hosts": len(self._hosts.table),
+                "buffered": self._hosts.buffered,
+                "politeness": self._hosts.active,
             }
 
     # ------------------------------------------------------------------ closing
@@ -623,7 +1058,12 @@ class Frontier:
         # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
         self._compacting = True
         try:
-            result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress)
+            hosts = tuple(
+                host_body(h.name.encode(), _NAN if h.delay is None else h.delay, h.blocked_until,
+                          -1 if h.budget is None else h.budget, h.done)
+                for h in self._hosts.table.values() if h.has_settings or h.done)
+            result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress,
+                                     hosts=hosts)
         finally:
             self._compacting = False
         try:
@@ -635,16 +1075,24 @@ class Frontier:
             install(layout.journal, layout.compacting)
             OffsetQueues.wipe(layout.queue_dir)
             self._queues = OffsetQueues(layout.queue_dir, self.order)
-            for offset, priority in result.kept:
-                self._queues.push(offset, priority)
+            self._hosts.drain()
+            self._delayed.clear()
+            now = time.time()
+            for offset, priority, not_before in result.kept:
+                if not_before > now:
+                    self._delayed.add(not_before, offset, priority)
+                else:
+                    self._queues.push(offset, priority)
+            self._delayed_due = self._delayed.next_due()
+            self._pulled = None
             self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync, crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
             raise
         self._floor, self._floor_crc = result.bytes_after, result.crc
         self._records = {"pushes": len(result.kept), "dones": 0}
-        self._live_bytes = result.bytes_after - len(MAGIC)
-        self._last_record = result.kept[-1][0] if result.kept else -1
+        self._live_bytes = result.bytes_after - len(MAGIC) - result.host_bytes
+        self._last_record = result.last_record
         log.info("compacted %s: journal %s -> %s bytes", self.path, f"{result.bytes_before:,}",
                  f"{result.bytes_after:,}")
         return result
@@ -666,6 +1114,7 @@ class Frontier:
                 return
             self._closed = True
             _OPEN.discard(self)
+            self._cond.notify_all()  # waiting pop()s raise FrontierClosed
             try:
                 if self._dirty is None:
                     self._checkpoint_and_close()
@@ -681,9 +1130,12 @@ class Frontier:
     def _checkpoint_and_close(self) -> None:
         requeued = 0
         for seq, request in self._inflight.items():
+            host = self._hosts.host(request.slot)
+            host.inflight -= 1
             if seq >= 0:
                 self._queues.push(seq, request.priority)
                 self._count_pending(request.priority, 1)
+                host.pending += 1
                 requeued += 1
         memory_lost = len(self._memq) + sum(1 for s in self._inflight if s < 0)
         self._inflight.clear()
@@ -693,8 +1145,11 @@ class Frontier:
             log.warning("%d requests that could not be stored on disk are lost at close", memory_lost)
             for request in self._memory_requests():
                 self._count_pending(request.priority, -1)
+                self._hosts.host(request.slot).pending -= 1
         if self._should_compact():
             self._compact(None)
+        self._return_buffers()
+        queued = self._queues.sizes()
         active = self._queues.close()
         self._sync_queue_files()
         OffsetQueues.write_active(self.layout.active, active)
@@ -702,12 +1157,26 @@ class Frontier:
         self._journal.sync()
         index = self._seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
         pending = {p: n for p, n in self._pending.items() if n}
+        kept = [h for h in self._hosts.table.values() if h.pending or h.done or h.has_settings]
+        hosts_file = save_host_state(self.layout.hosts, kept, self._delayed)
         checkpoint.write_clean(
             self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
-            queues={p: queue_crc(self.layout.queue_dir, p) for p in pending},
+            queues={p: queue_crc(self.layout.queue_dir, p) for p in queued},
             pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes,
-            seen_index=index, journal_crc=self._journal.crc)
+            hosts_file=hosts_file, seen_index=index, journal_crc=self._journal.crc)
+
+    def _return_buffers(self) -> None:
+        """Put the requests of the host buffers back into their priority queues, in journal order."""
+        drained = self._hosts.drain()
+        self._pulled = None
+        groups: dict[int, list[int]] = {}
+        for priority, offset in drained:
+            groups.setdefault(priority, []).append(offset)
+        for priority, offsets in groups.items():
+            offsets.extend(self._queues.take_all(priority))
+            offsets.sort()
+            self._queues.load(priority, array("Q", offsets))
 
     def _memory_requests(self) -> list[Request]:
         out = []
@@ -785,6 +1254,31 @@ class Frontier:
         return f"<Frontier {self.path} ({state})>"
 
 
+def _check_seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a number of seconds, at least 0, got {value!r}")
+    return float(value)
+
+
+def _check_time(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"{name} must be a time.time() value, got {value!r}")
+    return float(value)
+
+
+def _attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Request.attempts must be a whole number of at least 0, got {value!r}")
+    return min(value, MAX_ATTEMPTS)
+
+
+def _check_host(host: Any) -> str:
+    checked = check_slot(host, "host")
+    if checked is None:
+        raise TypeError("host must be a str, got None")
+    return checked
+
+
 def _just_created(journal: str) -> bool:
     """True if ``journal`` holds no more than (a beginning of) its magic: created, never written."""
     if not os.path.lexists(journal) or os.lstat(journal).st_size > len(MAGIC):
@@ -799,6 +1293,8 @@ def _after_fork_in_child() -> None:
     and queue files that write nowhere."""
     for frontier in list(_OPEN):
         frontier._mutex = threading.RLock()
+        frontier._cond = threading.Condition(frontier._mutex)
+        frontier._waiters = 0
         queues = getattr(frontier, "_queues", None)
         if queues is not None and not frontier._closed:
             with contextlib.suppress(OSError):

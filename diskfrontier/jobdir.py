@@ -1,9 +1,9 @@
 """The job directory: its file names, ``frontier.json`` and the ``lock``.
 
-Format 2 (docs/format.md describes every file)::
+Format 3 (docs/format.md describes every file)::
 
     JOBDIR/
-      frontier.json        {"format": "diskfrontier", "version": 2, "order", "created", ...}
+      frontier.json        {"format": "diskfrontier", "version": 3, "order", "created", ...}
       lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
       requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
@@ -11,9 +11,9 @@ Format 2 (docs/format.md describes every file)::
       requests.queue/      per-priority queuelib queues of journal offsets + active.json (queues.py)
       requests.urls        the journal: every accepted push and done (journal.py)
       requests.cursor      the checkpoint (checkpoint.py)
+      requests.hosts       the host table and delayed requests at the last clean close (hoststate.py)
 
-Format 1 directories (no checksums over record identity, no seen sums) are upgraded
-in place when they are opened (upgrade.py).
+Format 1 and 2 directories are upgraded in place when they are opened (upgrade.py).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; im
 from .safefs import DIRECTORY, FILE, open_file
 
 FORMAT_NAME = "diskfrontier"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1 is upgraded on open
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # 1 and 2 are upgraded on open
 FINGERPRINT_VERSION = "scrapy-sha1-1"
 
 
@@ -78,18 +78,22 @@ class Layout:
         return os.path.join(self.root, "requests.seen.sums")
 
     @property
+    def hosts(self) -> str:
+        return os.path.join(self.root, "requests.hosts")
+
+    @property
     def compacting(self) -> str:
         return os.path.join(self.root, "requests.urls.compact")
 
     def entries(self) -> dict[str, str]:
         """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
         files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.seen.index",
-                 "requests.urls", "requests.cursor", "requests.urls.compact")
+                 "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts")
         return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY}
 
 
 _META_HINT = (
-    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 2, '
+    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 3, '
     '"order": "lifo"} (or "fifo": FIFO queues are folders in requests.queue/)'
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 from . import checkpoint
 from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
-from .jobdir import Layout, probe_lock, read_meta
+from .hoststate import HostFileUnusable, HostState, load_host_state
+from .jobdir import FORMAT_VERSION, Layout, probe_lock, read_meta
 from .journal import MAGIC, parse_push, read_record, record_end
 from .queues import distrust_reason, queue_offsets
 from .request import Request
@@ -45,6 +47,9 @@ class JobInfo:
     seen_bytes: int = 0
     reclaimable_bytes: int = 0
     torn_bytes: int = 0
+    hosts: int = 0  # hosts with pending requests
+    delayed: int = 0  # pending requests waiting for a time
+    next_due: float | None = None  # when the first of them is due
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -78,8 +83,8 @@ def inspect_jobdir(path: str) -> JobInfo:
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
     if holder is not None:
         label = f"in use by pid {holder}" if holder else "in use by another process"
-    elif meta["version"] == 1:
-        label = "format 1 (upgraded to format 2 at the next open)"
+    elif meta["version"] < FORMAT_VERSION:
+        label = f"format {meta['version']} (upgraded to format {FORMAT_VERSION} at the next open)"
     elif saved.clean and saved.journal_bytes == journal_bytes and saved.seen_bytes == seen_bytes:
         label = "clean"
     else:
@@ -88,14 +93,23 @@ def inspect_jobdir(path: str) -> JobInfo:
         path=path, state=label, holder_pid=holder or None, format_version=meta["version"], order=meta["order"],
         created=meta.get("created", ""), pending=0, journal_bytes=journal_bytes,
         queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=seen_bytes)
-    if label == "clean" and record_end(layout.journal, saved.last_record) == journal_bytes:
+    host_state = _host_state(layout, saved) if label == "clean" else None
+    if host_state is not None and record_end(layout.journal, saved.last_record) == journal_bytes:
         by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes
         info.seen = _seen_count(layout.seen, seen_bytes)
+        info.hosts = sum(1 for host in host_state.hosts if host.pending)
+        info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
     else:
-        state = read_state(layout.journal, sizes=True, offsets=False)
+        now = time.time()
+        state = read_state(layout.journal, sizes=True, offsets=False, hosts=True)
         by_priority = state.counts
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
+        info.hosts = sum(1 for count in state.host_pending.values() if count)
+        dead = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}[state.codes.typecode]
+        due = [at for index, at in zip(state.timed_index, state.timed_at, strict=True)
+               if at > now and state.codes[index] != dead]
+        info.delayed, info.next_due = len(due), min(due, default=None)
     info.pending = sum(by_priority.values())
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))
     info.reclaimable_bytes = journal_bytes - len(MAGIC) - live
@@ -115,16 +129,31 @@ def _seen_count(path: str, size: int, *, exact: bool = False) -> int:
     return count_fingerprints(path)
 
 
-def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> dict[int, int] | None:
-    """The pending count per priority of a cleanly closed directory whose queue files match its
-    checkpoint (each file's crc32 is checked), or None if its queues cannot be read as they are."""
-    if meta["version"] != 2 or probe_lock(layout.lock) is not None:
+def _host_state(layout: Layout, saved: checkpoint.Checkpoint) -> HostState | None:
+    """``requests.hosts`` of a clean checkpoint, or None if it cannot be used."""
+    if saved.hosts_file is None:
+        return None
+    try:
+        return load_host_state(layout.hosts, saved.hosts_file)
+    except HostFileUnusable:
+        return None
+
+
+def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> tuple[dict[int, int], HostState] | None:
+    """The queued count per priority of a cleanly closed directory whose queue files match its
+    checkpoint (each file's crc32 is checked) and its host file, or None if its queues cannot be
+    read as they are."""
+    if meta["version"] != FORMAT_VERSION or probe_lock(layout.lock) is not None:
         return None
     saved = checkpoint.read_checkpoint(layout.cursor)
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
     if distrust_reason(layout, saved, seen_bytes) is not None:
         return None
-    return saved.pending
+    host_state = _host_state(layout, saved)
+    if host_state is None:
+        return None
+    queued = {p: n - host_state.delayed.by_priority.get(p, 0) for p, n in saved.pending.items()}
+    return {p: n for p, n in queued.items() if n}, host_state
 
 
 class PendingRequests:
@@ -146,12 +175,16 @@ class PendingRequests:
         self.version: int = meta["version"]
         lifo = meta["order"] == "lifo"
         self._parts: list[tuple[int, Callable[[], Iterable[int]]]] = []  # (count, offsets in order) per priority
-        trusted = _trusted_queues(self.layout, meta)
-        if trusted is not None:
+        found = _trusted_queues(self.layout, meta)
+        if found is not None:
+            trusted, host_state = found
             for p in sorted(trusted, reverse=True):
                 if priority is None or p == priority:
                     self._parts.append((trusted[p], functools.partial(
                         queue_offsets, self.layout.queue_dir, meta["order"], p, trusted[p], oldest_first=push_order)))
+            held = [offset for offset, p, _due in host_state.delayed.items() if priority is None or p == priority]
+            if held:  # the requests waiting for a time, in the order they become due
+                self._parts.append((len(held), functools.partial(iter, held)))
             return
         pending = read_state(self.layout.journal).pending
         for p in sorted(pending, reverse=True):
@@ -169,14 +202,61 @@ class PendingRequests:
         try:
             for _, offsets in self._parts:
                 for offset in offsets():
-                    priority, dont_filter, fingerprint, record = parse_push(
-                        read_record(fd, offset, path, self.version))
+                    pushed = parse_push(read_record(fd, offset, path, self.version), self.version)
                     try:
-                        yield decode_request(record, priority, dont_filter, fingerprint, None)
+                        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter,
+                                                 pushed.fingerprint, None)
+                        if pushed.slot:
+                            request._slot = pushed.slot.decode("utf-8")
                     except ValueError as exc:
                         raise JobDirCorrupt(path, offset, str(exc)) from None
+                    request.attempts = pushed.attempts
+                    request.not_before = pushed.not_before or None
+                    yield request
         finally:
             os.close(fd)
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One host of a job directory as ``diskfrontier hosts`` shows it."""
+
+    host: str
+    pending: int
+    done: int
+    delay: float | None  # None: the frontier's delay
+    blocked_until: float | None
+    budget: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def host_table(path: str) -> list[HostRow]:
+    """Every host of the job directory at ``path`` with pending or done requests or a setting
+    (read-only: from ``requests.hosts`` after a clean close, else from one scan of the journal)."""
+    layout = Layout(path)
+    meta = _require_jobdir(layout)
+    if meta["version"] < FORMAT_VERSION:
+        raise FrontierError(f"{path} is a format-{meta['version']} job directory, which has no hosts: open it "
+                            f"once (any command that opens it, or Frontier()) to upgrade it")
+    saved = checkpoint.read_checkpoint(layout.cursor)
+    journal_bytes = os.lstat(layout.journal).st_size
+    host_state = _host_state(layout, saved) if saved.clean and saved.journal_bytes == journal_bytes else None
+    if host_state is not None and probe_lock(layout.lock) is None:
+        return [HostRow(h.name, h.pending, h.done, h.delay, h.blocked_until or None, h.budget)
+                for h in host_state.hosts]
+    state = read_state(layout.journal, offsets=False, hosts=True)
+    rows = []
+    for hid, raw in enumerate(state.host_names):
+        record = state.host_settings.get(hid)
+        delay = None if record is None or record.delay != record.delay else record.delay
+        blocked = record.blocked_until or None if record is not None else None
+        budget = None if record is None or record.budget < 0 else record.budget
+        pending, done = state.host_pending.get(hid, 0), state.host_done[hid]
+        if pending or done or delay is not None or blocked or budget is not None:
+            rows.append(HostRow(raw.decode("utf-8", "replace"), pending, done, delay, blocked, budget))
+    return rows
 
 
 def pending_requests(path: str, *, priority: int | None = None, push_order: bool = False) -> PendingRequests:
@@ -195,4 +275,5 @@ def seen_fingerprints(path: str) -> Iterator[bytes]:
     return fingerprints_in(data)
 
 
-__all__ = ["JobInfo", "PendingRequests", "inspect_jobdir", "pending_requests", "seen_fingerprints"]
+__all__ = ["HostRow", "JobInfo", "PendingRequests", "host_table", "inspect_jobdir", "pending_requests",
+           "seen_fingerprints"]

@@ -1,20 +1,29 @@
 """``requests.urls``: the recovery journal, the truth of what is pending.
 
-Format 2. The file starts with the 8-byte magic ``DFURLS\\x00\\x02``. Then records, each
+Format 3. The file starts with the 8-byte magic ``DFURLS\\x00\\x03``. Then records, each
 a 10-byte frame ``length:u32 crc32:u32 check:u16`` (big-endian) and a body of ``length``
 bytes whose first byte is its type:
 
-* PUSH ``0x01 priority:i32 flags:u8 fplen:u8 fingerprint request-record``; flags bit 0 is
-  ``dont_filter``. The request record is msgpack (``codec.py``).
+* PUSH ``0x01 priority:i32 flags:u8 fplen:u8 slotlen:u8 attempts:u16 not_before:f64
+  fingerprint slot request-record``; flags bit 0 is ``dont_filter``; ``slot`` is the
+  request's queue key (its host, UTF-8); ``not_before`` is a ``time.time()`` value, 0
+  for "now". The request record is msgpack (``codec.py``).
 * DONE ``0x02 offset:u64``: the PUSH record at that byte offset is finished.
+* HOST ``0x03 namelen:u8 delay:f64 blocked_until:f64 budget:i64 done:u64 name``: the
+  settings of one host, and how many of its requests were done, as of this record
+  (``delay`` NaN: the frontier's default; ``blocked_until`` 0: not blocked; ``budget``
+  -1: none). The last HOST record of a host wins.
+* RETRY ``0x04`` and REFETCH ``0x05``: a PUSH body (with this type byte) followed by
+  ``target:u64``: the in-flight PUSH at ``target`` is finished and this request is
+  pending in its place, in one record (REFETCH counts the target as done, RETRY not).
 
 Both checksums start from the record's identity, its byte offset folded to 32 bits
 (``offset ^ offset >> 32``): ``crc32`` is the crc32 of the body continued from it, and
 ``check`` the low 16 bits of the crc32 of the length (u32) continued from it. So a
 record is only valid where it was written (a record copied, swapped or shifted
 elsewhere fails its check), and a damaged length field is told apart from a write cut
-short. A
-request's identity is the byte offset of its PUSH record. Pending = PUSH - DONE.
+short. A request's identity is the byte offset of its PUSH (or RETRY, REFETCH) record.
+Pending = PUSH + RETRY + REFETCH - DONE - RETRY - REFETCH targets.
 
 A bad record is a torn tail (cut at the next open) only when it looks like what a
 kill leaves (a frame cut short, or an intact frame whose record runs past the end of
@@ -22,8 +31,10 @@ the file, or zeros to the end), nothing intact follows it, and it lies at or abo
 the journal's last checkpointed end (the ``floor``). Anything else is damage, named
 by its byte offset.
 
-Format 1 (``DFURLS\\x00\\x01``, an 8-byte frame ``length crc32`` with the crc32 of the
-body alone) is read to upgrade it (``upgrade.py``) and never written.
+Format 2 (``DFURLS\\x00\\x02``: the same frame, PUSH ``0x01 priority:i32 flags:u8
+fplen:u8 fingerprint request-record`` and DONE only) and format 1 (``DFURLS\\x00\\x01``,
+an 8-byte frame ``length crc32`` with the crc32 of the body alone) are read to upgrade
+them (``upgrade.py``) and never written.
 """
 
 from __future__ import annotations
@@ -39,7 +50,8 @@ from .atomic import write_all
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .safefs import open_fd, open_file
 
-MAGIC = b"DFURLS\x00\x02"
+MAGIC = b"DFURLS\x00\x03"
+MAGIC_V2 = b"DFURLS\x00\x02"
 MAGIC_V1 = b"DFURLS\x00\x01"
 FRAME = struct.Struct(">IIH")
 FRAME_V1 = struct.Struct(">II")
@@ -48,17 +60,22 @@ _U32_PACK = struct.Struct(">I").pack
 _FRAME_PACK = FRAME.pack
 _FRAME_UNPACK = FRAME.unpack_from
 _HEADER = FRAME.size
-PUSH_HEAD = struct.Struct(">BiBB")
+PUSH_HEAD = struct.Struct(">BiBBBHd")  # type, priority, flags, fplen, slotlen, attempts, not_before
+PUSH_HEAD_V2 = struct.Struct(">BiBB")
 _PUSH_SIZE = PUSH_HEAD.size
 _PUSH_HEAD_PACK = PUSH_HEAD.pack
 DONE_BODY = struct.Struct(">BQ")
 _DONE_PACK = DONE_BODY.pack
 _DONE_SIZE = DONE_BODY.size
 _DONE_LENGTH = struct.pack(">I", DONE_BODY.size)
+HOST_HEAD = struct.Struct(">BBddqQ")  # type, namelen, delay, blocked_until, budget, done
 OFFSET = struct.Struct(">Q")
-PUSH, DONE = 1, 2
+PUSH, DONE, HOST, RETRY, REFETCH = 1, 2, 3, 4, 5
+REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
+CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
+MAX_ATTEMPTS = 0xFFFF
 MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 _CHUNK = 8 << 20
 
@@ -86,6 +103,25 @@ def header_check(offset: int, length: int) -> int:
     return _crc32(_U32_PACK(length), identity(offset)) & 0xFFFF
 
 
+def _body_ok_v3(body: bytes | memoryview) -> bool:
+    """A record of a known type whose size fits its own length fields (format 3)."""
+    kind, size = body[0], len(body)
+    if kind in (PUSH, RETRY, REFETCH):
+        extra = 0 if kind == PUSH else 8
+        return size >= _PUSH_SIZE and size > _PUSH_SIZE + body[6] + body[7] + extra
+    if kind == DONE:
+        return size == _DONE_SIZE
+    return kind == HOST and size > HOST_HEAD.size and size == HOST_HEAD.size + body[1]
+
+
+def _body_ok_v2(body: bytes | memoryview) -> bool:
+    """A PUSH long enough for its header, fingerprint and a record, or a DONE of 9 bytes (formats 1, 2)."""
+    kind = body[0]
+    if kind == PUSH:
+        return len(body) >= PUSH_HEAD_V2.size and len(body) > PUSH_HEAD_V2.size + body[PUSH_HEAD_V2.size - 1]
+    return kind == DONE and len(body) == _DONE_SIZE
+
+
 @dataclass(frozen=True)
 class _Rules:
     """How one format frames its records."""
@@ -93,15 +129,27 @@ class _Rules:
     frame: struct.Struct
     crc: Callable[[int, bytes | memoryview], int]
     checked_header: bool
+    body_ok: Callable[[bytes | memoryview], bool]
 
 
-_RULES = {2: _Rules(FRAME, record_crc, True), 1: _Rules(FRAME_V1, _crc_v1, False)}
+_RULES = {3: _Rules(FRAME, record_crc, True, _body_ok_v3), 2: _Rules(FRAME, record_crc, True, _body_ok_v2),
+          1: _Rules(FRAME_V1, _crc_v1, False, _body_ok_v2)}
 
 
-def push_body(priority: int, dont_filter: bool, fingerprint: bytes, record: bytes) -> bytes:
-    """The body of a PUSH record (framed by ``frame`` once its offset is known)."""
+def push_body(
+    priority: int, dont_filter: bool, fingerprint: bytes, record: bytes, *, slot: bytes = b"", attempts: int = 0,
+    not_before: float = 0.0, kind: int = PUSH, target: int | None = None,
+) -> bytes:
+    """The body of a PUSH (or RETRY/REFETCH, with ``target``) record, framed by ``frame`` once its offset is known."""
     flags = FLAG_DONT_FILTER if dont_filter else 0
-    return PUSH_HEAD.pack(PUSH, priority, flags, len(fingerprint)) + fingerprint + record
+    head = _PUSH_HEAD_PACK(kind, priority, flags, len(fingerprint), len(slot), attempts, not_before)
+    tail = b"" if target is None else OFFSET.pack(target)
+    return head + fingerprint + slot + record + tail
+
+
+def host_body(name: bytes, delay: float, blocked_until: float, budget: int, done: int) -> bytes:
+    """The body of a HOST record (see the module docstring for the field values)."""
+    return HOST_HEAD.pack(HOST, len(name), delay, blocked_until, budget, done) + name
 
 
 def done_body(offset: int) -> bytes:
@@ -116,10 +164,9 @@ def frame(offset: int, body: bytes) -> bytes:
     return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
 
 
-def push_frame(offset: int, priority: int, dont_filter: bool, fingerprint: bytes, record: bytes) -> bytes:
-    """``frame(offset, push_body(...))`` in one step: the framed PUSH record of one request."""
-    flags = FLAG_DONT_FILTER if dont_filter else 0
-    body = _PUSH_HEAD_PACK(PUSH, priority, flags, len(fingerprint)) + fingerprint + record
+def push_frame(offset: int, priority: int, flags: int, fingerprint: bytes, slot: bytes, record: bytes) -> bytes:
+    """``frame(offset, push_body(...))`` in one step, for a request that is due now and never tried."""
+    body = _PUSH_HEAD_PACK(PUSH, priority, flags, len(fingerprint), len(slot), 0, 0.0) + fingerprint + slot + record
     length = len(body)
     seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
     return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
@@ -144,12 +191,55 @@ def frame_all(offset: int, bodies: list[bytes]) -> tuple[bytes, list[int]]:
     return b"".join(out), offsets
 
 
-def parse_push(body: bytes | memoryview) -> tuple[int, bool, bytes, memoryview]:
-    """(priority, dont_filter, fingerprint, request record) of a PUSH body."""
-    _, priority, flags, fplen = PUSH_HEAD.unpack_from(body)
-    start = PUSH_HEAD.size
+@dataclass(frozen=True)
+class Pushed:
+    """The fields of a PUSH, RETRY or REFETCH body."""
+
+    kind: int
+    priority: int
+    dont_filter: bool
+    fingerprint: bytes
+    slot: bytes  # empty in a format-2 record: the URL's host
+    attempts: int
+    not_before: float
+    record: memoryview
+    target: int | None  # the request a RETRY or REFETCH finishes
+
+
+def parse_push(body: bytes | memoryview, version: int = 3) -> Pushed:
+    """The fields of a request-carrying body (of a format-3 journal, or a format-1/2 PUSH)."""
     view = memoryview(body)
-    return priority, bool(flags & FLAG_DONT_FILTER), bytes(view[start:start + fplen]), view[start + fplen:]
+    if version < 3:
+        _, priority, flags, fplen = PUSH_HEAD_V2.unpack_from(body)
+        start = PUSH_HEAD_V2.size
+        return Pushed(PUSH, priority, bool(flags & FLAG_DONT_FILTER), bytes(view[start:start + fplen]), b"", 0, 0.0,
+                      view[start + fplen:], None)
+    kind, priority, flags, fplen, slotlen, attempts, not_before = PUSH_HEAD.unpack_from(body)
+    fp_end = _PUSH_SIZE + fplen
+    slot_end = fp_end + slotlen
+    if kind == PUSH:
+        return Pushed(kind, priority, bool(flags & FLAG_DONT_FILTER), bytes(view[_PUSH_SIZE:fp_end]),
+                      bytes(view[fp_end:slot_end]), attempts, not_before, view[slot_end:], None)
+    return Pushed(kind, priority, bool(flags & FLAG_DONT_FILTER), bytes(view[_PUSH_SIZE:fp_end]),
+                  bytes(view[fp_end:slot_end]), attempts, not_before, view[slot_end:-8],
+                  OFFSET.unpack_from(body, len(body) - 8)[0])
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """The fields of a HOST body."""
+
+    name: bytes
+    delay: float  # NaN: the frontier's default
+    blocked_until: float
+    budget: int  # -1: none
+    done: int
+
+
+def parse_host(body: bytes | memoryview) -> HostRecord:
+    """The fields of a HOST body."""
+    _, namelen, delay, blocked_until, budget, done = HOST_HEAD.unpack_from(body)
+    return HostRecord(bytes(body[HOST_HEAD.size:HOST_HEAD.size + namelen]), delay, blocked_until, budget, done)
 
 
 def push_priority(body: bytes | memoryview) -> int:
@@ -163,32 +253,28 @@ def done_target(body: bytes | memoryview) -> int:
 
 
 def journal_version(path: str, head: bytes, size: int) -> int:
-    """1 or 2, from the file's first bytes; raises unless they are a journal magic."""
+    """1, 2 or 3, from the file's first bytes; raises unless they are a journal magic."""
     if size == 0:
         raise JobDirCorrupt(path, 0, "the journal is empty (its header is missing)")
     if head == MAGIC:
+        return 3
+    if head == MAGIC_V2:
         return 2
     if head == MAGIC_V1:
         return 1
     if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
         raise FormatError(
-            f"{path}: incompatible journal version (got v{head[-1]}, can handle v1 and v2); "
+            f"{path}: incompatible journal version (got v{head[-1]}, can handle v1 to v3); "
             f"use the diskfrontier release that wrote it")
     raise JobDirCorrupt(path, 0, "not a diskfrontier journal (bad magic)")
 
 
 def check_magic(path: str, head: bytes, size: int) -> None:
-    """Raise unless ``head`` is the magic of the format written now (2)."""
-    if journal_version(path, head, size) != 2:
-        raise FormatError(f"{path} is a format-1 journal; open the job directory with Frontier() to upgrade it")
-
-
-def _body_ok(body: memoryview) -> bool:
-    """A PUSH long enough for its header, fingerprint and a record, or a DONE of 9 bytes."""
-    kind = body[0]
-    if kind == PUSH:
-        return len(body) >= PUSH_HEAD.size and len(body) > PUSH_HEAD.size + body[PUSH_HEAD.size - 1]
-    return kind == DONE and len(body) == DONE_BODY.size
+    """Raise unless ``head`` is the magic of the format written now (3)."""
+    version = journal_version(path, head, size)
+    if version != 3:
+        raise FormatError(f"{path} is a format-{version} journal; open the job directory with Frontier() to "
+                          f"upgrade it")
 
 
 @dataclass
@@ -207,7 +293,7 @@ class ScanResult:
     size: int = 0
     end: int = 0
     torn: int = 0
-    version: int = 2
+    version: int = 3
     damage: list[Damage] = field(default_factory=list)
 
 
@@ -243,7 +329,7 @@ class JournalScan:
             yield from self._records(f, size, _RULES[self.result.version], max(len(MAGIC), self.start))
 
     def _records(self, f: IO[bytes], size: int, rules: _Rules, pos: int) -> Iterator[tuple[int, memoryview]]:
-        fmt, crc_of, checked = rules.frame, rules.crc, rules.checked_header
+        fmt, crc_of, checked, body_ok = rules.frame, rules.crc, rules.checked_header, rules.body_ok
         unpack, header = fmt.unpack_from, fmt.size
         result = self.result
         buf, base = b"", pos  # buf holds the file's bytes from offset `base`
@@ -277,8 +363,7 @@ class JournalScan:
                     body = view[rel + header:rel + header + length]
                     if (_crc32(body, seed) if checked else crc_of(pos, body)) != fields[1]:
                         problem = "checksum mismatch"
-                    elif not (length >= _PUSH_SIZE and length > _PUSH_SIZE + body[_PUSH_SIZE - 1] if body[0] == PUSH
-                              else body[0] == DONE and length == _DONE_SIZE):
+                    elif not body_ok(body):
                         problem = f"record of unknown type {body[0]}"
                     else:
                         yield pos, body
@@ -337,19 +422,19 @@ def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules) -> int:
             else:
                 f.seek(pos + i + header)
                 body = memoryview(f.read(length))
-            if crc_of(pos + i, body) == fields[1] and _body_ok(body):
+            if crc_of(pos + i, body) == fields[1] and rules.body_ok(body):
                 return pos + i
         pos += max(1, min(len(chunk) - header, _CHUNK))
     return size
 
 
-def read_record(fd: int, offset: int, path: str, version: int = 2) -> memoryview:
-    """The body of the PUSH record at ``offset`` of the journal open as ``fd``, checked against its crc.
+def read_record(fd: int, offset: int, path: str, version: int = 3) -> memoryview:
+    """The body of the PUSH (or RETRY, REFETCH) record at ``offset`` of the journal open as ``fd``, checked.
 
-    ``version``: the journal's format (1 only for read-only views of a directory not upgraded yet).
+    ``version``: the journal's format (1 or 2 only for read-only views of a directory not upgraded yet).
     """
     body = _intact_at(fd, offset, _RULES[version])
-    if body is None or body[0] != PUSH:
+    if body is None or body[0] not in (CARRIES_REQUEST if version == 3 else (PUSH,)):
         raise JobDirCorrupt(path, offset, "a queue entry does not point at an intact PUSH record")
     return body
 
@@ -376,7 +461,7 @@ def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
         chunk = os.pread(fd, fmt.size + length, offset)
     body = memoryview(chunk)[fmt.size:fmt.size + length]
     crc = _crc32(body, seed) if rules.checked_header else rules.crc(offset, body)
-    if len(body) != length or crc != fields[1] or not _body_ok(body):
+    if len(body) != length or crc != fields[1] or not rules.body_ok(body):
         return None
     return body
 
@@ -387,7 +472,7 @@ def record_end(path: str, offset: int) -> int | None:
         return len(MAGIC)
     fd = open_fd(path, os.O_RDONLY)
     try:
-        body = _intact_at(fd, offset, _RULES[2])
+        body = _intact_at(fd, offset, _RULES[3])
     finally:
         os.close(fd)
     return None if body is None else offset + FRAME.size + len(body)
@@ -466,8 +551,7 @@ class JournalWriter:
                 seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
                 body = chunk[_HEADER:_HEADER + length]
                 if (_crc32(_U32_PACK(length), seed) & 0xFFFF == check and _crc32(body, seed) == crc
-                        and body[0] == PUSH and length >= _PUSH_SIZE
-                        and length > _PUSH_SIZE + body[_PUSH_SIZE - 1]):
+                        and body[0] in CARRIES_REQUEST and _body_ok_v3(body)):
                     return body
         return read_record(self.fd, offset, self.path)
 

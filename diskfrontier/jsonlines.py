@@ -1,7 +1,9 @@
 """The JSON-lines form of requests that ``diskfrontier export`` writes and ``import`` reads.
 
 One JSON object a line: ``{"url", "method", "headers", "body", "priority", "meta",
-"dont_filter"}``. JSON has no bytes, so every bytes value (a body, a header value, bytes
+"dont_filter"}``, and, when they are not the defaults, ``"slot"`` (a queue key other than
+the URL's host), ``"attempts"`` (retries so far) and ``"not_before"`` (a ``time.time()``
+value: not handed out before then). JSON has no bytes, so every bytes value (a body, a header value, bytes
 inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import.
 Only ``url`` is required on import; the other fields take the ``Request`` defaults.
 
@@ -16,9 +18,10 @@ import json
 import re
 from typing import Any
 
-from .request import Request
+from .request import Request, host_of
 
-FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter"})
+FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter", "slot", "attempts",
+                    "not_before"})
 SEEN = "$seen"
 _HEX_FINGERPRINT = re.compile(r"[0-9a-fA-F]{40}")
 
@@ -52,6 +55,12 @@ def request_to_json(request: Request) -> str:
     data = _plain(request.to_dict())
     if not request.body:
         data["body"] = ""
+    if request.slot != host_of(request.url):
+        data["slot"] = request.slot
+    if request.attempts:
+        data["attempts"] = request.attempts
+    if request.not_before is not None:
+        data["not_before"] = request.not_before
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -99,7 +108,17 @@ def _request(data: Any) -> Request:
     url = restored.pop("url")
     if not restored.get("body"):
         restored.pop("body", None)
-    return Request(url, **restored)
+    attempts = restored.pop("attempts", 0)
+    not_before = restored.pop("not_before", None)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise ValueError(f'"attempts" must be a whole number of at least 0, got {attempts!r}')
+    if not_before is not None and (isinstance(not_before, bool) or not isinstance(not_before, (int, float))
+                                   or not 0 <= not_before < float("inf")):
+        raise ValueError(f'"not_before" must be a time.time() value, got {not_before!r}')
+    request = Request(url, **restored)
+    request.attempts = attempts
+    request.not_before = None if not_before is None else float(not_before)
+    return request
 
 
 __all__ = ["SEEN", "record_from_json", "request_from_json", "request_to_json", "seen_to_json"]

@@ -293,6 +293,19 @@ class OffsetQueues:
             data = pq.pop()
         return _OFFSET_UNPACK(data)[0] if data is not None else None
 
+    def take_all(self, priority: int) -> list[int]:
+        """Remove the queue of ``priority`` and return its offsets, in the order they would be popped."""
+        pq = self.pq
+        queue = pq.queues.pop(-priority, None)
+        if queue is None:
+            return []
+        out = []
+        while (data := queue.pop()) is not None:
+            out.append(_OFFSET_UNPACK(data)[0])
+        queue.close()
+        pq.curprio = min(pq.queues) if pq.queues else None
+        return out
+
     def sizes(self) -> dict[int, int]:
         """Entries per priority."""
         return {-k: len(q) for k, q in self.pq.queues.items() if len(q)}
@@ -393,7 +406,7 @@ def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int) -> tuple[st
         active = read_active(layout.active) if saved.pending else []
     except JobDirCorrupt as exc:
         return layout.active, exc.problem
-    if sorted(active) != sorted(saved.pending):
+    if sorted(active) != sorted(saved.queues):
         return layout.active, "active.json does not match the checkpoint"
     for priority, crc in saved.queues.items():
         path = queue_path(layout.queue_dir, priority)

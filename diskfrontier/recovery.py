@@ -22,7 +22,7 @@ __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
 def rebuild(
     path: str, queues: OffsetQueues, seen: SeenFile, *, floor: int = 0, floor_crc: int | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, now: float = 0.0,
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
 
@@ -30,7 +30,8 @@ def rebuild(
     PUSH records from ``floor`` on can hold a fingerprint that ``requests.seen`` lacks:
     the seen file is flushed before every checkpoint that sets the floor. ``floor_crc``:
     the crc32 of the journal below the floor, from the checkpoint (the records there are
-    then checked by it as a whole).
+    then checked by it as a whole). Requests whose not_before is after ``now`` are left
+    out of the queues, in ``state.delayed``; ``state.host_*`` holds the hosts.
     """
     added = 0
 
@@ -39,7 +40,7 @@ def rebuild(
         added += seen.add(fingerprint)
 
     state = read_state(path, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
-                       sizes=True, floor_crc=floor_crc)
+                       sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)
     return state, added

@@ -28,6 +28,9 @@ MAX_RECORD_BYTES = MAX_BODY_BYTES + MAX_URL_LENGTH + (1 << 20)
 """Bytes in a request's stored record: URL, method, headers, body and meta together (66 MiB)."""
 
 _METHOD = re.compile(r"[A-Z][A-Z0-9_-]*\Z")
+_HOST = re.compile(r"[^:/?#]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)")
+MAX_SLOT_BYTES = 255
+"""Bytes of a request's slot (its queue key) in UTF-8."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 field-name: a token of tchar
 _SHOWN = 80  # characters of a long value shown in an error message
 
@@ -171,18 +174,50 @@ def _check_meta(meta: Any) -> dict[str, Any]:
     return meta
 
 
+def host_of(url: str) -> str:
+    """The host name of an absolute URL, lower-cased, without port or brackets (Scrapy's download slot key)."""
+    match = _HOST.match(url)
+    host = match.group(1) if match is not None else ""
+    if host.startswith("["):
+        host = host[1:-1]
+    host = host.lower()
+    if not host.isascii() or len(host) > MAX_SLOT_BYTES:  # a slot is at most 255 bytes of valid UTF-8
+        host = host.encode("utf-8", "replace")[:MAX_SLOT_BYTES].decode("utf-8", "ignore")
+    return host
+
+
+def check_slot(slot: Any, what: str = "Request.slot") -> str | None:
+    """``slot`` if it is a valid queue key (a host name, or any 1 to 255 bytes of UTF-8), else raise."""
+    if slot is None:
+        return None
+    if not isinstance(slot, str):
+        raise TypeError(f"{what} must be a str, got {type(slot).__name__}")
+    size = len(slot.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= MAX_SLOT_BYTES or "\x00" in slot:
+        raise ValueError(f"{what} {_shown(slot)} must be 1 to {MAX_SLOT_BYTES} bytes of UTF-8 without NUL")
+    try:
+        slot.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {_shown(slot)} is not valid Unicode text") from None
+    return slot
+
+
 class Request:
     """A request to crawl: a URL and what to send with it.
 
     ``priority``: larger is fetched first (as in Scrapy). ``dont_filter``: queue it even if
     its fingerprint was seen before. ``fingerprint``: the 20-byte sha1 that Scrapy's
-    default ``RequestFingerprinter`` gives the same request. Every field is checked here;
+    default ``RequestFingerprinter`` gives the same request. ``slot``: the queue key that
+    politeness applies to; None means the URL's host name (lower-cased, no port), as
+    Scrapy's download slot. ``attempts``: how many times the frontier's ``retry`` gave it
+    back (0 for a new request). Every field is checked here;
     a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written
     (``RequestTooLarge``, a ``ValueError``, for a URL or body over ``MAX_URL_LENGTH`` or
     ``MAX_BODY_BYTES``).
     """
 
-    __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size")
+    __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size",
+                 "_slot", "attempts", "not_before")
 
     def __init__(
         self,
@@ -195,6 +230,7 @@ class Request:
         meta: dict[str, Any] | None = None,
         dont_filter: bool = False,
         fingerprint: bytes | None = None,
+        slot: str | None = None,
     ) -> None:
         self.url: str = _check_url(url)
         if not isinstance(method, str) or not _METHOD.match(method.upper()):
@@ -212,6 +248,9 @@ class Request:
         self._fingerprint: bytes | None = fingerprint
         self._seq: int | None = None
         self._size = 0  # bytes of its journal record, once popped from one
+        self._slot: str | None = check_slot(slot)
+        self.attempts = 0
+        self.not_before: float | None = None  # when it was due, for a request read back from a job directory
 
     @classmethod
     def _trusted(
@@ -223,7 +262,15 @@ class Request:
         self.url, self.method, self.headers, self.body = url, method, headers, body
         self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
         self._fingerprint, self._seq, self._size = fingerprint, seq, 0
+        self._slot, self.attempts, self.not_before = None, 0, None
         return self
+
+    @property
+    def slot(self) -> str:
+        """The request's queue key: the ``slot`` it was given, else its URL's host name."""
+        if self._slot is None:
+            self._slot = host_of(self.url)
+        return self._slot
 
     @property
     def fingerprint(self) -> bytes:
@@ -238,6 +285,8 @@ class Request:
             "method": self.method, "headers": self.headers, "body": self.body,
             "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
         }
+        if "url" not in changes:
+            fields["slot"] = self._slot
         url = changes.pop("url", self.url)
         fields.update(changes)
         return Request(url, **fields)

@@ -29,6 +29,7 @@ import struct
 import zlib
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress
@@ -40,14 +41,21 @@ from .journal import (
     DONE,
     FLAG_DONT_FILTER,
     FRAME,
+    HOST,
     MAGIC,
     MAGIC_CRC,
     MAX_BODY,
+    PUSH,
     PUSH_HEAD,
+    PUSH_HEAD_V2,
+    REFETCH,
+    HostRecord,
     JournalScan,
     ScanResult,
+    _body_ok_v3,
     done_target,
     journal_version,
+    parse_host,
 )
 from .safefs import open_file
 
@@ -59,7 +67,8 @@ _BIG = 0xFFFF  # record sizes from here on are kept aside
 _FEW_PRIORITIES = 16  # up to this many, the pending offsets are drawn with one C pass per priority
 _TARGET = struct.Struct(">Q").unpack_from
 crc32_of = zlib.crc32
-_FRAME_AND_HEAD = struct.Struct(">IIHBiBB")  # a frame and the head of a PUSH body, read in one call
+_FRAME_AND_KIND = struct.Struct(">IIHB")  # a frame and the type of its body, read in one call
+_HEAD_AFTER_KIND = struct.Struct(">iBBBHd")  # the rest of a PUSH head: priority, flags, fplen, slotlen, attempts, time
 _FP_START = PUSH_HEAD.size
 
 
@@ -79,6 +88,14 @@ class JournalState:
     order: array = field(default_factory=lambda: array("Q"))  # every PUSH offset, in journal order
     codes: array = field(default_factory=lambda: array("B"))  # each PUSH's priority code, or dead
     priorities: list[int] = field(default_factory=list)  # the priority of each code
+    host_names: list[bytes] = field(default_factory=list)  # by host id (with hosts=True)
+    host_ids: array = field(default_factory=lambda: array("I"))  # each PUSH's host id (with hosts=True)
+    host_done: list[int] = field(default_factory=list)  # requests done per host id (with hosts=True)
+    host_pending: dict[int, int] = field(default_factory=dict)  # pending requests per host id (with hosts=True)
+    host_settings: dict[int, HostRecord] = field(default_factory=dict)  # the last HOST record per host id
+    timed_index: array = field(default_factory=lambda: array("Q"))  # push indexes of requests with a not_before
+    timed_at: array = field(default_factory=lambda: array("d"))  # their not_before
+    delayed: list[tuple[int, int, float]] = field(default_factory=list)  # (offset, priority, due) held back
 
     def find_pending(self, offset: int) -> tuple[int, int] | None:
         """(its index in push order, its priority) of the pending PUSH record at ``offset``; None if none is."""
@@ -96,12 +113,25 @@ class JournalState:
         dead = _DEAD[self.codes.typecode]
         return (code != dead for code in self.codes)
 
+    def not_before(self, index: int) -> float:
+        """The not_before of the PUSH at ``index`` in push order (0.0: none)."""
+        i = bisect_left(self.timed_index, index)
+        return self.timed_at[i] if i < len(self.timed_index) and self.timed_index[i] == index else 0.0
+
 
 class _Collector:
     """The arrays a scan fills, and the DONE rule."""
 
-    def __init__(self, path: str, repair: bool, sizes: bool) -> None:
-        self.path, self.repair = path, repair
+    def __init__(self, path: str, repair: bool, sizes: bool, hosts: bool = False, version: int = 3) -> None:
+        self.path, self.repair, self.version = path, repair, version
+        self.hosts = hosts and version == 3
+        self.host_ids = array("I")
+        self.host_id: dict[bytes, int] = {}
+        self.host_names: list[bytes] = []
+        self.host_done: list[int] = []
+        self.host_settings: dict[int, HostRecord] = {}
+        self.timed_index = array("Q")
+        self.timed_at = array("d")
         self.order = array("Q")
         self.codes = array("B")
         self.dead = _DEAD["B"]
@@ -124,6 +154,34 @@ class _Collector:
         self.priorities.append(priority)
         return code
 
+    def host(self, name: bytes) -> int:
+        """The id of a host not seen before."""
+        hid = self.host_id[name] = len(self.host_names)
+        self.host_names.append(name)
+        self.host_done.append(0)
+        return hid
+
+    def host_record(self, body: memoryview) -> None:
+        record = parse_host(body)
+        hid = self.host_id.get(record.name)
+        if hid is None:
+            hid = self.host(record.name)
+        self.host_settings[hid] = record
+        self.host_done[hid] = record.done
+
+    def record(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
+        """Take one record of any type (the records the fast scan did not read)."""
+        kind = body[0]
+        if kind == DONE:
+            self.done(offset, done_target(body))
+        elif kind == HOST:
+            if self.hosts:
+                self.host_record(body)
+        else:
+            self.push(offset, body, fingerprint)
+            if kind != PUSH:
+                self.done(offset, _TARGET(body, len(body) - 8)[0], counted=kind == REFETCH)
+
     def push(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
         priority = int.from_bytes(body[1:5], "big", signed=True)
         code = self.code_of.get(priority)
@@ -133,8 +191,19 @@ class _Collector:
         self.codes.append(code)
         if self.lengths is not None:
             self.size(FRAME.size + len(body))
-        if fingerprint is not None and not body[_FP_START - 2] & FLAG_DONT_FILTER:
-            fingerprint(bytes(body[_FP_START:_FP_START + body[_FP_START - 1]]))
+        fp_start = _FP_START if self.version == 3 else PUSH_HEAD_V2.size
+        fp_end = fp_start + body[fp_start - 1 if self.version < 3 else 6]
+        if self.version == 3:
+            _, _, _, slotlen, _, not_before = _HEAD_AFTER_KIND.unpack_from(body, 1)
+            if self.hosts:
+                slot = bytes(body[fp_end:fp_end + slotlen])
+                hid = self.host_id.get(slot)
+                self.host_ids.append(self.host(slot) if hid is None else hid)
+            if not_before:
+                self.timed_index.append(len(self.order) - 1)
+                self.timed_at.append(not_before)
+        if fingerprint is not None and not body[5] & FLAG_DONT_FILTER:
+            fingerprint(bytes(body[fp_start:fp_end]))
 
     def size(self, size: int) -> None:
         """Keep the size of the PUSH record just added (2 bytes; larger ones aside)."""
@@ -145,7 +214,7 @@ class _Collector:
             self.lengths.append(_BIG)
             self.big[len(self.order) - 1] = size
 
-    def done(self, offset: int, target: int) -> None:
+    def done(self, offset: int, target: int, counted: bool = True) -> None:
         if target >= offset:
             problem = f"a DONE record names byte {target}, which is not before it"
         else:
@@ -158,23 +227,49 @@ class _Collector:
             else:
                 codes[i] = self.dead
                 self.dones += 1
+                if self.hosts and counted:
+                    self.host_done[self.host_ids[i]] += 1
                 return
         if not self.repair:
             raise JobDirCorrupt(self.path, offset, problem)
         self.bad_dones.append((offset, problem))
 
-    def finish(self, state: JournalState, offsets: bool) -> None:
+    def alive_mask(self) -> bytes:
+        """One byte per PUSH in push order: 1 if it is pending."""
+        if self.codes.typecode == "B":
+            return self.codes.tobytes().translate(bytes(int(c != self.dead) for c in range(256)))
+        return bytes(int(c != self.dead) for c in self.codes)
+
+    def finish(self, state: JournalState, offsets: bool, hold_after: float | None = None) -> None:
         state.order, state.codes, state.priorities = self.order, self.codes, self.priorities
         state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
-        few = self.codes.typecode == "B" and len(self.priorities) <= _FEW_PRIORITIES
+        state.timed_index, state.timed_at = self.timed_index, self.timed_at
+        if self.hosts:
+            state.host_names, state.host_ids, state.host_done = self.host_names, self.host_ids, self.host_done
+            state.host_settings = self.host_settings
+            state.host_pending = dict(Counter(compress(self.host_ids, self.alive_mask())))
         if self.lengths is not None:
-            if self.codes.typecode == "B":
-                alive = self.codes.tobytes().translate(bytes(int(c != self.dead) for c in range(256)))
-                state.live_bytes = sum(compress(self.lengths, alive))
-                state.live_bytes += sum(size - _BIG for i, size in self.big.items() if alive[i])
-            else:
-                state.live_bytes = sum(self.big.get(i, n) for i, (n, c) in enumerate(zip(self.lengths, self.codes,
-                                       strict=True)) if c != self.dead)
+            alive = self.alive_mask()
+            state.live_bytes = sum(compress(self.lengths, alive))
+            state.live_bytes += sum(size - _BIG for i, size in self.big.items() if alive[i])
+        held: list[tuple[int, int]] = []  # (push index, code) of the requests held back until later
+        if hold_after is not None:
+            for index, due in zip(self.timed_index, self.timed_at, strict=True):
+                code = self.codes[index]
+                if due > hold_after and code != self.dead:
+                    held.append((index, code))
+                    state.delayed.append((self.order[index], self.priorities[code], due))
+                    self.codes[index] = self.dead
+        try:
+            self._draw(state, offsets)
+        finally:
+            for index, code in held:
+                self.codes[index] = code
+        for _offset, priority, _due in state.delayed:
+            state.counts[priority] = state.counts.get(priority, 0) + 1
+
+    def _draw(self, state: JournalState, offsets: bool) -> None:
+        few = self.codes.typecode == "B" and len(self.priorities) <= _FEW_PRIORITIES
         if few or not offsets:
             raw = self.codes.tobytes() if few else None
             for code, priority in enumerate(self.priorities):
@@ -209,7 +304,7 @@ def _selector_table(code: int) -> bytes:
 def read_state(
     path: str, *, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
-    floor_crc: int | None = None,
+    floor_crc: int | None = None, hosts: bool = False, hold_after: float | None = None,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
@@ -222,50 +317,64 @@ def read_state(
     the journal's first ``floor`` bytes as a checkpoint recorded it; the records below the
     floor are then checked by that one crc instead of one by one (if it does not match,
     the scan starts again checking every record). ``state.end_crc`` is the crc32 of the
-    journal up to ``state.scan.end`` when the scan could tell.
+    journal up to ``state.scan.end`` when the scan could tell. ``hosts``: keep each
+    request's host and the HOST records (``state.host_*``). ``hold_after``: pending
+    requests whose not_before is later than this go to ``state.delayed`` instead of
+    ``state.pending`` (they are still counted).
     """
+    options = _Options(floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after)
     if floor_crc is not None and not repair:
         try:
-            return _read_state(path, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets,
-                               (floor, floor_crc))
+            return _read_state(path, options, (floor, floor_crc))
         except _PrefixMismatch:
             pass  # checked record by record below: damage is named where it is
-    return _read_state(path, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, None)
+    return _read_state(path, options, None)
+
+
+@dataclass(frozen=True)
+class _Options:
+    floor: int
+    repair: bool
+    fingerprint: Callable[[bytes], object] | None
+    fingerprints_from: int
+    progress: Progress | None
+    sizes: bool
+    offsets: bool
+    hosts: bool
+    hold_after: float | None
 
 
 class _PrefixMismatch(Exception):
     """The journal's bytes below the floor are not those the checkpoint's crc describes."""
 
 
-def _read_state(
-    path: str, floor: int, repair: bool, fingerprint: Callable[[bytes], object] | None, fingerprints_from: int,
-    progress: Progress | None, sizes: bool, offsets: bool, trusted: tuple[int, int] | None,
-) -> JournalState:
+def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -> JournalState:
     state = JournalState()
-    collect = _Collector(path, repair, sizes)
-    last, stop, size, end_crc = -1, -1, 0, None
+    floor, fingerprint, progress = options.floor, options.fingerprint, options.progress
+    last, stop, size, end_crc, version = -1, -1, 0, None, 3
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
-        if size >= floor and journal_version(path, f.read(len(MAGIC)), size) == 2:
-            stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, fingerprints_from, progress, trusted)
+        if size >= floor:
+            version = journal_version(path, f.read(len(MAGIC)), size)
+        collect = _Collector(path, options.repair, options.sizes, options.hosts, version)
+        if size >= floor and version == 3:
+            stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, options.fingerprints_from, progress,
+                                             trusted)
     if stop == size:  # the fast scan read every record
-        state.scan = ScanResult(size=size, end=size, version=2)
+        state.scan = ScanResult(size=size, end=size, version=3)
     else:
-        scan = JournalScan(path, repair=repair, floor=floor, start=max(stop, 0))
+        scan = JournalScan(path, repair=options.repair, floor=floor, start=max(stop, 0))
         pushes = len(collect.order)
         for offset, body in scan:
             last = offset
-            if body[0] == DONE:
-                collect.done(offset, done_target(body))
-                continue
-            collect.push(offset, body, fingerprint if offset >= fingerprints_from else None)
+            collect.record(offset, body, fingerprint if offset >= options.fingerprints_from else None)
             pushes += 1
             if progress is not None and pushes % _PROGRESS_EVERY == 0:
                 progress(offset, scan.result.size)
         state.scan = scan.result
     state.end_crc = end_crc if state.scan.end == stop else None
     state.last_record = last
-    collect.finish(state, offsets)
+    collect.finish(state, options.offsets, options.hold_after)
     if progress is not None:
         progress(state.scan.size, state.scan.size)
     return state
@@ -275,7 +384,7 @@ def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
     fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None,
 ) -> tuple[int, int, int]:
-    """Read plainly intact format-2 records from the first one.
+    """Read plainly intact format-3 records from the first one.
 
     Returns where it stopped, the last record's offset and the crc32 of the bytes up to
     where it stopped. It stops at the end of the file or at the first record it does
@@ -284,12 +393,15 @@ def _fast_scan(
     are taken without their own checks, and ``_PrefixMismatch`` is raised unless the
     bytes below the floor have that crc.
     """
-    unpack, crc32 = _FRAME_AND_HEAD.unpack_from, zlib.crc32
+    unpack, head, crc32 = _FRAME_AND_KIND.unpack_from, _HEAD_AFTER_KIND.unpack_from, zlib.crc32
     order_append, code_of = collect.order.append, collect.code_of
     codes_append = collect.codes.append
     lengths_append = collect.lengths.append if collect.lengths is not None else None
+    host_append = collect.host_ids.append if collect.hosts else None
+    host_id = collect.host_id
+    timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
     done = collect.done
-    header, least = FRAME.size, _FRAME_AND_HEAD.size
+    header, least, fp_start = FRAME.size, _FRAME_AND_KIND.size, _FP_START
     pos, last, want = len(MAGIC), -1, _CHUNK
     floor, floor_crc = trusted if trusted is not None else (0, 0)
     running = MAGIC_CRC  # the crc32 of the file up to pos
@@ -300,20 +412,24 @@ def _fast_scan(
         n, rel = len(buf), 0
         unchecked = floor - pos  # records ending at or before this point of buf were checked by floor_crc
         while rel + least <= n:
-            length, crc, check, kind, priority, flags, fplen = unpack(buf, rel)
+            length, crc, check, kind = unpack(buf, rel)
             body = rel + header
             end = body + length
             if end > n:
                 break
+            at = pos + rel
             if end > unchecked:
-                at = pos + rel
                 seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
                 if crc32(view[body:end], seed) != crc or crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
                     _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
                     return at, last, crc32(view[:rel], running)
-            else:
-                at = pos + rel
-            if kind == 1 and length > _FP_START + fplen:
+            if kind == 2 and length == 9:
+                done(at, _TARGET(buf, body + 1)[0])
+            elif (kind == 1 or kind == 4 or kind == 5) and length >= fp_start:
+                priority, flags, fplen, slotlen, _attempts, not_before = head(buf, body + 1)
+                if length <= fp_start + fplen + slotlen + (0 if kind == 1 else 8):
+                    _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
+                    return at, last, crc32(view[:rel], running)
                 code = code_of.get(priority)
                 if code is None:
                     code = collect.code(priority)
@@ -325,10 +441,21 @@ def _fast_scan(
                         lengths_append(header + length)
                     else:
                         collect.size(header + length)
+                fp = body + fp_start
+                if host_append is not None:
+                    slot = buf[fp + fplen:fp + fplen + slotlen]
+                    hid = host_id.get(slot)
+                    host_append(collect.host(slot) if hid is None else hid)
+                if not_before:
+                    timed_index(len(collect.order) - 1)
+                    timed_at(not_before)
                 if fingerprint is not None and not flags & 1 and at >= fingerprints_from:
-                    fingerprint(buf[body + _FP_START:body + _FP_START + fplen])
-            elif kind == 2 and length == 9:
-                done(at, _TARGET(buf, body + 1)[0])
+                    fingerprint(buf[fp:fp + fplen])
+                if kind != 1:
+                    done(at, _TARGET(buf, end - 8)[0], kind == 5)
+            elif kind == 3 and _body_ok_v3(view[body:end]):
+                if host_append is not None:
+                    collect.host_record(view[body:end])
             else:
                 _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
                 return at, last, crc32(view[:rel], running)

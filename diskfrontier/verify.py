@@ -19,8 +19,21 @@ from dataclasses import dataclass, field
 from . import checkpoint
 from .atomic import write_all, write_atomic
 from .errors import FormatError, FrontierError, JobDirCorrupt
+from .hoststate import HostFileUnusable, load_host_state
 from .jobdir import Layout, Lock, read_meta
-from .journal import FLAG_DONT_FILTER, MAGIC, PUSH, PUSH_HEAD, JournalScan, done_body, done_target, frame
+from .journal import (
+    CARRIES_REQUEST,
+    DONE,
+    HOST,
+    MAGIC,
+    PUSH,
+    JournalScan,
+    done_body,
+    done_target,
+    frame,
+    journal_version,
+    parse_push,
+)
 from .queues import distrust_reason, queue_offsets, queue_path
 from .safefs import create_aside, open_file
 from .seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
@@ -71,9 +84,9 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
         saved = checkpoint.read_checkpoint(layout.cursor)
         version = _check_meta(layout, report)
         state = _check_journal(layout, report, saved, repair, progress)
-        if version == 2:
+        if version >= 2:
             _check_seen(layout, report, saved, state, repair)
-        if state is not None and version == 2:
+        if state is not None and version == 3:
             _check_queues(layout, report, saved, state)
         if saved.problem is not None and saved.state != "missing":
             report.notes.append(f"{layout.cursor}: {saved.problem}; the queues will be rebuilt from the journal at "
@@ -90,8 +103,8 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
 def _check_meta(layout: Layout, report: Report) -> int:
     try:
         version: int = read_meta(layout)["version"]
-        if version == 1:
-            report.notes.append(f"{layout.root}: format 1, upgraded to format 2 when it is next opened")
+        if version < 3:
+            report.notes.append(f"{layout.root}: format {version}, upgraded to format 3 when it is next opened")
         return version
     except FileNotFoundError:
         report.findings.append(Finding(layout.meta, 0, "missing: not a diskfrontier job directory"))
@@ -99,7 +112,7 @@ def _check_meta(layout: Layout, report: Report) -> int:
         raise
     except FrontierError as exc:
         report.findings.append(Finding(layout.meta, 0, str(exc)))
-    return 2
+    return 3
 
 
 def _check_journal(
@@ -154,16 +167,28 @@ def _about_to_rewrite(layout: Layout) -> None:
 
 
 def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
-    """Rewrite the journal with every intact record, framed for its new place."""
-    out = bytearray(MAGIC)
+    """Rewrite the journal with every intact record, framed for its new place (in its own format)."""
+    with open_file(path) as f:
+        magic = f.read(len(MAGIC))
+    out = bytearray(magic)
     moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
     for offset, body in JournalScan(path, repair=True):
-        if body[0] == PUSH:
-            moved[offset] = len(out)
-        elif offset in bad_dones or done_target(body) not in moved:
-            continue  # names nothing (or its PUSH was lost): nothing left to mark done
-        else:
+        kind = body[0]
+        if kind == HOST:
+            pass
+        elif kind == DONE:
+            if offset in bad_dones or done_target(body) not in moved:
+                continue  # names nothing (or its PUSH was lost): nothing left to mark done
             body = memoryview(done_body(moved[done_target(body)]))
+        elif kind != PUSH:  # a RETRY or REFETCH: a PUSH, and the DONE of its target
+            target = int.from_bytes(body[-8:], "big")
+            moved[offset] = len(out)
+            if offset in bad_dones or target not in moved:
+                body = memoryview(bytes([PUSH]) + bytes(body[1:-8]))  # what it finished is gone
+            else:
+                body = memoryview(bytes(body[:-8]) + moved[target].to_bytes(8, "big"))
+        else:
+            moved[offset] = len(out)
         out += frame(len(out), bytes(body))
     _set_aside(path)
     write_atomic(path, bytes(out))
@@ -235,10 +260,14 @@ def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> No
             pos += 1
     if state is not None:
         have = {bytes(out[i + 2:i + 2 + width]) for i in range(0, len(out), 2 + width)}
-        fp_start = PUSH_HEAD.size
+        with open_file(layout.journal) as f:
+            version = journal_version(layout.journal, f.read(len(MAGIC)), os.fstat(f.fileno()).st_size)
         for _offset, body in JournalScan(layout.journal, repair=True):
-            if body[0] == PUSH and not body[fp_start - 2] & FLAG_DONT_FILTER:
-                fingerprint = bytes(body[fp_start:fp_start + body[fp_start - 1]])
+            if body[0] in CARRIES_REQUEST and (version == 3 or body[0] == PUSH):
+                pushed = parse_push(body, version)
+                if pushed.dont_filter:
+                    continue
+                fingerprint = pushed.fingerprint
                 if fingerprint not in have:
                     have.add(fingerprint)
                     out += len(fingerprint).to_bytes(2, "big") + fingerprint
@@ -260,8 +289,19 @@ def _check_queues(layout: Layout, report: Report, saved: checkpoint.Checkpoint, 
     elif distrust is not None:
         report.findings.append(Finding(distrust[0], 0, distrust[1]))
         return
+    try:
+        held = load_host_state(layout.hosts, saved.hosts_file) if saved.hosts_file else None
+    except HostFileUnusable as exc:
+        report.notes.append(f"{exc}; it is rebuilt from the journal at the next open")
+        return
+    queued = dict(saved.pending)
+    if held is not None:
+        for priority, count in held.delayed.by_priority.items():
+            queued[priority] = queued.get(priority, 0) - count
     taken = bytearray(len(state.order))  # a pending request named by a queue entry already
-    for priority, count in saved.pending.items():
+    for priority, count in queued.items():
+        if count <= 0:
+            continue
         qpath = queue_path(layout.queue_dir, priority)
         order = "fifo" if os.path.isdir(qpath) else "lifo"
         try:

@@ -168,16 +168,19 @@ def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
 def journal_map(path: str) -> list[tuple[int, int, int, str]]:
     """(offset, end, type, url) of every record of an intact journal (a DONE's url: its PUSH's)."""
     from diskfrontier.codec import decode_request
-    from diskfrontier.journal import DONE, FRAME, JournalScan, done_target, parse_push
+    from diskfrontier.journal import DONE, FRAME, HOST, PUSH, JournalScan, done_target, parse_push
 
     out, urls = [], {}
     for offset, body in JournalScan(path):
         end = offset + FRAME.size + len(body)
         if body[0] == DONE:
             out.append((offset, end, DONE, urls[done_target(body)]))
+        elif body[0] == HOST:
+            continue  # host settings: no request in it
         else:
-            priority, dont_filter, fingerprint, record = parse_push(body)
-            url = decode_request(record, priority, dont_filter, fingerprint, offset).url
+            assert body[0] == PUSH, "the fixtures write no RETRY or REFETCH records"
+            pushed = parse_push(body)
+            url = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, offset).url
             urls[offset] = url
             out.append((offset, end, body[0], url))
     return out

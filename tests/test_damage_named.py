@@ -224,26 +224,31 @@ def _copy(name: str, tmp_path) -> str:
     return job
 
 
-@pytest.mark.parametrize("name", ["format1-killed-lifo", "format1-killed-fifo", "format1-clean-lifo"])
-def test_a_format1_directory_is_upgraded_on_open_and_loses_nothing(tmp_path, name):
+@pytest.mark.parametrize("name", ["format1-killed-lifo", "format1-killed-fifo", "format1-clean-lifo",
+                                  "format2-killed-lifo", "format2-killed-fifo", "format2-clean-lifo"])
+def test_an_older_directory_is_upgraded_on_open_and_loses_nothing(tmp_path, name):
     job = _copy(name, tmp_path)
     with open(os.path.join(DATA, f"{name}.expected.json")) as f:
         want = json.load(f)
     with Frontier(job) as frontier:
         assert all(not frontier.push(Request(u)) for u in want["done"])  # finished ones stay seen
     meta = json.loads(open(os.path.join(job, "frontier.json")).read())
-    assert meta["version"] == 2 and meta["order"] == want["order"]
-    assert open(os.path.join(job, "requests.urls"), "rb").read(8) == b"DFURLS\x00\x02"
+    assert meta["version"] == 3 and meta["order"] == want["order"]
+    assert open(os.path.join(job, "requests.urls"), "rb").read(8) == b"DFURLS\x00\x03"
     assert verify(job).sound
+    with Frontier(job) as frontier:  # the done count of each host comes through the upgrade
+        done = {h.host: h.done for h in frontier.hosts()}
+    assert sum(done.values()) == len(want["done"])
     assert drain(job) == want["pending"]
 
 
-def test_a_format1_directory_can_be_inspected_and_peeked_before_it_is_upgraded(tmp_path):
-    job = _copy("format1-killed-lifo", tmp_path)
+@pytest.mark.parametrize("name", ["format1-killed-lifo", "format2-killed-lifo", "format2-clean-lifo"])
+def test_an_older_directory_can_be_inspected_and_peeked_before_it_is_upgraded(tmp_path, name):
+    job = _copy(name, tmp_path)
     before = {name: open(os.path.join(job, name), "rb").read() for name in ("requests.urls", "frontier.json")}
     result = subprocess.run([SCRIPT, "inspect", job, "--json"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["format_version"] == 1
+    assert json.loads(result.stdout)["format_version"] == int(name[6])
     peek = subprocess.run([SCRIPT, "peek", job, "-n", "3"], capture_output=True, text=True, timeout=60)
     assert peek.returncode == 0 and len(peek.stdout.splitlines()) == 3
     after = {name: open(os.path.join(job, name), "rb").read() for name in before}

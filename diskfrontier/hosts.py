@@ -1,0 +1,209 @@
+"""Hosts: per-host counts, settings and the politeness schedule, in memory.
+
+Every request belongs to a host (its ``slot``). For each host the frontier keeps how
+many of its requests are pending, in flight and done, and its settings: a delay
+between hand-outs (``set_delay``, else the frontier's ``delay``), a time it is blocked
+until, and a budget (at most that many of its requests done or in flight).
+
+Politeness is a layer over the priority queues, in the way Mercator and Heritrix do
+it. While no host rule can hold a request back (``delay=0``, ``per_host=None``, no host
+settings), ``pop`` takes the next request of the priority queues as it always did.
+Otherwise ``pop`` pulls requests from the priority queues in their order into small
+per-host buffers (a heap of journal offsets per host) until the best request of a
+host that may be fetched now is found, and keeps two heaps of hosts: those ready now,
+keyed by their best priority and then by how long they have been ready, and those
+waiting for a time (their delay or a block). A host held back by ``per_host`` or its
+budget is in neither heap until one of its requests is done or given back. Each pop
+costs O(log hosts). With ``prefer="idle"`` the ready heap puts the hosts with the fewest
+requests in flight first, then priority (the rule of Scrapy's
+``DownloaderAwarePriorityQueue``).
+
+The buffers are an index too: a clean close puts their offsets back into the priority
+queues; after a crash they are rebuilt from the journal like the queues.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+_PRIORITY_TOP = 2**31 - 1
+_OFFSET_MASK = (1 << 64) - 1
+
+
+class Host:
+    """One host's counts, settings and buffer."""
+
+    __slots__ = ("name", "pending", "inflight", "done", "delay", "blocked_until", "budget", "next_time",
+                 "buffer", "token")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pending = 0  # not in flight: buffered, in the priority queues or held back until a time
+        self.inflight = 0
+        self.done = 0
+        self.delay: float | None = None  # None: the frontier's delay
+        self.blocked_until = 0.0
+        self.budget: int | None = None
+        self.next_time = 0.0  # the last hand-out plus the delay
+        self.buffer: list[int] = []  # a heap of keys: (top priority - priority) << 64 | order
+        self.token = 0  # the heap entry that is this host's current one
+
+    @property
+    def has_settings(self) -> bool:
+        """True if something about this host must be kept across restarts."""
+        return self.delay is not None or self.blocked_until > 0 or self.budget is not None
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What ``Frontier.hosts()`` tells of one host."""
+
+    host: str
+    pending: int
+    in_flight: int
+    done: int
+    delay: float  # in effect: the host's own, else the frontier's
+    ready_at: float | None  # when its next request may be handed out (time.time()); None: nothing pending
+    blocked_until: float | None
+    budget: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (JSON-ready)."""
+        return {"host": self.host, "pending": self.pending, "in_flight": self.in_flight, "done": self.done,
+                "delay": self.delay, "ready_at": self.ready_at, "blocked_until": self.blocked_until,
+                "budget": self.budget}
+
+
+class HostSchedule:
+    """The hosts of one frontier and, once any rule can hold a request back, the politeness heaps."""
+
+    def __init__(self, order: str, delay: float, per_host: int | None, prefer: str = "priority") -> None:
+        self.lifo = order == "lifo"
+        self.delay = delay
+        self.per_host = per_host
+        self.idle_first = prefer == "idle"
+        self.table: dict[str, Host] = {}
+        # (in flight if idle_first else 0, priority key, ready since, token, host)
+        self.ready: list[tuple[int, int, float, int, Host]] = []
+        self.sleeping: list[tuple[float, int, Host]] = []  # (wake time, token, host)
+        self.buffered = 0
+        self._tokens = 0
+        self.active = delay > 0 or per_host is not None or self.idle_first
+
+    # ------------------------------------------------------------------ the table
+    def host(self, name: str) -> Host:
+        """The host called ``name``, made if it is new."""
+        host = self.table.get(name)
+        if host is None:
+            host = self.table[name] = Host(name)
+        return host
+
+    def forget_if_idle(self, host: Host) -> None:
+        """Drop a host that has nothing to keep (no requests, no settings, nothing done)."""
+        if not (host.pending or host.inflight or host.done or host.has_settings or host.buffer):
+            self.table.pop(host.name, None)
+
+    def delay_of(self, host: Host) -> float:
+        """The delay in effect for ``host``."""
+        return self.delay if host.delay is None else host.delay
+
+    # ------------------------------------------------------------------ order keys
+    def key(self, priority: int, offset: int) -> int:
+        """A host buffer's heap key: higher priority first, then newest (LIFO) or oldest (FIFO) push."""
+        return (_PRIORITY_TOP - priority) << 64 | (_OFFSET_MASK - offset if self.lifo else offset)
+
+    def unkey(self, key: int) -> tuple[int, int]:
+        """(priority, offset) of a key."""
+        low = key & _OFFSET_MASK
+        return _PRIORITY_TOP - (key >> 64), (_OFFSET_MASK - low if self.lifo else low)
+
+    # ------------------------------------------------------------------ readiness
+    def held_by_count(self, host: Host) -> bool:
+        """True if ``per_host`` or the budget keeps ``host`` from another hand-out now."""
+        if self.per_host is not None and host.inflight >= self.per_host:
+            return True
+        return host.budget is not None and host.done + host.inflight >= host.budget
+
+    def wake_time(self, host: Host) -> float:
+        """When the delay and the block of ``host`` let it have its next hand-out."""
+        return max(host.next_time, host.blocked_until)
+
+    def may_take(self, host: Host, now: float) -> bool:
+        """True if a request of ``host`` may be handed out now."""
+        return not self.held_by_count(host) and self.wake_time(host) <= now
+
+    def place(self, host: Host, now: float) -> None:
+        """Put ``host`` in the heap its state calls for (its older entries become stale)."""
+        self._tokens += 1
+        token = host.token = self._tokens
+        if not host.buffer or self.held_by_count(host):
+            return
+        wake = self.wake_time(host)
+        if wake > now:
+            heapq.heappush(self.sleeping, (wake, token, host))
+        else:
+            heapq.heappush(self.ready, (host.inflight if self.idle_first else 0, host.buffer[0] >> 64, wake, token,
+                                        host))
+
+    def wake(self, now: float) -> None:
+        """Move the hosts whose wake time has come from the sleeping heap to the ready one."""
+        sleeping = self.sleeping
+        while sleeping and sleeping[0][0] <= now:
+            _, token, host = heapq.heappop(sleeping)
+            if token == host.token:
+                self.place(host, now)
+
+    def best(self) -> Host | None:
+        """The ready host with the best request (stale heap entries are dropped on the way)."""
+        ready = self.ready
+        while ready:
+            entry = ready[0]
+            if entry[3] == entry[4].token:
+                return entry[4]
+            heapq.heappop(ready)
+        return None
+
+    def next_wake(self) -> float | None:
+        """The earliest time a sleeping host wakes (a host blocked for ever does not count), or None."""
+        sleeping = self.sleeping
+        while sleeping and sleeping[0][1] != sleeping[0][2].token:
+            heapq.heappop(sleeping)
+        if not sleeping or math.isinf(sleeping[0][0]):
+            return None
+        return sleeping[0][0]
+
+    # ------------------------------------------------------------------ buffers
+    def buffer(self, host: Host, priority: int, offset: int, now: float) -> None:
+        """Add a request pulled from the priority queues to its host's buffer."""
+        key = self.key(priority, offset)
+        top = host.buffer[0] if host.buffer else None
+        heapq.heappush(host.buffer, key)
+        self.buffered += 1
+        if top is None or key < top:
+            self.place(host, now)
+
+    def take(self, host: Host) -> tuple[int, int]:
+        """Take the best buffered request of ``host``: (priority, offset)."""
+        self.buffered -= 1
+        return self.unkey(heapq.heappop(host.buffer))
+
+    def handed_out(self, host: Host, now: float) -> None:
+        """Count a hand-out of ``host`` (from its buffer or straight from the queues) and re-place it."""
+        host.pending -= 1
+        host.inflight += 1
+        host.next_time = now + self.delay_of(host)
+        if self.active:
+            self.place(host, now)
+
+    def drain(self) -> list[tuple[int, int]]:
+        """Empty every buffer: (priority, offset) of each request that was in one."""
+        out = []
+        for host in self.table.values():
+            for key in host.buffer:
+                out.append(self.unkey(key))
+            host.buffer = []
+        self.ready, self.sleeping, self.buffered = [], [], 0
+        return out
