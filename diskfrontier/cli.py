@@ -27,6 +27,7 @@ from .cli_support import (
 from .demo import run_demo
 from .frontier import Frontier
 from .jobinfo import host_table, inspect_jobdir, pending_requests, seen_fingerprints
+from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
 from .verify import verify
@@ -133,6 +134,21 @@ def when(moment: float | None) -> str:
     return f"{stamp} (in {ahead:,.0f}s)"
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds or a time")
+    return value
+
+
+def _json_host(row: dict[str, Any]) -> dict[str, Any]:
+    """A host as JSON: a block for ever is the string "forever" (JSON has no infinity)."""
+    if row.get("blocked_until") == math.inf:
+        return {**row, "blocked_until": "forever"}
+    return row
+
+
+SECONDS = click.FloatRange(min=0, max=MAX_SECONDS)
+TIME = click.FloatRange(min=0, max=MAX_TIME)
 HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.done, r.host),
               "host": lambda r: r.host, "blocked": lambda r: (-(r.blocked_until or 0), r.host)}
 
@@ -154,7 +170,7 @@ def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
     rows = sorted(host_table(jobdir), key=HOST_SORTS[sort])
     shown = rows[:count] if count else rows
     if as_json:
-        click.echo(json.dumps([row.as_dict() for row in shown], indent=2))
+        click.echo(json.dumps([_json_host(row.as_dict()) for row in shown], indent=2))
         return
     if not rows:
         click.echo("no hosts")
@@ -173,14 +189,14 @@ def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @click.argument("host")
-@click.option("--delay", type=click.FloatRange(min=0), default=None, help="Seconds between its requests.")
+@click.option("--delay", type=SECONDS, default=None, callback=_finite, help="Seconds between its requests.")
 @click.option("--default-delay", is_flag=True, help="Use the crawl's delay for it again.")
-@click.option("--block-for", type=click.FloatRange(min=0), default=None, help="Hand out none of it for S seconds.")
-@click.option("--block-until", type=click.FloatRange(min=0), default=None,
+@click.option("--block-for", type=SECONDS, default=None, callback=_finite, help="Hand out none of it for S seconds.")
+@click.option("--block-until", type=TIME, default=None, callback=_finite,
               help="Hand out none of it before this time.time() value.")
 @click.option("--block", "block_always", is_flag=True, help="Hand out none of it until --unblock.")
 @click.option("--unblock", is_flag=True, help="End a block.")
-@click.option("--budget", type=click.IntRange(min=0), default=None,
+@click.option("--budget", type=click.IntRange(min=0, max=2**63 - 1), default=None,
               help="At most N of its requests done or in flight, ever.")
 @click.option("--no-budget", is_flag=True, help="Remove its budget.")
 @JSON_OPTION
@@ -219,7 +235,7 @@ def host(jobdir: str, host: str, delay: float | None, default_delay: bool, block
             frontier.set_budget(host, budget)
         info = next((h for h in frontier.hosts() if h.host == host), None)
     if as_json:
-        click.echo(json.dumps(None if info is None else info.to_dict(), indent=2))
+        click.echo(json.dumps(None if info is None else _json_host(info.to_dict()), indent=2))
         return
     if info is None:
         click.echo(f"{host}: no requests and no settings")

@@ -110,6 +110,124 @@ class SyntheticSite:
         self.server.server_close()
 
 
+class _MultiHostHandler(http.server.BaseHTTPRequestHandler):
+    site: MultiHostSite
+
+    def do_GET(self) -> None:
+        host = str(self.server.server_address[0])  # type: ignore[index]  # an (address, port) pair here
+        n = self.site.page_number(self.path)
+        if n is None or self.site.host_of_page(n) != host:
+            self.send_error(404)
+            return
+        if self.site.record(host, self.path):
+            self.send_response(503)
+            self.send_header("Retry-After", str(self.site.retry_after))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.site.delay:
+            time.sleep(self.site.delay)
+        links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < self.site.pages]
+        body = "".join(
+            f'<a href="{self.site.url(c)}" data-priority="{1 if c % 10 == 0 else 0}">page {c}</a>\n' for c in links)
+        data = f"<html><body><h1>page {n}</h1>\n{body}</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class MultiHostSite:
+    """The synthetic site spread over several hosts: 127.0.0.2, 127.0.0.3, ... on one port.
+
+    Page N links to 2N+1 and 2N+2 (new), N // 2 and 0 (duplicates), each on its own host:
+    ``share`` of the pages (80% by default) are on the first host, the rest spread over
+    the others, so that one host holds most of the links. ``delay`` seconds are spent on
+    each response. ``unavailable`` paths answer 503 with ``Retry-After: retry_after`` the
+    first time they are asked for. ``log`` keeps ``(host, path, time.monotonic())`` of every
+    request served.
+    """
+
+    def __init__(self, pages: int, hosts: int = 8, *, share: float = 0.8, delay: float = 0.0,
+                 unavailable: frozenset[str] = frozenset(), retry_after: int = 1) -> None:
+        if not 2 <= hosts <= 250:
+            raise ValueError(f"hosts must be 2 to 250, got {hosts}")
+        self.pages, self.delay, self.share = pages, delay, share
+        self.unavailable, self.retry_after = set(unavailable), retry_after
+        self.addresses = [f"127.0.0.{2 + i}" for i in range(hosts)]
+        self.log: list[tuple[str, str, float]] = []
+        self._lock = threading.Lock()
+        handler = type("Handler", (_MultiHostHandler,), {"site": self})
+        self.servers = _bind_all(self.addresses, handler)
+        self.port = self.servers[0].server_address[1]
+        self.threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in self.servers]
+
+    def host_of_page(self, n: int) -> str:
+        """The address that serves page ``n``."""
+        if (n * 7919) % 1000 < self.share * 1000:
+            return self.addresses[0]
+        return self.addresses[1 + n % (len(self.addresses) - 1)]
+
+    def url(self, n: int) -> str:
+        return f"http://{self.host_of_page(n)}:{self.port}/page/{n}"
+
+    @property
+    def base(self) -> str:
+        """The URL of the first host (page 0 is there)."""
+        return f"http://{self.addresses[0]}:{self.port}"
+
+    def page_number(self, path: str) -> int | None:
+        match = re.fullmatch(r"/page/(\d+)", path)
+        if match is None or int(match.group(1)) >= self.pages:
+            return None
+        return int(match.group(1))
+
+    def record(self, host: str, path: str) -> bool:
+        """Log a request; True if it is to be answered 503 (the first ask of an unavailable path)."""
+        with self._lock:
+            self.log.append((host, path, time.monotonic()))
+            if path in self.unavailable:
+                self.unavailable.discard(path)
+                return True
+            return False
+
+    def fetched(self) -> Counter[str]:
+        """Requests served per path so far."""
+        with self._lock:
+            return Counter(path for _host, path, _t in self.log)
+
+    def __enter__(self) -> MultiHostSite:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
+    """A server on each address, all on one free port."""
+    for _attempt in range(20):
+        first = _QuietServer((addresses[0], 0), handler)
+        port = first.server_address[1]
+        servers = [first]
+        try:
+            for address in addresses[1:]:
+                servers.append(_QuietServer((address, port), handler))
+        except OSError:
+            for server in servers:
+                server.server_close()
+            continue
+        return servers
+    raise OSError(f"could not find a port free on all of {addresses}")
+
+
 @contextlib.contextmanager
 def _first_ctrl_c_finishes_the_page() -> Iterator[threading.Event]:
     """A first Ctrl-C lets the page in hand finish, then stops; a second one stops at once."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -47,6 +48,8 @@ from .journal import (
     MAGIC,
     MAGIC_CRC,
     MAX_ATTEMPTS,
+    MAX_SECONDS,
+    MAX_TIME,
     PUSH,
     PUSH_HEAD,
     REFETCH,
@@ -175,6 +178,7 @@ class Frontier:
         remove_stale_temps(layout.cursor)
         remove_stale_temps(layout.meta)
         remove_stale_temps(layout.seen_index)
+        remove_stale_temps(layout.hosts)
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:
@@ -253,6 +257,8 @@ class Frontier:
             self._rebuild(str(exc), None)
             return
         try:
+            if saved.clean and saved.hosts_file is None:
+                raise HostFileUnusable("the clean checkpoint names no requests.hosts")
             host_state = load_host_state(self.layout.hosts, saved.hosts_file) if saved.hosts_file else None
         except HostFileUnusable as exc:
             self._queues.close()
@@ -619,7 +625,7 @@ class Frontier:
                 wait = left if wait is None else min(wait, left)
             self._waiters += 1
             try:
-                self._cond.wait(wait)
+                self._cond.wait(None if wait is None else min(wait, 3600.0))  # woken again to look
             finally:
                 self._waiters -= 1
             self._check_open()
@@ -825,14 +831,14 @@ class Frontier:
             priority = request.priority
             if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
                 raise ValueError(f"{what}(): {request!r} has priority {priority!r}, not a 32-bit int")
-            attempts = min(request.attempts + more_attempts, MAX_ATTEMPTS)
-            if seq < 0:  # kept in memory only: back into the memory queue, its time not kept
+            attempts = min(_attempts(request.attempts) + more_attempts, MAX_ATTEMPTS)
+            if seq < 0:  # kept in memory only (this run): back into the memory queue at once, no time kept
                 del self._inflight[seq]
                 request.attempts = attempts
                 self._memq.push(request, -priority)
                 self._count_pending(priority, 1)
                 self._counters["retried" if kind == RETRY else "refetch_scheduled"] += 1
-                self._host_back(request, kind == REFETCH, 1)
+                self._host_back(request, False, 1)  # no journal record: not counted in the host's done
                 return
             try:
                 record = encode_request(request)
@@ -938,8 +944,8 @@ class Frontier:
         """Hand out nothing of ``host`` before ``until`` (a ``time.time()`` value; ``math.inf``: until
         ``unblock``). For a 429 or 503 with Retry-After. Kept across restarts and crashes."""
         name = _check_host(host)
-        if isinstance(until, bool) or not isinstance(until, (int, float)) or until != until or until < 0:
-            raise ValueError(f"block(): until must be a time.time() value or math.inf, got {until!r}")
+        if until != math.inf:
+            until = _check_time("block(): until", until)
         with self._mutex:
             self._check_open()
             entry = self._hosts.host(name)
@@ -959,8 +965,8 @@ class Frontier:
         A retried request counts once; a re-fetch counts again. Kept across restarts and crashes.
         """
         name = _check_host(host)
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
-            raise ValueError(f"set_budget(): budget must be None or a whole number of at least 0, got {budget!r}")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**63):
+            raise ValueError(f"set_budget(): budget must be None or a whole number from 0 to 2**63 - 1, got {budget!r}")
         with self._mutex:
             self._check_open()
             entry = self._hosts.host(name)
@@ -1133,8 +1139,9 @@ class Frontier:
             host = self._hosts.host(request.slot)
             host.inflight -= 1
             if seq >= 0:
-                self._queues.push(seq, request.priority)
-                self._count_pending(request.priority, 1)
+                priority = self._stored_priority(seq)
+                self._queues.push(seq, priority)
+                self._count_pending(priority, 1)
                 host.pending += 1
                 requeued += 1
         memory_lost = len(self._memq) + sum(1 for s in self._inflight if s < 0)
@@ -1177,6 +1184,11 @@ class Frontier:
             offsets.extend(self._queues.take_all(priority))
             offsets.sort()
             self._queues.load(priority, array("Q", offsets))
+
+    def _stored_priority(self, seq: int) -> int:
+        """The priority the journal holds for the in-flight request ``seq`` (its caller may have changed
+        ``request.priority`` since; the queues and counts go by the journal)."""
+        return int(_PUSH_HEAD_UNPACK(self._journal.read_body(seq))[1])
 
     def _memory_requests(self) -> list[Request]:
         out = []
@@ -1255,14 +1267,14 @@ class Frontier:
 
 
 def _check_seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a number of seconds, at least 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds from 0 to {MAX_SECONDS:,}, got {value!r}")
     return float(value)
 
 
 def _check_time(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise ValueError(f"{name} must be a time.time() value, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIME:
+        raise ValueError(f"{name} must be a time.time() value (0 to {MAX_TIME:,}), got {value!r}")
     return float(value)
 
 

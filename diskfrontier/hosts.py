@@ -48,7 +48,7 @@ class Host:
         self.blocked_until = 0.0
         self.budget: int | None = None
         self.next_time = 0.0  # the last hand-out plus the delay
-        self.buffer: list[int] = []  # a heap of keys: (top priority - priority) << 64 | order
+        self.buffer: list[int] | None = None  # a heap of keys: (top priority - priority) << 64 | order
         self.token = 0  # the heap entry that is this host's current one
 
     @property
@@ -179,6 +179,8 @@ class HostSchedule:
     def buffer(self, host: Host, priority: int, offset: int, now: float) -> None:
         """Add a request pulled from the priority queues to its host's buffer."""
         key = self.key(priority, offset)
+        if host.buffer is None:
+            host.buffer = []
         top = host.buffer[0] if host.buffer else None
         heapq.heappush(host.buffer, key)
         self.buffered += 1
@@ -188,7 +190,11 @@ class HostSchedule:
     def take(self, host: Host) -> tuple[int, int]:
         """Take the best buffered request of ``host``: (priority, offset)."""
         self.buffered -= 1
-        return self.unkey(heapq.heappop(host.buffer))
+        assert host.buffer
+        key = heapq.heappop(host.buffer)
+        if not host.buffer:
+            host.buffer = None
+        return self.unkey(key)
 
     def handed_out(self, host: Host, now: float) -> None:
         """Count a hand-out of ``host`` (from its buffer or straight from the queues) and re-place it."""
@@ -202,8 +208,8 @@ class HostSchedule:
         """Empty every buffer: (priority, offset) of each request that was in one."""
         out = []
         for host in self.table.values():
-            for key in host.buffer:
+            for key in host.buffer or ():
                 out.append(self.unkey(key))
-            host.buffer = []
+            host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0
         return out

@@ -117,7 +117,7 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
 
 def _host(row: Any) -> Host:
     name, pending, done, delay, blocked_until, budget = row
-    if not (isinstance(name, str) and name and isinstance(pending, int) and pending >= 0 and isinstance(done, int)
+    if not (isinstance(name, str) and isinstance(pending, int) and pending >= 0 and isinstance(done, int)
             and done >= 0 and (delay is None or (isinstance(delay, float) and delay >= 0 and math.isfinite(delay)))
             and isinstance(blocked_until, float) and blocked_until >= 0
             and (budget is None or (isinstance(budget, int) and budget >= 0))):

@@ -39,6 +39,7 @@ them (``upgrade.py``) and never written.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import zlib
@@ -76,6 +77,10 @@ CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
 MAX_ATTEMPTS = 0xFFFF
+MAX_SECONDS = 10**10
+"""The longest delay, timeout or wait a call takes (about 317 years)."""
+MAX_TIME = 10**11
+"""The latest ``time.time()`` value a record or a call holds (the year 5138); a block may also be +inf."""
 MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 _CHUNK = 8 << 20
 
@@ -104,14 +109,24 @@ def header_check(offset: int, length: int) -> int:
 
 
 def _body_ok_v3(body: bytes | memoryview) -> bool:
-    """A record of a known type whose size fits its own length fields (format 3)."""
-    kind, size = body[0], len(body)
+    """A record of a known type whose size fits its own length fields and whose values are in range (format 3)."""
+    size = len(body)
+    if not size:
+        return False
+    kind = body[0]
     if kind in (PUSH, RETRY, REFETCH):
         extra = 0 if kind == PUSH else 8
-        return size >= _PUSH_SIZE and size > _PUSH_SIZE + body[6] + body[7] + extra
+        if size < _PUSH_SIZE or size <= _PUSH_SIZE + body[6] + body[7] + extra:
+            return False
+        not_before = PUSH_HEAD.unpack_from(body)[6]
+        return not not_before or 0.0 < not_before <= MAX_TIME
     if kind == DONE:
         return size == _DONE_SIZE
-    return kind == HOST and size > HOST_HEAD.size and size == HOST_HEAD.size + body[1]
+    if kind != HOST or size <= HOST_HEAD.size or size != HOST_HEAD.size + body[1]:
+        return False
+    _, _, delay, blocked_until, budget, _ = HOST_HEAD.unpack_from(body)
+    return ((delay != delay or 0.0 <= delay <= MAX_SECONDS) and budget >= -1
+            and (0.0 <= blocked_until <= MAX_TIME or blocked_until == math.inf))
 
 
 def _body_ok_v2(body: bytes | memoryview) -> bool:
@@ -364,7 +379,7 @@ class JournalScan:
                     if (_crc32(body, seed) if checked else crc_of(pos, body)) != fields[1]:
                         problem = "checksum mismatch"
                     elif not body_ok(body):
-                        problem = f"record of unknown type {body[0]}"
+                        problem = f"a record of type {body[0]} that is malformed or of an unknown type"
                     else:
                         yield pos, body
                         pos = end

@@ -422,7 +422,11 @@ class SeenFile:
         covered = self.index_record.count if self.index_record is not None else 0
         if len(self.index) - covered < max(1, min_new_keys) or self._pending:
             return self.index_record
-        self.index_record = self.index.save(self.index_path, self.end)
+        try:
+            self.index_record = self.index.save(self.index_path, self.end)
+        except OSError as exc:  # a full disk: the index is a cache, and the old one still describes its file
+            log.warning("could not save %s (%s); the next open reads %s instead", self.index_path,
+                        exc.strerror or exc, self.path)
         return self.index_record
 
     def _open_files(self, end: int, sums: list[int], *, rewrite_sums: bool) -> None:

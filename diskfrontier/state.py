@@ -45,6 +45,7 @@ from .journal import (
     MAGIC,
     MAGIC_CRC,
     MAX_BODY,
+    MAX_TIME,
     PUSH,
     PUSH_HEAD,
     PUSH_HEAD_V2,
@@ -415,8 +416,11 @@ def _fast_scan(
             length, crc, check, kind = unpack(buf, rel)
             body = rel + header
             end = body + length
-            if end > n:
-                break
+            if end > n or not length:  # (a zero length: damage below the floor, named by JournalScan)
+                if length:
+                    break
+                _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
+                return pos + rel, last, crc32(view[:rel], running)
             at = pos + rel
             if end > unchecked:
                 seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
@@ -427,7 +431,8 @@ def _fast_scan(
                 done(at, _TARGET(buf, body + 1)[0])
             elif (kind == 1 or kind == 4 or kind == 5) and length >= fp_start:
                 priority, flags, fplen, slotlen, _attempts, not_before = head(buf, body + 1)
-                if length <= fp_start + fplen + slotlen + (0 if kind == 1 else 8):
+                if length <= fp_start + fplen + slotlen + (0 if kind == 1 else 8) or (
+                        not_before and not 0.0 < not_before <= MAX_TIME):
                     _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
                     return at, last, crc32(view[:rel], running)
                 code = code_of.get(priority)

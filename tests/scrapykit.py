@@ -99,19 +99,21 @@ def _note(log: str, when: str) -> str | None:
 
 
 def crawl_with_kills(tmp_path, scheduler: str, pages: int, kill_at: list[int], sig: int = signal.SIGKILL,
-                     delay: float = 0.02, stall: float | None = None) -> KillRun:
+                     delay: float = 0.02, stall: float | None = None, site=None, settings: tuple = ()) -> KillRun:
     """Crawl a site of ``pages`` pages, stopping with ``sig`` when each of ``kill_at`` pages were
     fetched, then run the crawl once more to its end.
 
     ``stall``: for a scheduler that is measured, not trusted: a run that stops making
     progress is stopped after that many seconds, and noted, instead of failing the test.
+    ``site``: a site to crawl instead of a ``SyntheticSite`` (not started yet);
+    ``settings``: more ``NAME=VALUE`` Scrapy settings.
     """
     jobdir = str(tmp_path / f"job-{scheduler}")
     stats_path = str(tmp_path / f"stats-{scheduler}.json")
     run = KillRun(scheduler, pages)
-    with SyntheticSite(pages, delay=delay) as site:
+    with site or SyntheticSite(pages, delay=delay) as site:
         for number, threshold in enumerate(kill_at, 1):
-            proc = start_crawl(jobdir, site, scheduler, stats_path)
+            proc = start_crawl(jobdir, site, scheduler, stats_path, *settings)
             log = stop_after(proc, site, threshold, sig, stall=stall)
             run.kills += 1
             if len(site.fetched()) < threshold:
@@ -126,7 +128,7 @@ def crawl_with_kills(tmp_path, scheduler: str, pages: int, kill_at: list[int], s
                 run.in_flight_at_kills.append(len(fetched & pending_paths(jobdir)))
         if os.path.exists(stats_path):
             os.unlink(stats_path)
-        proc = start_crawl(jobdir, site, scheduler, stats_path)
+        proc = start_crawl(jobdir, site, scheduler, stats_path, *settings)
         if stall is None:
             run.final_log = finish(proc)
         else:

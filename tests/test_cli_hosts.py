@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 
 from click.testing import CliRunner
@@ -51,7 +50,8 @@ def test_host_changes_settings_that_last(tmp_path):
     out = json.loads(run("host", job, "a.example", "--default-delay", "--unblock", "--no-budget", "--json").output)
     assert out["delay"] == 0 and out["blocked_until"] is None and out["budget"] is None
     out = json.loads(run("host", job, "b.example", "--block", "--json").output)
-    assert out["blocked_until"] == math.inf
+    assert out["blocked_until"] == "forever"
+    assert json.loads(run("hosts", job, "--json", "--sort", "blocked").output)[0]["blocked_until"] == "forever"
     until = time.time() + 100
     out = json.loads(run("host", job, "b.example", "--block-until", str(until), "--json").output)
     assert abs(out["blocked_until"] - until) < 1e-3
@@ -64,7 +64,8 @@ def test_host_refuses_bad_input_and_a_live_directory(tmp_path):
     job = str(tmp_path / "job")
     make(job)
     for args in (["--block", "--unblock"], ["--delay", "1", "--default-delay"], ["--budget", "1", "--no-budget"],
-                 ["--delay", "-1"], ["--budget", "-2"]):
+                 ["--delay", "-1"], ["--budget", "-2"], ["--delay", "nan"], ["--delay", "inf"], ["--block-for", "nan"],
+                 ["--block-until", "nan"], ["--budget", str(2**63)]):
         result = run("host", job, "a.example", *args)
         assert result.exit_code == 2 and "Traceback" not in result.output, args
     assert run("host", job, "", "--delay", "1").exit_code == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import os
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from diskfrontier import Frontier, NotInFlight, Request
+from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.jobinfo import pending_requests
 
 
@@ -286,9 +287,11 @@ def test_a_budget_counts_done_requests_across_restarts(tmp_path):
 
 def test_skew_first_pops_cover_distinct_hosts(tmp_path):
     """The skew workload at 10^5 (the benchmark runs it at 10^6): one host holds 80%."""
-    big = [Request(f"https://big.example/p/{i}", fingerprint=i.to_bytes(20, "little")) for i in range(80_000)]
-    small = [Request(f"https://h{i % 5000}.example/p/{i}", fingerprint=(10**6 + i).to_bytes(20, "little"))
-             for i in range(20_000)]
+    def request(url: str) -> Request:  # a sha1 of the URL as the fingerprint: quicker than Scrapy's
+        return Request(url, fingerprint=hashlib.sha1(url.encode()).digest())
+
+    big = [request(f"https://big.example/p/{i}") for i in range(80_000)]
+    small = [request(f"https://h{i % 5000}.example/p/{i}") for i in range(20_000)]
     mixed = [r for pair in itertools.zip_longest(big[:20_000], small) for r in pair if r is not None] + big[20_000:]
     with Frontier(tmp_path / "job", per_host=1) as f:
         f.push_many(mixed)
@@ -334,3 +337,104 @@ def test_the_defaults_hand_out_in_todays_order(tmp_path):
     want = sorted(requests, key=lambda r: (-r.priority, -int(r.url.rsplit("/", 1)[1])))
     assert got == [r.url for r in want]
     assert os.path.exists(tmp_path / "job" / "requests.queue")
+
+
+# ---------------------------------------------------------------------- what a review found
+def crash(frontier: Frontier) -> None:
+    """Leave the directory as a kill would: nothing of close() happens."""
+    frontier._seen.flush()
+    frontier._release_files()
+    frontier._lock.release()
+
+
+def test_a_zeroed_length_of_a_host_record_below_the_floor_is_named(tmp_path):
+    job = str(tmp_path / "job")
+    f = Frontier(job)
+    f.push(Request("https://a.example/1"))
+    host_at = f._journal.size
+    f.set_delay("a.example", 1.0)
+    f.close()
+    f = Frontier(job)
+    f.push(Request("https://a.example/3"))
+    crash(f)
+    with open(os.path.join(job, "requests.urls"), "r+b") as fh:
+        fh.seek(host_at)
+        fh.write(b"\0\0\0\0")
+    with pytest.raises(JobDirCorrupt) as info:
+        Frontier(job)
+    assert info.value.offset == host_at
+
+
+@pytest.mark.parametrize("setting", ["timeout", "not_before", "block"])
+def test_far_times_are_refused_or_waited_for_without_a_raw_error(tmp_path, setting):
+    with Frontier(tmp_path / "job") as f:
+        with pytest.raises(ValueError):
+            f.pop(timeout=1e12)
+        with pytest.raises(ValueError):
+            f.push(Request("https://a.example/x"), not_before=10**400)
+        with pytest.raises(ValueError):
+            f.block("a.example", 1e300)
+        with pytest.raises(ValueError):
+            f.set_budget("a.example", 2**63)
+        f.push(Request("https://a.example/"), not_before=time.time() + 9e9 if setting == "not_before" else None)
+        if setting == "block":
+            f.block("a.example", math.inf)
+        if setting != "timeout":
+            assert f.pop(timeout=0.05) is None  # a wait longer than threading allows is cut into pieces
+
+
+def test_a_retry_with_bad_attempts_is_refused_before_anything_is_written(tmp_path):
+    with Frontier(tmp_path / "job") as f:
+        f.push(Request("https://a.example/"))
+        request = f.pop()
+        size = f.stats()["journal_bytes"]
+        for bad in (-5, 1.5, None):
+            request.attempts = bad
+            with pytest.raises(ValueError):
+                f.retry(request)
+        assert f.stats()["journal_bytes"] == size
+        request.attempts = 0
+        f.retry(request)
+
+
+def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
+    from diskfrontier.journal import frame, push_body
+
+    job = str(tmp_path / "job")
+    with Frontier(job) as f:
+        f.push(Request("https://a.example/"))
+        at = f._journal.size
+    body = push_body(0, False, b"f" * 20, b"\x91\xa9https://b", slot=b"b", not_before=math.inf)
+    with open(os.path.join(job, "requests.urls"), "ab") as fh:
+        fh.write(frame(at, body) + frame(at + 10 + len(body), body))  # not a torn tail: another record follows
+    with pytest.raises(JobDirCorrupt) as info:
+        Frontier(job)
+    assert info.value.offset == at
+
+
+def test_an_in_flight_request_whose_priority_was_changed_goes_back_under_its_own(tmp_path):
+    with Frontier(tmp_path / "job") as f:
+        f.push_many(Request(f"https://a.example/{i}", priority=3) for i in range(3))
+        request = f.pop()
+        request.priority = 9
+    with Frontier(tmp_path / "job") as f:
+        assert f.stats()["pending_by_priority"] == {3: 3}
+        assert [r.priority for r in iter(f.pop, None)] == [3, 3, 3]
+
+
+def test_a_stale_temp_of_the_host_file_is_removed_at_open(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job):
+        pass
+    (job / "requests.hosts.tmp-123-abc").write_bytes(b"half")
+    with Frontier(job):
+        pass
+    assert not list(job.glob("requests.hosts.tmp*"))
+
+
+def test_memory_only_requests_do_not_count_as_done_for_their_host(tmp_path):
+    with Frontier(tmp_path / "job") as f:
+        f.push(Request("https://a.example/", meta={"x": object()}))
+        request = f.pop()
+        f.done(request, refetch_after=0)
+        assert f.hosts()[0].done == 0 and len(f) == 1

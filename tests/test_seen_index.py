@@ -183,3 +183,28 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
     with Frontier(path) as frontier:
         assert frontier.recovery == "rebuilt" and len(frontier) == 1999
     assert all_duplicates(path, 2000)
+
+
+FULL_DISK_AT_CLOSE = """
+import os, resource, signal, sys
+import diskfrontier.frontier
+from diskfrontier import Frontier, Request
+diskfrontier.frontier.INDEX_MIN_NEW_KEYS = 1
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+f = Frontier(sys.argv[1])
+f.push_many(Request(f"https://a.example/{i}") for i in range(300))
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.RLIM_INFINITY))  # the index is larger
+f.close()
+print("closed")
+"""
+
+
+def test_a_seen_index_that_cannot_be_saved_does_not_spoil_the_close(tmp_path):
+    job = str(tmp_path / "job")
+    result = subprocess.run([sys.executable, "-c", FULL_DISK_AT_CLOSE, job], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.strip() == "closed", result.stderr
+    assert "could not save" in result.stderr
+    assert not os.path.exists(os.path.join(job, "requests.seen.index"))
+    with Frontier(job) as f:
+        assert f.recovery == "clean" and len(f) == 300

@@ -13,6 +13,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
         "diskfrontier.scrapy needs Scrapy; install it with: pip install 'diskfrontier[scrapy]'"
     ) from exc
 
+from .retry_after import RetryAfterMiddleware
 from .scheduler import Scheduler
 
-__all__ = ["Scheduler"]
+__all__ = ["RetryAfterMiddleware", "Scheduler"]

@@ -49,6 +49,26 @@ class Completion:
         """``request`` (made from ``frontier_request``) has been given to the engine."""
         self._out[request] = frontier_request
 
+    def take_retry(self, retry: ScrapyRequest) -> tuple[ScrapyRequest, Request] | None:
+        """The frontier request that ``retry`` (a copy made by Scrapy's retry middleware) retries.
+
+        The original is in the engine's hands: the same URL, method and body, and one
+        ``retry_times`` fewer. It is no longer tracked (the frontier's ``retry`` gives it back).
+        """
+        times = retry.meta.get("retry_times")
+        if not isinstance(times, int) or times < 1:
+            return None
+        for original, stored in self._out.items():
+            if (original.url == retry.url and original.method == retry.method and original.body == retry.body
+                    and original.meta.get("retry_times", 0) == times - 1):
+                del self._out[original]
+                return original, stored
+        return None
+
+    def put_back(self, request: ScrapyRequest, frontier_request: Request) -> None:
+        """Track ``request`` again (a retry that could not go through the frontier)."""
+        self._out[request] = frontier_request
+
     def finished(self) -> list[Request]:
         """The frontier requests whose Scrapy requests the engine has finished with, since the last call."""
         if not self._out:

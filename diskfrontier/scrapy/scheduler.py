@@ -8,6 +8,20 @@ Settings::
                                                 # is a FIFO queue, else "lifo" (Scrapy's default)
     DISKFRONTIER_FSYNC = False                  # True: every enqueue also survives a power cut
     DISKFRONTIER_START_REQUESTS = "dedupe"      # start requests when a crawl resumes (see below)
+    DISKFRONTIER_PREFER = "idle"                # "idle": the download slot with the fewest requests
+                                                # in flight first (Scrapy's DownloaderAwarePriorityQueue
+                                                # rule, the default when SCHEDULER_PRIORITY_QUEUE is
+                                                # that class); "priority": highest priority first
+    DISKFRONTIER_PER_SLOT = None                # at most this many requests of a slot in flight
+    DISKFRONTIER_RETRY = True                   # retries of RetryMiddleware go through Frontier.retry
+
+Each request is queued under its download slot (``download_slot`` in its meta, else its
+host name, as Scrapy's downloader keys its slots); the downloader still enforces
+``DOWNLOAD_DELAY`` and its concurrency limits. A retry made by Scrapy's
+``RetryMiddleware`` (a copy of a request in progress, with ``retry_times`` one higher)
+replaces the original in one journal record (``Frontier.retry``) instead of being a new
+request beside it. ``diskfrontier.scrapy.RetryAfterMiddleware`` blocks a slot for the
+time a 429 or 503 response's ``Retry-After`` asks.
 
 Requests are stored as Scrapy's own request dict (``Request.to_dict``) in msgpack, never
 pickle. A request that cannot be (a callback that is not a spider method, meta or
@@ -34,6 +48,7 @@ import logging
 import os
 import shutil
 import tempfile
+import weakref
 from typing import Any
 
 from scrapy import Request as ScrapyRequest
@@ -44,10 +59,11 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
 from ..codec import Unencodable, encode_request
+from ..errors import FrontierError
 from ..fingerprint import request_fingerprint
 from ..frontier import Frontier
 from ..jobdir import Layout
-from ..request import Request
+from ..request import Request, check_slot, host_of
 from ..scrapy_records import frontier_request, route_priority, scrapy_dict
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
@@ -57,6 +73,24 @@ logger = logging.getLogger("diskfrontier.scrapy")
 START_POLICIES = ("dedupe", "skip", "keep")
 _LIVE = "__diskfrontier_live_request__"  # meta key of a memory-only request: the Scrapy request itself
 STATS_EVERY = 1000  # counters reach Scrapy's stats collector in batches (and at close)
+_SCHEDULERS: weakref.WeakKeyDictionary[Any, Scheduler] = weakref.WeakKeyDictionary()  # crawler -> its scheduler
+_DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+
+
+def scheduler_for(crawler: Any) -> Scheduler | None:
+    """The diskfrontier scheduler of ``crawler``, if it has one (for middlewares)."""
+    return _SCHEDULERS.get(crawler)
+
+
+def slot_of(request: ScrapyRequest) -> str:
+    """The download slot key Scrapy's downloader gives ``request``: its ``download_slot``, else its host."""
+    slot = request.meta.get("download_slot")
+    if isinstance(slot, str):
+        try:
+            return check_slot(slot, "download_slot") or ""
+        except ValueError:
+            pass
+    return host_of(request.url)
 
 
 def default_fingerprint(request: ScrapyRequest) -> bytes:
@@ -92,6 +126,9 @@ class Scheduler(BaseScheduler):
         fsync: bool = False,
         start_requests: str = "dedupe",
         debug_duplicates: bool = False,
+        prefer: str = "idle",
+        per_slot: int | None = None,
+        retry: bool = True,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -109,6 +146,11 @@ class Scheduler(BaseScheduler):
         self.fsync = fsync
         self.start_policy = start_requests
         self.debug_duplicates = debug_duplicates
+        if prefer not in ("idle", "priority"):
+            raise ValueError(f"DISKFRONTIER_PREFER must be 'idle' or 'priority', got {prefer!r}")
+        if per_slot is not None and (isinstance(per_slot, bool) or not isinstance(per_slot, int) or per_slot < 1):
+            raise ValueError(f"DISKFRONTIER_PER_SLOT must be a whole number of at least 1, got {per_slot!r}")
+        self.prefer, self.per_slot, self.retry_in_frontier = prefer, per_slot, retry
         self.frontier: Frontier | None = None
         self._fingerprint = fingerprint_function(crawler)
         self._counts: dict[str, int] = {}
@@ -124,6 +166,9 @@ class Scheduler(BaseScheduler):
         """Build the scheduler from the crawler's settings."""
         settings = crawler.settings
         fifo_queue = "fifo" in str(settings.get("SCHEDULER_DISK_QUEUE", "")).lower()
+        queue = settings.get("SCHEDULER_PRIORITY_QUEUE", _DAPQ)
+        queue_name = queue if isinstance(queue, str) else f"{queue.__module__}.{queue.__qualname__}"
+        per_slot = settings.get("DISKFRONTIER_PER_SLOT")
         return cls(
             crawler,
             job_dir(settings),
@@ -132,6 +177,9 @@ class Scheduler(BaseScheduler):
             fsync=settings.getbool("DISKFRONTIER_FSYNC"),
             start_requests=settings.get("DISKFRONTIER_START_REQUESTS", "dedupe"),
             debug_duplicates=settings.getbool("DUPEFILTER_DEBUG"),
+            prefer=settings.get("DISKFRONTIER_PREFER") or ("idle" if queue_name == _DAPQ else "priority"),
+            per_slot=None if per_slot in (None, "") else settings.getint("DISKFRONTIER_PER_SLOT"),
+            retry=settings.getbool("DISKFRONTIER_RETRY", True),
         )
 
     # ------------------------------------------------------------------ open / close
@@ -147,7 +195,8 @@ class Scheduler(BaseScheduler):
         existed = os.path.exists(Layout(path).meta)
         # An existing directory keeps its order; only an explicit DISKFRONTIER_ORDER is checked against it.
         order = self.order if existed else self.order or self.default_order
-        self.frontier = Frontier(path, order=order, fsync=self.fsync)
+        self.frontier = Frontier(path, order=order, fsync=self.fsync, prefer=self.prefer, per_host=self.per_slot)
+        _SCHEDULERS[self.crawler] = self
         stats = self.frontier.stats()
         self._resumed = existed or stats["seen"] > 0
         if stats["recovered"]:
@@ -188,6 +237,8 @@ class Scheduler(BaseScheduler):
         """Store ``request``; False if it is a duplicate (or a start request not wanted again)."""
         frontier = self.frontier
         assert frontier is not None, "the scheduler is not open"
+        if self.retry_in_frontier and "retry_times" in request.meta and self._retry(request):
+            return True
         fingerprint = self._fingerprint(request)
         dont_filter = request.dont_filter
         if self._is_start_request(request):
@@ -206,6 +257,7 @@ class Scheduler(BaseScheduler):
         except (ValueError, TypeError, Unencodable) as exc:
             self._keep_in_memory(request, fingerprint, dont_filter, exc)
             return True
+        stored._slot = slot_of(request)
         if not frontier.push_record(stored, record):
             self._log_duplicate(request)
             return False
@@ -231,6 +283,33 @@ class Scheduler(BaseScheduler):
             self._completion.handed_out(request, stored)
             return request
         return None
+
+    def block_slot(self, slot: str, until: float) -> None:
+        """Hand out no request of download slot ``slot`` before ``until`` (a ``time.time()`` value)."""
+        if self.frontier is not None:
+            self.frontier.block(slot, until)
+            self._count("diskfrontier/blocked")
+
+    def _retry(self, request: ScrapyRequest) -> bool:
+        """Give the original of a RetryMiddleware copy back to the frontier as this copy; False if
+        ``request`` is not such a copy (it is then enqueued as a new request)."""
+        found = self._completion.take_retry(request)
+        if found is None:
+            return False
+        original, stored = found
+        assert self.frontier is not None
+        try:
+            copy = frontier_request(self._dicts.to_dict(request), stored.fingerprint, dont_filter=stored.dont_filter)
+            stored.meta, stored.priority, stored.body = copy.meta, copy.priority, copy.body
+            self.frontier.retry(stored)
+        except (ValueError, TypeError, FrontierError) as exc:
+            self._completion.put_back(original, stored)
+            logger.debug("retry of %s enqueued as a new request (%s)", request, exc, extra={"spider": self.spider})
+            return False
+        self._count("diskfrontier/retried")
+        self._count("scheduler/enqueued/disk")
+        self._count("scheduler/enqueued")
+        return True
 
     # ------------------------------------------------------------------ helpers
     def _count(self, name: str, n: int = 1) -> None:

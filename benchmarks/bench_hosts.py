@@ -1,0 +1,315 @@
+"""Hosts and time: politeness costs, skew, memory per host, delayed requests, and a real
+Scrapy crawl of a site on several loopback hosts side by side with Scrapy's own queues.
+
+    pip install -e '.[bench]'
+    python benchmarks/bench_hosts.py                  # everything (about 10 minutes here)
+    python benchmarks/bench_hosts.py --only frontier  # or: skew, memory, scrapy
+
+* frontier: pop+done per second with politeness off (the defaults) and on (``per_host=1``,
+  ``delay=0``), at 10^3 and 10^5 hosts (200,000 requests spread evenly), medians of 3.
+* skew: 10^6 URLs, one host holding 80%, ``per_host=1``: how many distinct hosts the first
+  1,000 pops (no ``done``) cover, and how long they take.
+* memory: RSS per host with pending requests (10^5 hosts, one request each, against the
+  same number of requests on one host), and RSS per delayed request (10^6 pushed with a
+  ``not_before``); each measured in a fresh child process.
+* scrapy: a Scrapy crawl of a 400-page site served on 127.0.0.2 ... 127.0.0.9, one host
+  holding 80% of the pages, ``DOWNLOAD_DELAY`` set: pages per second with
+  ``diskfrontier.scrapy.Scheduler`` (its default ``DISKFRONTIER_PREFER = "idle"``) and
+  with Scrapy's scheduler with ``JOBDIR`` and its ``DownloaderAwarePriorityQueue`` (its
+  default) and ``ScrapyPriorityQueue``; then the diskfrontier crawl killed with SIGKILL
+  twice and resumed: pages never fetched.
+
+The machines are shared and noisy: read the medians and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from diskfrontier import Frontier, Request
+
+HERE = os.path.abspath(__file__)
+
+
+def request(url: str) -> Request:
+    """A request with a sha1 of its URL as fingerprint (what is measured here is not fingerprinting)."""
+    return Request(url, fingerprint=hashlib.sha1(url.encode()).digest())
+
+
+# ---------------------------------------------------------------------- frontier
+def pop_done_rate(work: str, n: int, hosts: int, polite: bool) -> float:
+    job = os.path.join(work, f"pd-{hosts}-{polite}")
+    shutil.rmtree(job, ignore_errors=True)
+    requests = [request(f"https://h{i % hosts}.example/p/{i}") for i in range(n)]
+    with Frontier(job, per_host=1 if polite else None) as frontier:
+        frontier.push_many(requests)
+    with Frontier(job, per_host=1 if polite else None) as frontier:
+        started = time.perf_counter()
+        count = 0
+        while (r := frontier.pop()) is not None:
+            frontier.done(r)
+            count += 1
+        elapsed = time.perf_counter() - started
+    assert count == n, count
+    shutil.rmtree(job)
+    return n / elapsed
+
+
+def bench_frontier(work: str, repeat: int) -> None:
+    n = 200_000
+    print(f"\npop+done of {n:,} requests, per second (median of {repeat})")
+    print(f"{'hosts':>8}  {'politeness off':>15}  {'per_host=1':>12}  {'on/off':>7}  {'us/pop+done on':>15}")
+    per_pop = {}
+    for hosts in (1_000, 100_000):
+        off = statistics.median(pop_done_rate(work, n, hosts, False) for _ in range(repeat))
+        on = statistics.median(pop_done_rate(work, n, hosts, True) for _ in range(repeat))
+        per_pop[hosts] = 1e6 / on
+        print(f"{hosts:>8,}  {off:>15,.0f}  {on:>12,.0f}  {on / off:>6.2f}x  {1e6 / on:>15.1f}")
+    growth = per_pop[100_000] / per_pop[1_000]
+    print(f"cost of a polite pop+done at 10^5 hosts / at 10^3 hosts: {growth:.2f}x "
+          f"(log(10^5)/log(10^3) = {math.log(1e5) / math.log(1e3):.2f}x; target: on/off >= 0.50x)")
+
+
+# ---------------------------------------------------------------------- skew
+def bench_skew(work: str) -> None:
+    n = 1_000_000
+    job = os.path.join(work, "skew")
+    shutil.rmtree(job, ignore_errors=True)
+    started = time.perf_counter()
+    with Frontier(job, per_host=1) as frontier:
+        batch = []
+        for i in range(n):
+            # 80% on one host, the rest over 50,000 hosts, interleaved as links are found
+            url = f"https://big.example/p/{i}" if i % 5 else f"https://h{(i // 5) % 50_000}.example/p/{i}"
+            batch.append(request(url))
+            if len(batch) == 10_000:
+                frontier.push_many(batch)
+                batch = []
+        pushed = time.perf_counter() - started
+        started = time.perf_counter()
+        hosts = [frontier.pop().slot for _ in range(1000)]
+        took = time.perf_counter() - started
+    print(f"\nskew: {n:,} URLs, one host 80%, per_host=1 (pushed in {pushed:.1f}s)")
+    print(f"the first 1,000 pops without a done cover {len(set(hosts)):,} distinct hosts, in {took * 1e3:.0f} ms "
+          f"(target: 1,000); without politeness the first {_same_host_run(work, n):,} pops are one host")
+    shutil.rmtree(job)
+
+
+def _same_host_run(work: str, n: int) -> int:
+    """Pops from the top of a politeness-off frontier of the skew workload before a second host appears."""
+    job = os.path.join(work, "skew-off")
+    shutil.rmtree(job, ignore_errors=True)
+    with Frontier(job) as frontier:
+        frontier.push_many(request(f"https://big.example/p/{i}" if i % 5 else f"https://h{(i // 5) % 50_000}.example/p/{i}")
+                           for i in range(0, n, 10))  # a tenth: the run length scales with it
+        first = frontier.pop().slot
+        run = 1
+        while (r := frontier.pop()) is not None and r.slot == first:
+            run += 1
+    shutil.rmtree(job)
+    return run * 10
+
+
+# ---------------------------------------------------------------------- memory
+def child_memory(kind: str, path: str, count: int) -> None:
+    """In a fresh process: RSS after opening a frontier of ``kind``."""
+    if kind.startswith("build-"):
+        with Frontier(path, per_host=1) as frontier:
+            frontier.push_many(request(f"https://h{i if kind == 'build-hosts' else 0}.example/p/{i}")
+                               for i in range(count))
+        print("{}")
+    elif kind == "hosts" or kind == "onehost":
+        before = _rss()
+        frontier = Frontier(path, per_host=1)
+        opened = _rss()
+        for info in frontier.hosts():  # no host ready: the next pop pulls every request into the host buffers
+            frontier.block(info.host, math.inf)
+        assert frontier.pop() is None and frontier.stats()["buffered"] == count
+        buffered = _rss()
+        print(json.dumps({"open": opened - before, "buffered": buffered - before, "hosts": len(frontier.hosts())}))
+        frontier.close()
+    elif kind == "delayed":
+        due = time.time() + 86400
+        before = _rss()
+        with Frontier(path) as frontier:
+            for start in range(0, count, 10_000):
+                frontier.push_many(Request(f"https://h{i % 1000}.example/p/{i}",
+                                           fingerprint=hashlib.sha1(b"%d" % i).digest()) for i in
+                                   range(start, min(count, start + 10_000)))
+            seen_only = _rss()
+        shutil.rmtree(path)
+        with Frontier(path) as frontier:
+            for start in range(0, count, 10_000):
+                batch = []
+                for i in range(start, min(count, start + 10_000)):
+                    r = Request(f"https://h{i % 1000}.example/p/{i}", fingerprint=hashlib.sha1(b"%d" % i).digest())
+                    r.not_before = due + i % 3600
+                    batch.append(r)
+                frontier.push_many(batch)
+            held = _rss()
+            print(json.dumps({"rss_ready": seen_only - before, "rss_delayed": held - before,
+                              "delayed": frontier.stats()["delayed"]}))
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_child(*args: object) -> dict:
+    out = subprocess.run([sys.executable, HERE, "--child", *map(str, args)], capture_output=True, text=True,
+                         check=True, timeout=3600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_memory(work: str) -> None:
+    hosts = 100_000
+    run_child("build-hosts", os.path.join(work, "mem-hosts"), hosts)  # built in another process than measured
+    run_child("build-one", os.path.join(work, "mem-one"), hosts)
+    many = run_child("hosts", os.path.join(work, "mem-hosts"), hosts)
+    one = run_child("onehost", os.path.join(work, "mem-one"), hosts)
+    print(f"\nmemory: {hosts:,} requests on {hosts:,} hosts against the same on one host (RSS of a fresh process)")
+    print(f"  after a clean open (host table):              {(many['open'] - one['open']) / hosts:6.0f} B per host "
+          f"(target <= 100 B)")
+    print(f"  every request pulled into its host's buffer:  {(many['buffered'] - one['buffered']) / hosts:6.0f} B per "
+          f"host, {one['buffered'] / hosts:.0f} B per buffered request on one host")
+    n = 1_000_000
+    delayed = run_child("delayed", os.path.join(work, "mem-delayed"), n)
+    extra = (delayed["rss_delayed"] - delayed["rss_ready"]) / n
+    print(f"delayed: {delayed['delayed']:,} requests waiting for a time cost {extra:.1f} B each more than the same "
+          f"requests ready (compact arrays: 20 B of entries plus array growth)")
+
+
+# ---------------------------------------------------------------------- scrapy
+SPIDER = '''
+import json, re, sys
+import scrapy
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\\d+)">')
+
+class SiteSpider(scrapy.Spider):
+    name = "site"
+    def __init__(self, base, **kw):
+        super().__init__(**kw)
+        self.start_urls = [base + "/page/0"]
+    def parse(self, response):
+        for href, priority in LINK.findall(response.text):
+            yield response.follow(href, callback=self.parse, priority=int(priority))
+
+jobdir, base, stats_file, settings_json = sys.argv[1:]
+settings = {"JOBDIR": jobdir, "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
+            "RETRY_ENABLED": False}
+settings.update(json.loads(settings_json))
+process = CrawlerProcess(settings)
+crawler = process.create_crawler(SiteSpider)
+def done(spider, reason):
+    with open(stats_file, "w") as f:
+        json.dump({k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float))}, f)
+crawler.signals.connect(done, signal=signals.spider_closed)
+process.crawl(crawler, base=base)
+process.start()
+'''
+
+CONTENDERS = {
+    "diskfrontier": {"SCHEDULER": "diskfrontier.scrapy.Scheduler"},
+    "scrapy DAPQ": {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"},
+    "scrapy SPQ": {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"},
+}
+
+
+def crawl(work: str, site, name: str, settings: dict, kill_at: int | None = None) -> tuple[float, int]:
+    """Run one crawl (to its end, or killed with SIGKILL once ``kill_at`` pages were served)."""
+    job = os.path.join(work, "crawl-" + name.replace(" ", "-"))
+    stats = os.path.join(work, "stats.json")
+    script = os.path.join(work, "spider.py")
+    with open(script, "w") as f:
+        f.write(SPIDER)
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, script, job, site.base, stats, json.dumps(settings)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if kill_at is not None:
+        while len(site.fetched()) < kill_at and proc.poll() is None:
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=900)
+    elapsed = time.perf_counter() - started
+    if kill_at is None and proc.returncode != 0:
+        raise RuntimeError(err.decode()[-2000:])
+    return elapsed, len(site.fetched())
+
+
+def bench_scrapy(work: str, repeat: int) -> None:
+    from diskfrontier.demo import MultiHostSite
+
+    pages, delay = 400, 0.05
+    common = {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS": 16}
+    print(f"\nScrapy crawl: {pages} pages on 8 loopback hosts (127.0.0.2 holds 80%), DOWNLOAD_DELAY = {delay}, "
+          f"CONCURRENT_REQUESTS = 16, JOBDIR; median of {repeat}")
+    print(f"{'scheduler':<14}  {'seconds':>8}  {'pages/s':>8}  {'vs diskfrontier':>16}")
+    rates = {}
+    for name, settings in CONTENDERS.items():
+        runs = []
+        for _ in range(repeat):
+            shutil.rmtree(os.path.join(work, "crawl-" + name.replace(" ", "-")), ignore_errors=True)
+            with MultiHostSite(pages, hosts=8) as site:
+                elapsed, fetched = crawl(work, site, name, {**common, **settings})
+                assert fetched == pages, (name, fetched)
+                runs.append(elapsed)
+        seconds = statistics.median(runs)
+        rates[name] = pages / seconds
+        print(f"{name:<14}  {seconds:>8.2f}  {pages / seconds:>8.1f}  "
+              f"{rates[name] / rates['diskfrontier']:>15.2f}x")
+    job = os.path.join(work, "crawl-diskfrontier")
+    shutil.rmtree(job, ignore_errors=True)
+    with MultiHostSite(pages, hosts=8) as site:
+        settings = {**common, **CONTENDERS["diskfrontier"]}
+        for kill_at in (100, 250):
+            crawl(work, site, "diskfrontier", settings, kill_at=kill_at)
+        crawl(work, site, "diskfrontier", settings)
+        fetched = site.fetched()
+    never = pages - sum(1 for n in range(pages) if fetched[f"/page/{n}"])
+    again = sum(count - 1 for count in fetched.values())
+    print(f"diskfrontier killed with SIGKILL at 100 and 250 pages, then resumed: {never} never fetched, "
+          f"{again} fetched again")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["frontier", "skew", "memory", "scrapy"])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, path, count = args.child
+        child_memory(kind, path, int(count))
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))  # as the issue's limit: no descriptor per host
+    work = tempfile.mkdtemp(prefix="bench-hosts-")
+    try:
+        if args.only in (None, "frontier"):
+            bench_frontier(work, args.repeat)
+        if args.only in (None, "skew"):
+            bench_skew(work)
+        if args.only in (None, "memory"):
+            bench_memory(work)
+        if args.only in (None, "scrapy"):
+            bench_scrapy(work, args.repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
