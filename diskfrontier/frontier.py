@@ -687,10 +687,18 @@ class Frontier:
         hosts.handed_out(host, now)
 
     def _release_due(self, now: float) -> None:
-        """Move the requests whose time has come from the delayed arrays into their queues."""
+        """Move the requests whose time has come from the delayed arrays into their hosts' buffers.
+
+        Into the buffers, not the queues: a buffer keeps a host's requests in journal order,
+        which is where a rebuild after a crash puts a request that waited (a LIFO or FIFO
+        queue could only take it on top or at the back). So the host rules are on from the
+        first request that waited for a time.
+        """
+        hosts, journal = self._hosts, self._journal
+        hosts.active = True
         try:
             for offset, priority, _due in self._delayed.release(now):
-                self._queues.push(offset, priority)
+                hosts.buffer(hosts.host(_slot_in(journal.read_body(offset))), priority, offset, now)
         except BaseException as exc:
             self._interrupted("pop", exc)
             raise
@@ -738,10 +746,7 @@ class Frontier:
             offset = queues.pop()
             assert offset is not None
             body = journal.read_body(offset)
-            _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
-            start = _PUSH_HEAD_SIZE + fplen
-            slot = bytes(body[start:start + slotlen]).decode("utf-8", "replace")
-            hosts.buffer(hosts.host(slot), priority, offset, now)
+            hosts.buffer(hosts.host(_slot_in(body)), priority, offset, now)
             self._pulled = (offset, body)
 
     def _load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
@@ -1264,6 +1269,13 @@ class Frontier:
         pending = sum(list(self._pending.values()))
         state = "closed" if self._closed else f"{pending} pending, {len(self._inflight)} in flight"
         return f"<Frontier {self.path} ({state})>"
+
+
+def _slot_in(body: bytes | memoryview) -> str:
+    """The slot of a request-carrying record body."""
+    _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
+    start = _PUSH_HEAD_SIZE + fplen
+    return bytes(body[start:start + slotlen]).decode("utf-8", "replace")
 
 
 def _check_seconds(name: str, value: Any) -> float:

@@ -26,11 +26,124 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 _PRIORITY_TOP = 2**31 - 1
 _OFFSET_MASK = (1 << 64) - 1
+_SMALL = 64  # a host buffer holding more keys than this becomes a _BigBuffer
+
+
+class _Run:
+    """The buffered keys of one priority of one host, low 64 bits only: those that came in
+    order in a sorted array (8 bytes each), the few that did not in a small heap."""
+
+    __slots__ = ("keys", "start", "late")
+
+    def __init__(self) -> None:
+        self.keys = array("Q")
+        self.start = 0  # keys before this were taken
+        self.late: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.keys) - self.start + len(self.late)
+
+    def push(self, low: int) -> None:
+        keys = self.keys
+        if self.start == len(keys):
+            if keys:
+                self.keys = keys = array("Q")
+                self.start = 0
+            keys.append(low)
+        elif low >= keys[-1]:
+            keys.append(low)
+        else:
+            heapq.heappush(self.late, low)
+
+    def top(self) -> int:
+        if self.start < len(self.keys):
+            first = self.keys[self.start]
+            return min(first, self.late[0]) if self.late else first
+        return self.late[0]
+
+    def pop(self) -> int:
+        late, keys, start = self.late, self.keys, self.start
+        if late and (start == len(keys) or late[0] < keys[start]):
+            return heapq.heappop(late)
+        low = keys[start]
+        self.start = start = start + 1
+        if start >= 4096 and 2 * start > len(keys):
+            del keys[:start]
+            self.start = 0
+        return low
+
+    def lows(self) -> Iterator[int]:
+        yield from self.keys[self.start:]
+        yield from self.late
+
+
+class _BigBuffer:
+    """A large host buffer: a _Run per priority and a heap of the priorities (their key parts).
+
+    Requests are mostly pulled from the priority queues in their host's order, so nearly
+    every key lands in a run's array: 8 bytes a buffered request instead of a Python int."""
+
+    __slots__ = ("runs", "parts", "size")
+
+    def __init__(self, keys: list[int]) -> None:
+        self.runs: dict[int, _Run] = {}
+        self.parts: list[int] = []
+        self.size = 0
+        for key in sorted(keys):
+            self.push(key)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def push(self, key: int) -> None:
+        part = key >> 64
+        run = self.runs.get(part)
+        if run is None:
+            run = self.runs[part] = _Run()
+            heapq.heappush(self.parts, part)
+        run.push(key & _OFFSET_MASK)
+        self.size += 1
+
+    def top(self) -> int:
+        part = self.parts[0]
+        return part << 64 | self.runs[part].top()
+
+    def pop(self) -> int:
+        part = self.parts[0]
+        run = self.runs[part]
+        low = run.pop()
+        if not len(run):
+            del self.runs[part]
+            heapq.heappop(self.parts)
+        self.size -= 1
+        return part << 64 | low
+
+    def keys(self) -> Iterator[int]:
+        for part, run in self.runs.items():
+            for low in run.lows():
+                yield part << 64 | low
+
+
+Buffer = list[int] | _BigBuffer
+
+
+def buffer_top(buffer: Buffer) -> int:
+    """The best (smallest) key of a non-empty host buffer."""
+    return buffer[0] if type(buffer) is list else buffer.top()  # type: ignore[union-attr]
+
+
+def buffer_keys(buffer: Buffer | None) -> Iterator[int]:
+    """Every key of a host buffer, in no order."""
+    if buffer is None:
+        return iter(())
+    return iter(buffer) if type(buffer) is list else buffer.keys()  # type: ignore[union-attr]
 
 
 class Host:
@@ -48,7 +161,8 @@ class Host:
         self.blocked_until = 0.0
         self.budget: int | None = None
         self.next_time = 0.0  # the last hand-out plus the delay
-        self.buffer: list[int] | None = None  # a heap of keys: (top priority - priority) << 64 | order
+        # a heap of keys (top priority - priority) << 64 | order, or a _BigBuffer once it is large
+        self.buffer: Buffer | None = None
         self.token = 0  # the heap entry that is this host's current one
 
     @property
@@ -145,8 +259,8 @@ class HostSchedule:
         if wake > now:
             heapq.heappush(self.sleeping, (wake, token, host))
         else:
-            heapq.heappush(self.ready, (host.inflight if self.idle_first else 0, host.buffer[0] >> 64, wake, token,
-                                        host))
+            heapq.heappush(self.ready, (host.inflight if self.idle_first else 0, buffer_top(host.buffer) >> 64, wake,
+                                        token, host))
 
     def wake(self, now: float) -> None:
         """Move the hosts whose wake time has come from the sleeping heap to the ready one."""
@@ -179,20 +293,29 @@ class HostSchedule:
     def buffer(self, host: Host, priority: int, offset: int, now: float) -> None:
         """Add a request pulled from the priority queues to its host's buffer."""
         key = self.key(priority, offset)
-        if host.buffer is None:
-            host.buffer = []
-        top = host.buffer[0] if host.buffer else None
-        heapq.heappush(host.buffer, key)
+        buffer = host.buffer
         self.buffered += 1
-        if top is None or key < top:
+        if buffer is None:
+            host.buffer = [key]
+            self.place(host, now)
+            return
+        top = buffer_top(buffer)
+        if type(buffer) is list:
+            heapq.heappush(buffer, key)
+            if len(buffer) > _SMALL:
+                host.buffer = _BigBuffer(buffer)
+        else:
+            buffer.push(key)  # type: ignore[union-attr]
+        if key < top:
             self.place(host, now)
 
     def take(self, host: Host) -> tuple[int, int]:
         """Take the best buffered request of ``host``: (priority, offset)."""
         self.buffered -= 1
-        assert host.buffer
-        key = heapq.heappop(host.buffer)
-        if not host.buffer:
+        buffer = host.buffer
+        assert buffer
+        key = heapq.heappop(buffer) if type(buffer) is list else buffer.pop()
+        if not buffer:
             host.buffer = None
         return self.unkey(key)
 
@@ -208,7 +331,7 @@ class HostSchedule:
         """Empty every buffer: (priority, offset) of each request that was in one."""
         out = []
         for host in self.table.values():
-            for key in host.buffer or ():
+            for key in buffer_keys(host.buffer):
                 out.append(self.unkey(key))
             host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0

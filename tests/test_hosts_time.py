@@ -12,6 +12,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.jobinfo import pending_requests
@@ -438,3 +440,46 @@ def test_memory_only_requests_do_not_count_as_done_for_their_host(tmp_path):
         request = f.pop()
         f.done(request, refetch_after=0)
         assert f.hosts()[0].done == 0 and len(f) == 1
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+@pytest.mark.parametrize("stop", ["close", "kill"])
+def test_a_request_that_waited_keeps_its_journal_place_whatever_the_stop(tmp_path, order, stop):
+    job = str(tmp_path / "job")
+    f = Frontier(job, order=order)
+    f.push(Request("https://a.example/waited"), not_before=time.time() + 0.1)
+    f.push(Request("https://a.example/later"))
+    f.push(Request("https://b.example/other"))
+    time.sleep(0.15)
+    assert f.next_ready() is not None  # the first one is due now: it left the delayed arrays
+    if stop == "close":
+        f.close()
+    else:
+        crash(f)
+    with Frontier(job, order=order) as f:
+        got = [r.url for r in iter(f.pop, None) if r.slot == "a.example"]
+    want = ["https://a.example/waited", "https://a.example/later"]
+    assert got == (want[::-1] if order == "lifo" else want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
+def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
+    """A host buffer (a heap, then a sorted-array form past 64 keys) against a plain heap."""
+    import heapq
+
+    from diskfrontier.hosts import HostSchedule
+
+    schedule = HostSchedule("lifo", 0.0, 1)
+    host = schedule.host("a.example")
+    model: list[int] = []
+    for op in ops:
+        if op is None:
+            if model:
+                want = schedule.unkey(heapq.heappop(model))
+                assert schedule.take(host) == want
+        else:
+            priority, offset = op
+            schedule.buffer(host, priority, offset, 0.0)
+            heapq.heappush(model, schedule.key(priority, offset))
+    assert sorted(schedule.unkey(k) for k in model) == sorted(schedule.drain())
