@@ -251,20 +251,20 @@ def crawl(work: str, site, name: str, settings: dict, kill_at: int | None = None
     return elapsed, len(site.fetched())
 
 
-def bench_scrapy(work: str, repeat: int) -> None:
+def bench_scrapy(work: str, repeat: int, args: argparse.Namespace) -> None:
     from diskfrontier.demo import MultiHostSite
 
-    pages, delay = 400, 0.05
-    common = {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS": 16}
-    print(f"\nScrapy crawl: {pages} pages on 8 loopback hosts (127.0.0.2 holds 80%), DOWNLOAD_DELAY = {delay}, "
-          f"CONCURRENT_REQUESTS = 16, JOBDIR; median of {repeat}")
+    pages, delay, share, concurrency = args.pages, args.delay, args.share, args.concurrency
+    common = {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS": concurrency}
+    print(f"\nScrapy crawl: {pages} pages on 8 loopback hosts (127.0.0.2 holds {share:.0%}), DOWNLOAD_DELAY = "
+          f"{delay}, CONCURRENT_REQUESTS = {concurrency}, JOBDIR; median of {repeat}")
     print(f"{'scheduler':<14}  {'seconds':>8}  {'pages/s':>8}  {'vs diskfrontier':>16}")
     rates = {}
     for name, settings in CONTENDERS.items():
         runs = []
         for _ in range(repeat):
             shutil.rmtree(os.path.join(work, "crawl-" + name.replace(" ", "-")), ignore_errors=True)
-            with MultiHostSite(pages, hosts=8) as site:
+            with MultiHostSite(pages, hosts=8, share=share) as site:
                 elapsed, fetched = crawl(work, site, name, {**common, **settings})
                 assert fetched == pages, (name, fetched)
                 runs.append(elapsed)
@@ -274,22 +274,26 @@ def bench_scrapy(work: str, repeat: int) -> None:
               f"{rates[name] / rates['diskfrontier']:>15.2f}x")
     job = os.path.join(work, "crawl-diskfrontier")
     shutil.rmtree(job, ignore_errors=True)
-    with MultiHostSite(pages, hosts=8) as site:
+    with MultiHostSite(pages, hosts=8, share=share) as site:
         settings = {**common, **CONTENDERS["diskfrontier"]}
-        for kill_at in (100, 250):
+        for kill_at in (pages // 4, pages * 5 // 8):
             crawl(work, site, "diskfrontier", settings, kill_at=kill_at)
         crawl(work, site, "diskfrontier", settings)
         fetched = site.fetched()
     never = pages - sum(1 for n in range(pages) if fetched[f"/page/{n}"])
     again = sum(count - 1 for count in fetched.values())
-    print(f"diskfrontier killed with SIGKILL at 100 and 250 pages, then resumed: {never} never fetched, "
-          f"{again} fetched again")
+    print(f"diskfrontier killed with SIGKILL at {pages // 4} and {pages * 5 // 8} pages, then resumed: {never} never "
+          f"fetched, {again} fetched again")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["frontier", "skew", "memory", "scrapy"])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=400, help="scrapy: pages of the site")
+    parser.add_argument("--share", type=float, default=0.8, help="scrapy: the share of the pages on the first host")
+    parser.add_argument("--delay", type=float, default=0.05, help="scrapy: DOWNLOAD_DELAY")
+    parser.add_argument("--concurrency", type=int, default=16, help="scrapy: CONCURRENT_REQUESTS")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -306,7 +310,7 @@ def main() -> None:
         if args.only in (None, "memory"):
             bench_memory(work)
         if args.only in (None, "scrapy"):
-            bench_scrapy(work, args.repeat)
+            bench_scrapy(work, args.repeat, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

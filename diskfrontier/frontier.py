@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from queuelib import PriorityQueue
@@ -39,7 +39,7 @@ from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, install, write_compacted
 from .delayed import DelayedRequests
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
-from .hosts import HostInfo, HostSchedule
+from .hosts import Host, HostInfo, HostSchedule
 from .hoststate import HostFileUnusable, load_host_state, save_host_state
 from .jobdir import Layout, Lock, read_meta, write_meta
 from .journal import (
@@ -229,7 +229,7 @@ class Frontier:
         checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record,
                               self._journal.crc)
         self._floor, self._floor_crc = self._journal.size, self._journal.crc
-        self._hosts.active = self._hosts.active or any(h.has_settings for h in self._hosts.table.values())
+        self._hosts.active = self._hosts.active or bool(self._hosts.hot)  # a host with a setting
         self._delayed_due = self._delayed.next_due()
         if not fresh:
             self._log_resume(time.perf_counter() - started)
@@ -274,7 +274,10 @@ class Frontier:
             return
         if host_state is not None:
             self._delayed = host_state.delayed
-            self._hosts.table = {host.name: host for host in host_state.hosts}
+            self._hosts.counts = host_state.counts
+            for hid, delay, blocked_until, budget in host_state.settings:
+                host = self._hosts.host(hid)
+                host.delay, host.blocked_until, host.budget = delay, blocked_until, budget
         self._pending = dict(sizes)
         self._records = {"pushes": saved.journal_pushes, "dones": saved.journal_dones}
         self._last_record = saved.last_record
@@ -293,16 +296,18 @@ class Frontier:
         self._delayed = DelayedRequests()
         for offset, priority, due in state.delayed:
             self._delayed.add(due, offset, priority)
-        self._hosts.table = {}
-        for hid, raw in enumerate(state.host_names):
-            host = self._hosts.host(raw.decode("utf-8", "replace"))
-            host.pending, host.done = state.host_pending.get(hid, 0), state.host_done[hid]
-            record = state.host_settings.get(hid)
+        self._hosts = HostSchedule(self.order, self._delay, self._per_host, self._prefer)
+        counts = self._hosts.counts
+        for index, raw in enumerate(state.host_names):
+            hid = counts.add(raw)
+            counts.pending[hid], counts.done[hid] = state.host_pending.get(index, 0), state.host_done[index]
+            record = state.host_settings.get(index)
             if record is not None:
+                host = self._hosts.host(hid)
                 host.delay = None if record.delay != record.delay else record.delay  # NaN: the default
                 host.blocked_until = record.blocked_until
                 host.budget = None if record.budget < 0 else record.budget
-            self._hosts.forget_if_idle(host)
+                self._hosts.cool(host, 0.0)  # a host whose settings were all undone
         torn = state.scan.torn
         if torn:
             aside = save_torn_tail(self.layout.journal, state.scan.end)
@@ -446,7 +451,7 @@ class Frontier:
     def _store_one(self, request: Request, record: bytes, key: int, due: float = 0.0) -> None:
         """Append the PUSH record of one accepted request, then index it."""
         priority = request.priority
-        slot = request.slot
+        slot = request.slot.encode()
         journal = self._journal
         offset = journal.size
         if request.not_before is not None:
@@ -454,11 +459,10 @@ class Frontier:
         if (due and due > time.time()) or request.attempts:
             due = due if due > time.time() else 0.0
             framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
-                                             slot=slot.encode(), attempts=_attempts(request.attempts),
-                                             not_before=due))
+                                             slot=slot, attempts=_attempts(request.attempts), not_before=due))
         else:
             due = 0.0
-            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot.encode(), record)
+            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot, record)
         journal.write(framed)
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
@@ -469,11 +473,7 @@ class Frontier:
                 self._queues.push(offset, priority)
             pending = self._pending
             pending[priority] = pending.get(priority, 0) + 1
-            hosts = self._hosts.table
-            host = hosts.get(slot)
-            if host is None:
-                host = self._hosts.host(slot)
-            host.pending += 1
+            self._hosts.counts.pending[self._hosts.counts.add(slot)] += 1
             self._counters["pushed"] += 1
             self._records["pushes"] += 1
             self._live_bytes += len(framed)
@@ -518,11 +518,12 @@ class Frontier:
         try:
             seen_add = self._seen.add
             groups: dict[int, list[int]] = {}  # offsets per priority, in push order
-            host_of = self._hosts.host
+            counts = self._hosts.counts
+            add_host, host_pending = counts.add, counts.pending
             for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
-                host_of(request.slot).pending += 1
+                host_pending[add_host(request.slot.encode())] += 1
                 if held and at in held:
                     self._hold(held[at], at, request.priority)
                     self._count_pending(request.priority, 1)
@@ -580,7 +581,7 @@ class Frontier:
             self._memory_seen.add(request.fingerprint)
         self._memq.push(request, -request.priority)
         self._count_pending(request.priority, 1)
-        self._hosts.host(request.slot).pending += 1
+        self._hosts.counts.pending[self._hosts.hid(request.slot)] += 1
         if self._waiters:
             self._cond.notify_all()
         self._counters["unserializable"] += 1
@@ -680,11 +681,10 @@ class Frontier:
         else:
             del pending[request.priority]
         self._counters["popped"] += 1
-        hosts = self._hosts
-        host = hosts.table.get(request.slot)
-        if host is None:
-            host = hosts.host(request.slot)
-        hosts.handed_out(host, now)
+        hid = request._hid
+        if hid < 0:  # a request kept in memory
+            hid = request._hid = self._hosts.hid(request.slot)
+        self._hosts.handed_out(hid, now)
 
     def _release_due(self, now: float) -> None:
         """Move the requests whose time has come from the delayed arrays into their hosts' buffers.
@@ -698,7 +698,8 @@ class Frontier:
         hosts.active = True
         try:
             for offset, priority, _due in self._delayed.release(now):
-                hosts.buffer(hosts.host(_slot_in(journal.read_body(offset))), priority, offset, now)
+                hosts.buffer(hosts.host(hosts.counts.add(_slot_in(journal.read_body(offset)))), priority, offset,
+                             now)
         except BaseException as exc:
             self._interrupted("pop", exc)
             raise
@@ -746,7 +747,7 @@ class Frontier:
             offset = queues.pop()
             assert offset is not None
             body = journal.read_body(offset)
-            hosts.buffer(hosts.host(_slot_in(body)), priority, offset, now)
+            hosts.buffer(hosts.host(hosts.counts.add(_slot_in(body))), priority, offset, now)
             self._pulled = (offset, body)
 
     def _load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
@@ -758,7 +759,9 @@ class Frontier:
         try:
             request = decode_request(body[start + slotlen:end], priority, bool(flags & FLAG_DONT_FILTER),
                                      bytes(body[_PUSH_HEAD_SIZE:start]), offset)
-            request._slot = bytes(body[start:start + slotlen]).decode("utf-8")
+            slot = bytes(body[start:start + slotlen])
+            request._slot = slot.decode("utf-8")
+            request._hid = self._hosts.counts.add(slot)
         except ValueError as exc:  # UnicodeDecodeError included
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
         request.attempts = attempts
@@ -809,14 +812,7 @@ class Frontier:
 
     def _host_back(self, request: Request, counted: bool, pending: int = 0) -> None:
         """A request of this host is no longer in flight (done if ``counted``; pending again if ``pending``)."""
-        hosts = self._hosts
-        host = hosts.host(request.slot)
-        host.inflight -= 1
-        host.pending += pending
-        if counted:
-            host.done += 1
-        if hosts.active:
-            hosts.place(host, time.time())
+        self._hosts.returned(request._hid, done=counted, pending=pending)
         if self._waiters:
             self._cond.notify_all()
 
@@ -942,7 +938,7 @@ class Frontier:
         delay = None if seconds is None else _check_seconds("seconds", seconds)
         with self._mutex:
             self._check_open()
-            entry = self._hosts.host(name)
+            entry = self._hosts.host(self._hosts.hid(name))
             self._set_host(entry, delay, entry.blocked_until, entry.budget)
 
     def block(self, host: str, until: float) -> None:
@@ -953,7 +949,7 @@ class Frontier:
             until = _check_time("block(): until", until)
         with self._mutex:
             self._check_open()
-            entry = self._hosts.host(name)
+            entry = self._hosts.host(self._hosts.hid(name))
             self._set_host(entry, entry.delay, float(until), entry.budget)
 
     def unblock(self, host: str) -> None:
@@ -961,7 +957,7 @@ class Frontier:
         name = _check_host(host)
         with self._mutex:
             self._check_open()
-            entry = self._hosts.host(name)
+            entry = self._hosts.host(self._hosts.hid(name))
             self._set_host(entry, entry.delay, 0.0, entry.budget)
 
     def set_budget(self, host: str, budget: int | None) -> None:
@@ -974,13 +970,13 @@ class Frontier:
             raise ValueError(f"set_budget(): budget must be None or a whole number from 0 to 2**63 - 1, got {budget!r}")
         with self._mutex:
             self._check_open()
-            entry = self._hosts.host(name)
+            entry = self._hosts.host(self._hosts.hid(name))
             self._set_host(entry, entry.delay, entry.blocked_until, budget)
 
-    def _set_host(self, host: Any, delay: float | None, blocked_until: float, budget: int | None) -> None:
+    def _set_host(self, host: Host, delay: float | None, blocked_until: float, budget: int | None) -> None:
         """Write a HOST record with these settings, then apply them."""
         body = host_body(host.name.encode(), _NAN if delay is None else delay, blocked_until,
-                         -1 if budget is None else budget, host.done)
+                         -1 if budget is None else budget, self._hosts.counts.done[host.hid])
         journal = self._journal
         offset = journal.size
         journal.write(frame(offset, body))
@@ -988,8 +984,9 @@ class Frontier:
             self._last_record = offset
             host.delay, host.blocked_until, host.budget = delay, blocked_until, budget
             self._hosts.active = True
-            self._hosts.place(host, time.time())
-            self._hosts.forget_if_idle(host)
+            now = time.time()
+            self._hosts.place(host, now)
+            self._hosts.cool(host, now)
         except BaseException as exc:
             self._interrupted("a host setting", exc)
             raise
@@ -1002,13 +999,11 @@ class Frontier:
         with self._mutex:
             self._check_open()
             schedule = self._hosts
-            out = []
-            for name in sorted(schedule.table):
-                host = schedule.table[name]
-                ready = schedule.wake_time(host) if host.pending else None
-                out.append(HostInfo(name, host.pending, host.inflight, host.done, schedule.delay_of(host),
-                                    ready, host.blocked_until or None, host.budget))
-            return out
+            counts, hot = schedule.counts, schedule.hot
+            out = [schedule.info(hid) for hid in counts.ids()
+                   if counts.pending[hid] or counts.inflight[hid] or counts.done[hid]
+                   or (hid in hot and hot[hid].has_settings)]
+            return sorted(out, key=lambda info: info.host)
 
     def _count_pending(self, priority: int, delta: int) -> None:
         count = self._pending.get(priority, 0) + delta
@@ -1044,7 +1039,7 @@ class Frontier:
                 "recovery": self.recovery,
                 "dirty": self._dirty,
                 "delayed": len(self._delayed),
-                "hosts": len(self._hosts.table),
+                "hosts": len(self._hosts.counts),
                 "buffered": self._hosts.buffered,
                 "politeness": self._hosts.active,
             }
@@ -1063,16 +1058,24 @@ class Frontier:
                     f"open it again first")
             return self._compact(progress)
 
+    def _host_records(self) -> Iterator[bytes]:
+        """A HOST record body for each host with a setting or done requests (what compaction keeps)."""
+        counts, hot = self._hosts.counts, self._hosts.hot
+        for hid in counts.ids():
+            host, done = hot.get(hid), counts.done[hid]
+            if done or (host is not None and host.has_settings):
+                delay, blocked_until, budget = (None, 0.0, None) if host is None else (
+                    host.delay, host.blocked_until, host.budget)
+                yield host_body(counts.name_bytes(hid), _NAN if delay is None else delay, blocked_until,
+                                -1 if budget is None else budget, done)
+
     def _compact(self, progress: Progress | None) -> Compacted:
         layout = self.layout
         self._seen.sync()
         # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
         self._compacting = True
         try:
-            hosts = tuple(
-                host_body(h.name.encode(), _NAN if h.delay is None else h.delay, h.blocked_until,
-                          -1 if h.budget is None else h.budget, h.done)
-                for h in self._hosts.table.values() if h.has_settings or h.done)
+            hosts = tuple(self._host_records())
             result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress,
                                      hosts=hosts)
         finally:
@@ -1086,7 +1089,7 @@ class Frontier:
             install(layout.journal, layout.compacting)
             OffsetQueues.wipe(layout.queue_dir)
             self._queues = OffsetQueues(layout.queue_dir, self.order)
-            self._hosts.drain()
+            self._hosts.drain(time.time())
             self._delayed.clear()
             now = time.time()
             for offset, priority, not_before in result.kept:
@@ -1141,13 +1144,11 @@ class Frontier:
     def _checkpoint_and_close(self) -> None:
         requeued = 0
         for seq, request in self._inflight.items():
-            host = self._hosts.host(request.slot)
-            host.inflight -= 1
+            self._hosts.returned(request._hid, done=False, pending=int(seq >= 0))
             if seq >= 0:
                 priority = self._stored_priority(seq)
                 self._queues.push(seq, priority)
                 self._count_pending(priority, 1)
-                host.pending += 1
                 requeued += 1
         memory_lost = len(self._memq) + sum(1 for s in self._inflight if s < 0)
         self._inflight.clear()
@@ -1157,7 +1158,7 @@ class Frontier:
             log.warning("%d requests that could not be stored on disk are lost at close", memory_lost)
             for request in self._memory_requests():
                 self._count_pending(request.priority, -1)
-                self._hosts.host(request.slot).pending -= 1
+                self._hosts.counts.pending[self._hosts.hid(request.slot)] -= 1
         if self._should_compact():
             self._compact(None)
         self._return_buffers()
@@ -1169,8 +1170,7 @@ class Frontier:
         self._journal.sync()
         index = self._seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
         pending = {p: n for p, n in self._pending.items() if n}
-        kept = [h for h in self._hosts.table.values() if h.pending or h.done or h.has_settings]
-        hosts_file = save_host_state(self.layout.hosts, kept, self._delayed)
+        hosts_file = save_host_state(self.layout.hosts, self._hosts, self._delayed)
         checkpoint.write_clean(
             self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
@@ -1180,7 +1180,7 @@ class Frontier:
 
     def _return_buffers(self) -> None:
         """Put the requests of the host buffers back into their priority queues, in journal order."""
-        drained = self._hosts.drain()
+        drained = self._hosts.drain(time.time())
         self._pulled = None
         groups: dict[int, list[int]] = {}
         for priority, offset in drained:
@@ -1271,11 +1271,11 @@ class Frontier:
         return f"<Frontier {self.path} ({state})>"
 
 
-def _slot_in(body: bytes | memoryview) -> str:
-    """The slot of a request-carrying record body."""
+def _slot_in(body: bytes | memoryview) -> bytes:
+    """The slot of a request-carrying record body (UTF-8)."""
     _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
     start = _PUSH_HEAD_SIZE + fplen
-    return bytes(body[start:start + slotlen]).decode("utf-8", "replace")
+    return bytes(body[start:start + slotlen])
 
 
 def _check_seconds(name: str, value: Any) -> float:

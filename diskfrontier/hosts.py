@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from .hosttable import HostTable
 
 _PRIORITY_TOP = 2**31 - 1
 _OFFSET_MASK = (1 << 64) - 1
@@ -147,16 +150,15 @@ def buffer_keys(buffer: Buffer | None) -> Iterator[int]:
 
 
 class Host:
-    """One host's counts, settings and buffer."""
+    """A host that politeness is working on: its settings, last hand-out and buffer.
 
-    __slots__ = ("name", "pending", "inflight", "done", "delay", "blocked_until", "budget", "next_time",
-                 "buffer", "token")
+    Its counts are in the schedule's ``HostTable``, under ``hid``."""
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "next_time", "buffer", "token")
+
+    def __init__(self, hid: int, name: str) -> None:
+        self.hid = hid
         self.name = name
-        self.pending = 0  # not in flight: buffered, in the priority queues or held back until a time
-        self.inflight = 0
-        self.done = 0
         self.delay: float | None = None  # None: the frontier's delay
         self.blocked_until = 0.0
         self.budget: int | None = None
@@ -199,7 +201,8 @@ class HostSchedule:
         self.delay = delay
         self.per_host = per_host
         self.idle_first = prefer == "idle"
-        self.table: dict[str, Host] = {}
+        self.counts = HostTable()
+        self.hot: dict[int, Host] = {}  # by host id: the hosts politeness is working on
         # (in flight if idle_first else 0, priority key, ready since, token, host)
         self.ready: list[tuple[int, int, float, int, Host]] = []
         self.sleeping: list[tuple[float, int, Host]] = []  # (wake time, token, host)
@@ -208,21 +211,38 @@ class HostSchedule:
         self.active = delay > 0 or per_host is not None or self.idle_first
 
     # ------------------------------------------------------------------ the table
-    def host(self, name: str) -> Host:
-        """The host called ``name``, made if it is new."""
-        host = self.table.get(name)
+    def hid(self, name: str) -> int:
+        """The id of the host called ``name``, added if it is new."""
+        return self.counts.add(name.encode())
+
+    def host(self, hid: int) -> Host:
+        """The ``Host`` of id ``hid``, made if politeness was not working on it."""
+        host = self.hot.get(hid)
         if host is None:
-            host = self.table[name] = Host(name)
+            host = self.hot[hid] = Host(hid, self.counts.name(hid))
         return host
 
-    def forget_if_idle(self, host: Host) -> None:
-        """Drop a host that has nothing to keep (no requests, no settings, nothing done)."""
-        if not (host.pending or host.inflight or host.done or host.has_settings or host.buffer):
-            self.table.pop(host.name, None)
+    def cool(self, host: Host, now: float) -> None:
+        """Let go of the ``Host`` of a host that nothing holds back any more (its counts stay)."""
+        if (host.buffer is None and not host.has_settings and not self.counts.inflight[host.hid]
+                and host.next_time <= now):
+            self.hot.pop(host.hid, None)
+            self._tokens += 1
+            host.token = -1  # any heap entry of it is stale
 
     def delay_of(self, host: Host) -> float:
         """The delay in effect for ``host``."""
         return self.delay if host.delay is None else host.delay
+
+    def info(self, hid: int) -> HostInfo:
+        """What ``Frontier.hosts()`` tells of host ``hid``."""
+        counts, host = self.counts, self.hot.get(hid)
+        pending = counts.pending[hid]
+        if host is None:
+            return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay,
+                            0.0 if pending else None, None, None)
+        return HostInfo(host.name, pending, counts.inflight[hid], counts.done[hid], self.delay_of(host),
+                        self.wake_time(host) if pending else None, host.blocked_until or None, host.budget)
 
     # ------------------------------------------------------------------ order keys
     def key(self, priority: int, offset: int) -> int:
@@ -237,9 +257,10 @@ class HostSchedule:
     # ------------------------------------------------------------------ readiness
     def held_by_count(self, host: Host) -> bool:
         """True if ``per_host`` or the budget keeps ``host`` from another hand-out now."""
-        if self.per_host is not None and host.inflight >= self.per_host:
+        inflight = self.counts.inflight[host.hid]
+        if self.per_host is not None and inflight >= self.per_host:
             return True
-        return host.budget is not None and host.done + host.inflight >= host.budget
+        return host.budget is not None and self.counts.done[host.hid] + inflight >= host.budget
 
     def wake_time(self, host: Host) -> float:
         """When the delay and the block of ``host`` let it have its next hand-out."""
@@ -259,8 +280,8 @@ class HostSchedule:
         if wake > now:
             heapq.heappush(self.sleeping, (wake, token, host))
         else:
-            heapq.heappush(self.ready, (host.inflight if self.idle_first else 0, buffer_top(host.buffer) >> 64, wake,
-                                        token, host))
+            heapq.heappush(self.ready, (self.counts.inflight[host.hid] if self.idle_first else 0,
+                                        buffer_top(host.buffer) >> 64, wake, token, host))
 
     def wake(self, now: float) -> None:
         """Move the hosts whose wake time has come from the sleeping heap to the ready one."""
@@ -319,20 +340,37 @@ class HostSchedule:
             host.buffer = None
         return self.unkey(key)
 
-    def handed_out(self, host: Host, now: float) -> None:
-        """Count a hand-out of ``host`` (from its buffer or straight from the queues) and re-place it."""
-        host.pending -= 1
-        host.inflight += 1
-        host.next_time = now + self.delay_of(host)
+    def handed_out(self, hid: int, now: float) -> None:
+        """Count a hand-out of host ``hid`` (from its buffer or straight from the queues), and re-place it."""
+        counts = self.counts
+        counts.pending[hid] -= 1
+        counts.inflight[hid] += 1
         if self.active:
+            host = self.host(hid)
+            host.next_time = now + self.delay_of(host)
             self.place(host, now)
 
-    def drain(self) -> list[tuple[int, int]]:
+    def returned(self, hid: int, *, done: bool, pending: int) -> None:
+        """A request of host ``hid`` is no longer in flight: done (counted) and/or pending again."""
+        counts = self.counts
+        counts.inflight[hid] -= 1
+        counts.pending[hid] += pending
+        if done:
+            counts.done[hid] += 1
+        host = self.hot.get(hid)
+        if host is not None:
+            now = time.time()
+            self.place(host, now)
+            self.cool(host, now)
+
+    def drain(self, now: float) -> list[tuple[int, int]]:
         """Empty every buffer: (priority, offset) of each request that was in one."""
         out = []
-        for host in self.table.values():
+        for host in self.hot.values():
             for key in buffer_keys(host.buffer):
                 out.append(self.unkey(key))
             host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0
+        for host in list(self.hot.values()):
+            self.cool(host, now)
         return out

@@ -7,15 +7,19 @@ index like the queue files: after anything but a clean close, or when it does no
 match its checkpoint, it is rebuilt from the journal (HOST records, and each
 request's slot and not_before).
 
-The file is the magic ``DFHOST\\x00\\x01`` and one msgpack map: ``hosts``, a list of
-``[name, pending, done, delay or nil, blocked_until, budget or nil]``, and ``delayed``,
-three byte strings holding little-endian arrays of the delayed requests' due times
-(f64), journal offsets (u64) and priorities (i32).
+The file is the magic ``DFHOST\\x00\\x01``, a u32 (little-endian) length and that many
+bytes of a msgpack map ``{"hosts": H, "names": bytes of the names, "delayed": D,
+"settings": [[host index, delay or nil, blocked_until, budget or nil], ...]}``, then raw
+little-endian arrays: every host name (UTF-8) one after the other, where each name
+ends (H u64), each host's pending (H u32) and done (H u64) counts, then the delayed
+requests' due times (D f64), journal offsets (D u64) and priorities (D i32). The arrays
+are read straight into the table's arrays, without a Python object per host.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 import sys
 import zlib
 from array import array
@@ -26,7 +30,9 @@ import msgpack
 
 from .atomic import write_atomic
 from .delayed import DelayedRequests
-from .hosts import Host
+from .hosts import HostSchedule
+from .hosttable import HostTable
+from .journal import MAX_SECONDS, MAX_TIME
 from .safefs import open_file
 
 HOSTS_MAGIC = b"DFHOST\x00\x01"
@@ -62,34 +68,37 @@ def _little(data: array) -> bytes:
     return data.tobytes()
 
 
-def _native(typecode: str, data: bytes) -> bytes:
-    values = array(typecode)
-    values.frombytes(data)
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tobytes()
+_SECTIONS = (("ends", "Q"), ("pending", "I"), ("done", "Q"))
+_DELAYED = (("due", "d"), ("offsets", "Q"), ("priorities", "i"))
+_LENGTH = struct.Struct("<I")
 
 
-def save_host_state(path: str, hosts: list[Host], delayed: DelayedRequests) -> HostFileRecord:
+def save_host_state(path: str, schedule: HostSchedule, delayed: DelayedRequests) -> HostFileRecord:
     """Write ``requests.hosts`` atomically; return what the checkpoint keeps of it."""
     due, offsets, priorities = array("d"), array("Q"), array("i")
     for offset, priority, when in delayed.items():
         due.append(when)
         offsets.append(offset)
         priorities.append(priority)
-    table = [[h.name, h.pending, h.done, h.delay, h.blocked_until, h.budget] for h in hosts]
-    body = msgpack.packb({"hosts": table, "delayed": [_little(due), _little(offsets), _little(priorities)]},
+    blob, ends, pending, done = schedule.counts.parts()
+    settings = [[h.hid, h.delay, h.blocked_until, h.budget] for h in schedule.hot.values() if h.has_settings]
+    head = msgpack.packb({"hosts": len(ends), "names": len(blob), "delayed": len(due), "settings": settings},
                          use_bin_type=True)
-    data = HOSTS_MAGIC + body
+    data = b"".join([HOSTS_MAGIC, _LENGTH.pack(len(head)), head, blob, _little(ends), _little(pending),
+                     _little(done), _little(due), _little(offsets), _little(priorities)])
     write_atomic(path, data)
     return HostFileRecord(len(data), zlib.crc32(data))
+
+
+Setting = tuple[int, float | None, float, int | None]  # host id, delay, blocked_until, budget
 
 
 @dataclass
 class HostState:
     """What ``requests.hosts`` holds."""
 
-    hosts: list[Host]
+    counts: HostTable
+    settings: list[Setting]
     delayed: DelayedRequests
 
 
@@ -107,21 +116,39 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
     if not data.startswith(HOSTS_MAGIC):
         raise HostFileUnusable(f"{path} does not start with its magic")
     try:
-        value = msgpack.unpackb(data[len(HOSTS_MAGIC):], raw=False, strict_map_key=False)
-        return HostState([_host(row) for row in value["hosts"]],
-                         DelayedRequests.from_arrays(*(_native(t, b) for t, b in zip("dQi", value["delayed"],
-                                                                                     strict=True))))
-    except Exception as exc:  # msgpack and the checks below raise several unrelated types
+        view = memoryview(data)
+        at = len(HOSTS_MAGIC) + _LENGTH.size
+        (length,) = _LENGTH.unpack_from(data, len(HOSTS_MAGIC))
+        head = msgpack.unpackb(view[at:at + length], raw=False, strict_map_key=False)
+        at += length
+        hosts, names, held = head["hosts"], head["names"], head["delayed"]
+        blob = bytearray(view[at:at + names])
+        at += names
+        arrays = {}
+        for name, typecode, count in [*((n, t, hosts) for n, t in _SECTIONS), *((n, t, held) for n, t in _DELAYED)]:
+            values = array(typecode)
+            size = values.itemsize * count
+            values.frombytes(view[at:at + size])
+            if sys.byteorder != "little":
+                values.byteswap()
+            arrays[name] = values
+            at += size
+        if at != len(data) or len(blob) != names:
+            raise ValueError("the arrays do not fill the file")
+        counts = HostTable.from_parts(blob, arrays["ends"], arrays["pending"], arrays["done"])
+        settings = [_setting(row, len(counts)) for row in head["settings"]]
+        delayed = DelayedRequests.from_arrays(arrays["due"].tobytes(), arrays["offsets"].tobytes(),
+                                              arrays["priorities"].tobytes())
+        return HostState(counts, settings, delayed)
+    except Exception as exc:  # msgpack and the checks raise several unrelated types
         raise HostFileUnusable(f"{path} is malformed ({type(exc).__name__}: {exc})") from None
 
 
-def _host(row: Any) -> Host:
-    name, pending, done, delay, blocked_until, budget = row
-    if not (isinstance(name, str) and isinstance(pending, int) and pending >= 0 and isinstance(done, int)
-            and done >= 0 and (delay is None or (isinstance(delay, float) and delay >= 0 and math.isfinite(delay)))
-            and isinstance(blocked_until, float) and blocked_until >= 0
+def _setting(row: Any, hosts: int) -> Setting:
+    hid, delay, blocked_until, budget = row
+    if not (isinstance(hid, int) and 0 <= hid < hosts
+            and (delay is None or (isinstance(delay, float) and 0 <= delay <= MAX_SECONDS))
+            and isinstance(blocked_until, float) and (0 <= blocked_until <= MAX_TIME or blocked_until == math.inf)
             and (budget is None or (isinstance(budget, int) and budget >= 0))):
-        raise ValueError(f"a bad host row {row!r:.200}")
-    host = Host(name)
-    host.pending, host.done, host.delay, host.blocked_until, host.budget = pending, done, delay, blocked_until, budget
-    return host
+        raise ValueError(f"a bad host setting {row!r:.200}")
+    return hid, delay, blocked_until, budget

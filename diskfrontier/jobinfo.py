@@ -97,7 +97,7 @@ def inspect_jobdir(path: str) -> JobInfo:
     if host_state is not None and record_end(layout.journal, saved.last_record) == journal_bytes:
         by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes
         info.seen = _seen_count(layout.seen, seen_bytes)
-        info.hosts = sum(1 for host in host_state.hosts if host.pending)
+        info.hosts = sum(1 for pending in host_state.counts.pending if pending)
         info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
     else:
         now = time.time()
@@ -244,8 +244,15 @@ def host_table(path: str) -> list[HostRow]:
     journal_bytes = os.lstat(layout.journal).st_size
     host_state = _host_state(layout, saved) if saved.clean and saved.journal_bytes == journal_bytes else None
     if host_state is not None and probe_lock(layout.lock) is None:
-        return [HostRow(h.name, h.pending, h.done, h.delay, h.blocked_until or None, h.budget)
-                for h in host_state.hosts]
+        counts = host_state.counts
+        settings = {hid: (delay, blocked, budget) for hid, delay, blocked, budget in host_state.settings}
+        rows: list[HostRow] = []
+        for hid in counts.ids():
+            own_delay, until, own_budget = settings.get(hid, (None, 0.0, None))
+            if counts.pending[hid] or counts.done[hid] or hid in settings:
+                rows.append(HostRow(counts.name(hid), counts.pending[hid], counts.done[hid], own_delay,
+                                    until or None, own_budget))
+        return rows
     state = read_state(layout.journal, offsets=False, hosts=True)
     rows = []
     for hid, raw in enumerate(state.host_names):

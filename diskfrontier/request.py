@@ -217,7 +217,7 @@ class Request:
     """
 
     __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size",
-                 "_slot", "attempts", "not_before")
+                 "_slot", "attempts", "not_before", "_hid")
 
     def __init__(
         self,
@@ -251,6 +251,7 @@ class Request:
         self._slot: str | None = check_slot(slot)
         self.attempts = 0
         self.not_before: float | None = None  # when it was due, for a request read back from a job directory
+        self._hid = -1  # its host's id in the frontier that handed it out
 
     @classmethod
     def _trusted(
@@ -262,7 +263,7 @@ class Request:
         self.url, self.method, self.headers, self.body = url, method, headers, body
         self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
         self._fingerprint, self._seq, self._size = fingerprint, seq, 0
-        self._slot, self.attempts, self.not_before = None, 0, None
+        self._slot, self.attempts, self.not_before, self._hid = None, 0, None, -1
         return self
 
     @property

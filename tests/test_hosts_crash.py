@@ -19,7 +19,7 @@ from diskfrontier.jobinfo import pending_requests
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts_child.py")
 HOSTS = ["h0.example", "h1.example", "h2.example", "h3.example"]
-RUNS = 30
+RUNS = 24
 
 pytestmark = pytest.mark.crash
 

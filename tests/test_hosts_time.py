@@ -471,7 +471,7 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     from diskfrontier.hosts import HostSchedule
 
     schedule = HostSchedule("lifo", 0.0, 1)
-    host = schedule.host("a.example")
+    host = schedule.host(schedule.hid("a.example"))
     model: list[int] = []
     for op in ops:
         if op is None:
@@ -482,4 +482,23 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
             priority, offset = op
             schedule.buffer(host, priority, offset, 0.0)
             heapq.heappush(model, schedule.key(priority, offset))
-    assert sorted(schedule.unkey(k) for k in model) == sorted(schedule.drain())
+    assert sorted(schedule.unkey(k) for k in model) == sorted(schedule.drain(0.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
+def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
+    from diskfrontier.hosttable import HostTable
+
+    table = HostTable()
+    ids = {}
+    for name in names:
+        hid = table.add(name)
+        assert ids.setdefault(name, hid) == hid
+        table.pending[hid] += 1
+    assert len(table) == len(ids)
+    for name, hid in ids.items():
+        assert table.find(name) == hid and table.name_bytes(hid) == name
+    assert table.find(b"\xff not a name") == -1
+    again = HostTable.from_parts(*table.parts())
+    assert all(again.find(name) == hid and again.pending[hid] == names.count(name) for name, hid in ids.items())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
 from diskfrontier import Frontier
@@ -53,10 +51,3 @@ def test_retry_after_blocks_the_slot_and_the_retry_replaces_the_request(tmp_path
 ])
 def test_retry_after_values(value, want):
     assert retry_after_seconds(value, now=1445412480.0 + 60) == want
-
-
-def test_a_sigterm_stopped_crawl_of_many_hosts_resumes(tmp_path):
-    pages = 120
-    site = MultiHostSite(pages, hosts=8, delay=0.005)
-    run = crawl_with_kills(tmp_path, "diskfrontier", pages, [40], sig=signal.SIGTERM, site=site)
-    assert run.final_returncode == 0 and run.never_fetched == 0
