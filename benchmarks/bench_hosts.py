@@ -45,7 +45,7 @@ HERE = os.path.abspath(__file__)
 
 def request(url: str) -> Request:
     """A request with a sha1 of its URL as fingerprint (what is measured here is not fingerprinting)."""
-    return Request(url, fingerprint=hashlib.sha1(url.encode()).digest())
+    return Request(url, fingerprint=hashlib.sha1(url.encode(), usedforsecurity=False).digest())
 
 
 # ---------------------------------------------------------------------- frontier
@@ -83,43 +83,61 @@ def bench_frontier(work: str, repeat: int) -> None:
 
 
 # ---------------------------------------------------------------------- skew
-def bench_skew(work: str) -> None:
-    n = 1_000_000
-    job = os.path.join(work, "skew")
+def skew_url(i: int) -> str:
+    """80% on one host, the rest over 50,000 hosts, interleaved as a crawl finds links."""
+    return f"https://big.example/p/{i}" if i % 5 else f"https://h{(i // 5) % 50_000}.example/p/{i}"
+
+
+def first_pops(work: str, n: int, per_host: int | None) -> tuple[list[str], float, float]:
+    """(the hosts of the first 1,000 pops without a done, seconds to push n, seconds for the pops)."""
+    job = os.path.join(work, f"skew-{per_host}")
     shutil.rmtree(job, ignore_errors=True)
     started = time.perf_counter()
-    with Frontier(job, per_host=1) as frontier:
-        batch = []
-        for i in range(n):
-            # 80% on one host, the rest over 50,000 hosts, interleaved as links are found
-            url = f"https://big.example/p/{i}" if i % 5 else f"https://h{(i // 5) % 50_000}.example/p/{i}"
-            batch.append(request(url))
-            if len(batch) == 10_000:
-                frontier.push_many(batch)
-                batch = []
+    with Frontier(job, per_host=per_host) as frontier:
+        for start in range(0, n, 10_000):
+            frontier.push_many(request(skew_url(i)) for i in range(start, min(n, start + 10_000)))
         pushed = time.perf_counter() - started
         started = time.perf_counter()
         hosts = [frontier.pop().slot for _ in range(1000)]
         took = time.perf_counter() - started
-    print(f"\nskew: {n:,} URLs, one host 80%, per_host=1 (pushed in {pushed:.1f}s)")
-    print(f"the first 1,000 pops without a done cover {len(set(hosts)):,} distinct hosts, in {took * 1e3:.0f} ms "
-          f"(target: 1,000); without politeness the first {_same_host_run(work, n):,} pops are one host")
+    shutil.rmtree(job)
+    return hosts, pushed, took
+
+
+def bench_skew(work: str) -> None:
+    n = 1_000_000
+    polite, pushed, took = first_pops(work, n, 1)
+    plain, _, _ = first_pops(work, n, None)
+    print(f"\nskew: {n:,} URLs, one host 80% (pushed in {pushed:.1f}s)")
+    print(f"the first 1,000 pops without a done cover {len(set(polite)):,} distinct hosts with per_host=1, in "
+          f"{took * 1e3:.0f} ms (target: 1,000); {len(set(plain)):,} without politeness "
+          f"({plain.count('big.example'):,} of them the big host)")
+
+
+def bench_many_hosts(work: str) -> None:
+    """10^6 hosts with a request each, under a limit of 1,024 descriptors: pushed, reopened, all popped."""
+    n = 1_000_000
+    job = os.path.join(work, "many")
+    run_child("build-hosts", job, n)
+    result = run_child("pop-all", job, n)
+    print(f"\n{n:,} hosts with one request each, RLIMIT_NOFILE 1,024: a clean open takes {result['open']:.2f}s and "
+          f"{result['rss'] / n:.0f} B of RSS per host; per_host=1 hands out one request of each of "
+          f"{result['distinct']:,} hosts in {result['pops']:.1f}s ({n / result['pops']:,.0f}/s)")
     shutil.rmtree(job)
 
 
-def _same_host_run(work: str, n: int) -> int:
-    """Pops from the top of a politeness-off frontier of the skew workload before a second host appears."""
-    job = os.path.join(work, "skew-off")
-    shutil.rmtree(job, ignore_errors=True)
-    with Frontier(job) as frontier:
-        frontier.push_many(request(f"https://big.example/p/{i}" if i % 5 else f"https://h{(i // 5) % 50_000}.example/p/{i}")
-                           for i in range(0, n, 10))  # a tenth: the run length scales with it
-        first = frontier.pop().slot
-        run = 1
-        while (r := frontier.pop()) is not None and r.slot == first:
-            run += 1
-    shutil.rmtree(job)
-    return run * 10
+def bench_delayed_arrays() -> None:
+    """10^7 delayed requests in the compact arrays themselves."""
+    from diskfrontier.delayed import DelayedRequests
+
+    n = 10_000_000
+    before = _rss()
+    held = DelayedRequests()
+    now = time.time()
+    for i in range(n):
+        held.add(now + 3600 + i % 86_400, i * 64, -(i % 4))
+    print(f"10,000,000 requests waiting for a time (over a day) in the arrays: {(_rss() - before) / n:.1f} B each, "
+          f"{len(held._buckets):,} buckets")
 
 
 # ---------------------------------------------------------------------- memory
@@ -130,6 +148,20 @@ def child_memory(kind: str, path: str, count: int) -> None:
             frontier.push_many(request(f"https://h{i if kind == 'build-hosts' else 0}.example/p/{i}")
                                for i in range(count))
         print("{}")
+    elif kind == "pop-all":
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+        before = _rss()
+        started = time.perf_counter()
+        frontier = Frontier(path, per_host=1)
+        opened = time.perf_counter() - started
+        rss = _rss() - before
+        started = time.perf_counter()
+        slots = set()
+        while (r := frontier.pop()) is not None:
+            slots.add(r.slot)
+        pops = time.perf_counter() - started
+        print(json.dumps({"open": opened, "rss": rss, "distinct": len(slots), "pops": pops}))
+        frontier.close()
     elif kind == "hosts" or kind == "onehost":
         before = _rss()
         frontier = Frontier(path, per_host=1)
@@ -146,7 +178,7 @@ def child_memory(kind: str, path: str, count: int) -> None:
         with Frontier(path) as frontier:
             for start in range(0, count, 10_000):
                 frontier.push_many(Request(f"https://h{i % 1000}.example/p/{i}",
-                                           fingerprint=hashlib.sha1(b"%d" % i).digest()) for i in
+                                           fingerprint=hashlib.sha1(b"%d" % i, usedforsecurity=False).digest()) for i in
                                    range(start, min(count, start + 10_000)))
             seen_only = _rss()
         shutil.rmtree(path)
@@ -154,7 +186,8 @@ def child_memory(kind: str, path: str, count: int) -> None:
             for start in range(0, count, 10_000):
                 batch = []
                 for i in range(start, min(count, start + 10_000)):
-                    r = Request(f"https://h{i % 1000}.example/p/{i}", fingerprint=hashlib.sha1(b"%d" % i).digest())
+                    r = Request(f"https://h{i % 1000}.example/p/{i}",
+                                fingerprint=hashlib.sha1(b"%d" % i, usedforsecurity=False).digest())
                     r.not_before = due + i % 3600
                     batch.append(r)
                 frontier.push_many(batch)
@@ -169,8 +202,8 @@ def _rss() -> int:
 
 
 def run_child(*args: object) -> dict:
-    out = subprocess.run([sys.executable, HERE, "--child", *map(str, args)], capture_output=True, text=True,
-                         check=True, timeout=3600)
+    out = subprocess.run([sys.executable, HERE, "--child", *map(str, args)], capture_output=True,  # noqa: S603
+                         text=True, check=True, timeout=3600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -185,11 +218,13 @@ def bench_memory(work: str) -> None:
           f"(target <= 100 B)")
     print(f"  every request pulled into its host's buffer:  {(many['buffered'] - one['buffered']) / hosts:6.0f} B per "
           f"host, {one['buffered'] / hosts:.0f} B per buffered request on one host")
+    bench_many_hosts(work)
     n = 1_000_000
     delayed = run_child("delayed", os.path.join(work, "mem-delayed"), n)
     extra = (delayed["rss_delayed"] - delayed["rss_ready"]) / n
     print(f"delayed: {delayed['delayed']:,} requests waiting for a time cost {extra:.1f} B each more than the same "
           f"requests ready (compact arrays: 20 B of entries plus array growth)")
+    bench_delayed_arrays()
 
 
 # ---------------------------------------------------------------------- scrapy
@@ -238,7 +273,7 @@ def crawl(work: str, site, name: str, settings: dict, kill_at: int | None = None
     with open(script, "w") as f:
         f.write(SPIDER)
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, script, job, site.base, stats, json.dumps(settings)],
+    proc = subprocess.Popen([sys.executable, script, job, site.base, stats, json.dumps(settings)],  # noqa: S603
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if kill_at is not None:
         while len(site.fetched()) < kill_at and proc.poll() is None:

@@ -22,6 +22,7 @@ import zlib
 from dataclasses import dataclass
 
 from .atomic import fsync_dir, write_all
+from .errors import JobDirCorrupt
 from .journal import CARRIES_REQUEST, FRAME, MAGIC, PUSH, PUSH_HEAD, JournalScan, frame
 from .safefs import create_exclusive
 from .state import Progress, read_state
@@ -68,7 +69,12 @@ def write_compacted(
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
                 progress(size + offset, 2 * size)
-            if body[0] not in CARRIES_REQUEST or not next(alive):  # the same records in the same order
+            if body[0] not in CARRIES_REQUEST:
+                continue
+            pending = next(alive, None)  # the same records in the same order as the scan before
+            if pending is None:
+                raise JobDirCorrupt(path, offset, "the journal changed while it was being compacted")
+            if not pending:
                 continue
             _, priority, _, _, _, _, not_before = PUSH_HEAD.unpack_from(body)
             kept.append((position, priority, not_before))

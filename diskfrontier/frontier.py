@@ -603,8 +603,8 @@ class Frontier:
         become ready without another call (nothing in flight, nothing waiting for a time:
         only hosts blocked for ever or over their budget are left).
         """
-        if timeout is not None:
-            timeout = _check_seconds("timeout", timeout)
+        if timeout.__class__ is not float or timeout != 0.0:  # the usual pop() is spared the checks
+            timeout = None if timeout is None else _check_seconds("timeout", timeout)
         with self._mutex:
             self._check_open()
             request = self._pop_now()
@@ -643,11 +643,15 @@ class Frontier:
         return due if wake is None else min(due, wake)
 
     def _pop_now(self) -> Request | None:
-        now = time.time()
-        if self._delayed_due is not None and now >= self._delayed_due:
-            self._release_due(now)
-        if self._hosts.active:
-            return self._pop_polite(now)
+        due = self._delayed_due
+        if due is not None or self._hosts.active:
+            now = time.time()
+            if due is not None and now >= due:
+                self._release_due(now)
+            if self._hosts.active:
+                return self._pop_polite(now)
+        else:
+            now = 0.0  # with no host rule and nothing waiting for a time, the clock is not needed
         disk_top = self._queues.pq.curprio  # -priority, as queuelib keys it
         memory_top = self._memq.curprio
         if disk_top is None and memory_top is None:
@@ -682,9 +686,15 @@ class Frontier:
             del pending[request.priority]
         self._counters["popped"] += 1
         hid = request._hid
+        hosts = self._hosts
         if hid < 0:  # a request kept in memory
-            hid = request._hid = self._hosts.hid(request.slot)
-        self._hosts.handed_out(hid, now)
+            hid = request._hid = hosts.hid(request.slot)
+        if hosts.active:
+            hosts.handed_out(hid, now)
+        else:  # the counts alone, inline: this is every pop
+            counts = hosts.counts
+            counts.pending[hid] -= 1
+            counts.inflight[hid] += 1
 
     def _release_due(self, now: float) -> None:
         """Move the requests whose time has come from the delayed arrays into their hosts' buffers.
@@ -761,7 +771,9 @@ class Frontier:
                                      bytes(body[_PUSH_HEAD_SIZE:start]), offset)
             slot = bytes(body[start:start + slotlen])
             request._slot = slot.decode("utf-8")
-            request._hid = self._hosts.counts.add(slot)
+            counts = self._hosts.counts
+            hid = counts.recent.get(slot)
+            request._hid = counts.add(slot) if hid is None else hid
         except ValueError as exc:  # UnicodeDecodeError included
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
         request.attempts = attempts
@@ -805,7 +817,14 @@ class Frontier:
                     self._last_record = offset
                 del inflight[seq]
                 self._counters["done"] += 1
-                self._host_back(request, seq >= 0)
+                hosts = self._hosts
+                if hosts.hot or self._waiters:
+                    self._host_back(request, seq >= 0)
+                else:  # the counts alone, inline: this is every done
+                    counts = hosts.counts
+                    counts.inflight[request._hid] -= 1
+                    if seq >= 0:
+                        counts.done[request._hid] += 1
             except BaseException as exc:
                 self._interrupted("done", exc)
                 raise

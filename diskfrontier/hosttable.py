@@ -21,7 +21,7 @@ _RECENT = 4096  # names looked up lately, kept in a dict for speed (emptied when
 class HostTable:
     """Host names and their pending, in-flight and done counts, by id (ids are never reused)."""
 
-    __slots__ = ("_blob", "_ends", "_hashes", "_slots", "_mask", "_recent", "pending", "inflight", "done")
+    __slots__ = ("_blob", "_ends", "_hashes", "_slots", "_mask", "recent", "pending", "inflight", "done")
 
     def __init__(self) -> None:
         self._blob = bytearray()  # every name, UTF-8, one after the other
@@ -29,7 +29,9 @@ class HostTable:
         self._hashes = array("I")  # the low 32 bits of hash() of each id's name bytes
         self._slots = array("i", [_EMPTY]) * 8  # ids by hash, open addressing, at most 3/4 full
         self._mask = 7
-        self._recent: dict[bytes, int] = {}  # a crawl's pushes and pops come back to the same hosts
+        # name -> id of the names looked up lately (a crawl's pushes and pops come back to the same
+        # hosts); a hit here is the quick way, ``add`` the sure one
+        self.recent: dict[bytes, int] = {}
         self.pending = array("I")
         self.inflight = array("I")
         self.done = array("Q")
@@ -52,7 +54,7 @@ class HostTable:
 
     def add(self, name: bytes) -> int:
         """The id of the host ``name`` (UTF-8), added with zero counts if it is new."""
-        recent = self._recent
+        recent = self.recent
         hid = recent.get(name)
         if hid is not None:
             return hid

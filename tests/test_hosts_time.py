@@ -290,7 +290,7 @@ def test_a_budget_counts_done_requests_across_restarts(tmp_path):
 def test_skew_first_pops_cover_distinct_hosts(tmp_path):
     """The skew workload at 10^5 (the benchmark runs it at 10^6): one host holds 80%."""
     def request(url: str) -> Request:  # a sha1 of the URL as the fingerprint: quicker than Scrapy's
-        return Request(url, fingerprint=hashlib.sha1(url.encode()).digest())
+        return Request(url, fingerprint=hashlib.sha1(url.encode(), usedforsecurity=False).digest())
 
     big = [request(f"https://big.example/p/{i}") for i in range(80_000)]
     small = [request(f"https://h{i % 5000}.example/p/{i}") for i in range(20_000)]
@@ -502,3 +502,13 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     assert table.find(b"\xff not a name") == -1
     again = HostTable.from_parts(*table.parts())
     assert all(again.find(name) == hid and again.pending[hid] == names.count(name) for name, hid in ids.items())
+
+
+def test_the_behaviour_suite_passes_with_the_host_layer_on():
+    """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_frontier.py", "test_model.py"],
+        cwd=here, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout

@@ -433,3 +433,27 @@ def test_records_below_the_floor_are_checked_by_the_floor_crc_and_rescanned_if_i
     with pytest.raises(JobDirCorrupt) as info:
         read_state(str(path), floor=floor, floor_crc=crc)
     assert info.value.offset == offsets[5]
+
+
+def test_after_a_kill_the_open_checkpoint_holds_the_crc_of_the_journal_below_its_floor(tmp_path):
+    """The trusted recovery path is taken: the crc the checkpoint keeps is that of the bytes below its floor."""
+    import json
+    import subprocess
+    import sys
+    import zlib
+
+    from diskfrontier import Frontier, Request
+
+    job = tmp_path / "job"
+    with Frontier(job) as f:
+        f.push_many(Request(f"https://a.example/{i}") for i in range(50))
+    code = ("import os, signal, sys\nfrom diskfrontier import Frontier, Request\nf = Frontier(sys.argv[1])\n"
+            "f.push(Request('https://b.example/'))\nf.done(f.pop())\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    result = subprocess.run([sys.executable, "-c", code, str(job)], capture_output=True, timeout=60)
+    assert result.returncode == -9, result.stderr
+    cursor = json.loads((job / "requests.cursor").read_text())
+    journal = (job / "requests.urls").read_bytes()
+    assert cursor["state"] == "open" and cursor["journal_floor"] < len(journal)
+    assert cursor["journal_crc"] == zlib.crc32(journal[:cursor["journal_floor"]])
+    with Frontier(job) as f:
+        assert f.recovery == "rebuilt" and len(f) == 50
