@@ -567,7 +567,7 @@ class JournalWriter:
                 body = chunk[_HEADER:_HEADER + length]
                 kind = body[0]
                 if (_crc32(_U32_PACK(length), seed) & 0xFFFF == check and _crc32(body, seed) == crc
-                        and (kind == PUSH or kind == RETRY or kind == REFETCH)
+                        and kind in (PUSH, RETRY, REFETCH)
                         and length > _PUSH_SIZE + body[6] + body[7] + (0 if kind == PUSH else 8)):
                     return body  # (its not_before was checked by the scan or the push that queued it)
         return read_record(self.fd, offset, self.path)
