@@ -26,6 +26,18 @@ from .request import Request
 _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 
 
+def _send_page(handler: http.server.BaseHTTPRequestHandler, n: int, pages: int, href: Callable[[int], str]) -> None:
+    """Answer with page ``n``: links to 2n+1 and 2n+2 (new), n // 2 and 0 (duplicates), every tenth at priority 1."""
+    links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < pages]
+    body = "".join(f'<a href="{href(c)}" data-priority="{1 if c % 10 == 0 else 0}">page {c}</a>\n' for c in links)
+    data = f"<html><body><h1>page {n}</h1>\n{body}</body></html>".encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _SiteHandler(http.server.BaseHTTPRequestHandler):
     site: SyntheticSite
 
@@ -37,17 +49,7 @@ class _SiteHandler(http.server.BaseHTTPRequestHandler):
         if match is None or int(match.group(1)) >= self.site.pages:
             self.send_error(404)
             return
-        n = int(match.group(1))
-        links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < self.site.pages]
-        body = "".join(
-            f'<a href="/page/{c}" data-priority="{1 if c % 10 == 0 else 0}">page {c}</a>\n' for c in links
-        )
-        data = f"<html><body><h1>page {n}</h1>\n{body}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        _send_page(self, int(match.group(1)), self.site.pages, lambda c: f"/page/{c}")
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
@@ -127,15 +129,7 @@ class _MultiHostHandler(http.server.BaseHTTPRequestHandler):
             return
         if self.site.delay:
             time.sleep(self.site.delay)
-        links = [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < self.site.pages]
-        body = "".join(
-            f'<a href="{self.site.url(c)}" data-priority="{1 if c % 10 == 0 else 0}">page {c}</a>\n' for c in links)
-        data = f"<html><body><h1>page {n}</h1>\n{body}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        _send_page(self, n, self.site.pages, self.site.url)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass

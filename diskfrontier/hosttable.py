@@ -41,15 +41,16 @@ class HostTable:
 
     def find(self, name: bytes) -> int:
         """The id of the host whose name is ``name`` (UTF-8), or -1."""
-        h = hash(name) & _HASH_MASK
+        return self._probe(name, hash(name) & _HASH_MASK)[0]
+
+    def _probe(self, name: bytes, h: int) -> tuple[int, int]:
+        """(the id of ``name`` or -1, the slot where the search ended)."""
         slots, mask, hashes = self._slots, self._mask, self._hashes
         i = h & mask
         while True:
             hid = slots[i]
-            if hid == _EMPTY:
-                return -1
-            if hashes[hid] == h and self.name_bytes(hid) == name:
-                return hid
+            if hid == _EMPTY or (hashes[hid] == h and self.name_bytes(hid) == name):
+                return hid, i
             i = (i + 1) & mask
 
     def add(self, name: bytes) -> int:
@@ -65,24 +66,18 @@ class HostTable:
 
     def _add(self, name: bytes) -> int:
         h = hash(name) & _HASH_MASK
-        slots, mask, hashes = self._slots, self._mask, self._hashes
-        i = h & mask
-        while True:
-            hid = slots[i]
-            if hid == _EMPTY:
-                break
-            if hashes[hid] == h and self.name_bytes(hid) == name:
-                return hid
-            i = (i + 1) & mask
+        hid, i = self._probe(name, h)
+        if hid != _EMPTY:
+            return hid
         hid = len(self._ends)
         self._blob += name
         self._ends.append(len(self._blob))
-        hashes.append(h)
+        self._hashes.append(h)
         self.pending.append(0)
         self.inflight.append(0)
         self.done.append(0)
-        slots[i] = hid
-        if 4 * len(self._ends) > 3 * mask:
+        self._slots[i] = hid
+        if 4 * len(self._ends) > 3 * self._mask:
             self._grow()
         return hid
 
