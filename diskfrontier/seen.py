@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from .atomic import write_all, write_atomic
 from .errors import JobDirCorrupt
 from .safefs import open_fd, open_file
-from .seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
+from .seenindex import SHA1_BYTES, IndexRecord, IndexUnusable, SeenIndex, key_of
 
 log = logging.getLogger("diskfrontier")
 
@@ -85,9 +85,9 @@ def parse_seen(path: str, data: bytes, *, strict: bool = True, keys: bool = True
     step = 2 + width
     if width and len(data) >= step:
         count = len(data) // step
-        # Fast path: every record has the same width (the normal case: 20-byte sha1s).
+        # Fast path: every record is a 20-byte sha1 (the normal case), whose key is its first 8 bytes.
         lengths = data[0:count * step:step] + data[1:count * step:step]
-        if lengths == data[0:1] * count + data[1:2] * count and width >= 8:
+        if lengths == data[0:1] * count + data[1:2] * count and width == SHA1_BYTES:
             info.count, info.end = count, count * step
             info.torn = len(data) - info.end
             return _keys_of_uniform(data, count, width) if keys else array("Q"), info

@@ -1,7 +1,10 @@
 """A compact in-memory set of 64-bit keys: the seen index.
 
-Each fingerprint is reduced to its first 8 bytes (sha1 output is uniform, so these are
-as good as random 64-bit keys, as in Heritrix's ``BdbUriUniqFilter``) and stored in an
+Each fingerprint is reduced to a 64-bit key: a 20-byte fingerprint (a sha1, Scrapy's and
+ours) to its first 8 bytes (sha1 output is uniform, so these are as good as random keys,
+as in Heritrix's ``BdbUriUniqFilter``), any other to an 8-byte blake2b of the whole of it
+(fingerprints from another fingerprinter may share a prefix, or count up: their first
+bytes are not a hash). Keys are stored in an
 open-addressing hash table held in an ``array('Q')``: 8 bytes a slot, kept between
 3/8 and 3/4 full, so 11 to 21 bytes a key instead of ~100 for a Python ``set`` of
 digests. Key 0 marks an empty slot; a key that is 0 is stored as 1.
@@ -16,7 +19,7 @@ them in bulk instead of inserting every fingerprint of ``requests.seen`` one at 
 seen file up to a byte offset, a checkpoint names it by that offset and its crc32, and
 anything that does not match means "load requests.seen", never "empty"::
 
-    magic      DFSIDX\x00\x01
+    magic      DFSIDX\x00\x02
     header     seen_bytes:u64 count:u64 little_endian:u8 shard_bits:u8 (6 bytes zero)
     shards     2^shard_bits times  slots:u32 count:u32
     head_crc   u32, the crc32 of everything above
@@ -27,6 +30,7 @@ anything that does not match means "load requests.seen", never "empty"::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import struct
 import sys
@@ -38,10 +42,12 @@ from dataclasses import dataclass
 from .safefs import create_exclusive, open_file, unique_temp
 
 _BYTEORDER = sys.byteorder
+SHA1_BYTES = 20  # fingerprints of this size are taken to be hashes already
+_blake2b = hashlib.blake2b
 SHARD_BITS = 8
 _SHIFT = 64 - SHARD_BITS
 _MIN_SLOTS = 64
-INDEX_MAGIC = b"DFSIDX\x00\x01"
+INDEX_MAGIC = b"DFSIDX\x00\x02"  # 2: keys of fingerprints other than 20 bytes are hashed
 _HEAD = struct.Struct(">QQBB6x")
 _SHARD = struct.Struct(">II")
 _U32 = struct.Struct(">I")
@@ -49,8 +55,10 @@ _LITTLE = sys.byteorder == "little"
 
 
 def key_of(fingerprint: bytes) -> int:
-    """The 64-bit index key of a fingerprint."""
-    return int.from_bytes(fingerprint[:8], _BYTEORDER) or 1
+    """The 64-bit index key of a fingerprint (see the module docstring)."""
+    if len(fingerprint) == SHA1_BYTES:
+        return int.from_bytes(fingerprint[:8], _BYTEORDER) or 1
+    return int.from_bytes(_blake2b(fingerprint, digest_size=8).digest(), _BYTEORDER) or 1
 
 
 def _slots_for(count: int) -> int:

@@ -208,3 +208,21 @@ def test_a_seen_index_that_cannot_be_saved_does_not_spoil_the_close(tmp_path):
     assert not os.path.exists(os.path.join(job, "requests.seen.index"))
     with Frontier(job) as f:
         assert f.recovery == "clean" and len(f) == 300
+
+
+@pytest.mark.parametrize("width", [8, 12, 32])
+def test_fingerprints_that_share_their_first_bytes_are_not_duplicates(tmp_path, width):
+    """A fingerprinter whose fingerprints are not 20-byte hashes (here: a shared prefix, then a
+    counter) must not make distinct requests look seen: their whole bytes are hashed."""
+    job = tmp_path / "job"
+
+    def request(i: int) -> Request:
+        fingerprint = (b"https://" * 4)[:width - 4] + i.to_bytes(4, "big")
+        return Request(f"https://a.example/{i}", fingerprint=fingerprint)
+
+    with Frontier(job) as f:
+        assert f.push_many(request(i) for i in range(500)) == 500
+        assert all(not f.push(request(i)) for i in range(500))
+    for new in (500, 501):  # the seen file is read at each open (too few keys to save an index)
+        with Frontier(job) as f:
+            assert all(not f.push(request(i)) for i in range(new)) and f.push(request(new))
