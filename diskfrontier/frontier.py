@@ -776,8 +776,10 @@ class Frontier:
             request._hid = counts.add(slot) if hid is None else hid
         except ValueError as exc:  # UnicodeDecodeError included
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
-        request.attempts = attempts
-        request.not_before = not_before or None
+        if attempts:
+            request.attempts = attempts
+        if not_before:
+            request.not_before = not_before
         request._size = _HEADER + len(body)
         return request
 
