@@ -4,31 +4,44 @@ A fixture is a job directory built by a child process with the public API, in on
 two states: ``clean`` (closed with ``close()``) or ``crash`` (SIGKILLed while it had
 the directory open, with requests pushed, popped, done and in flight since the open).
 The child prints what it was told: the exact multiset of pending URLs (dont_filter
-duplicates counted) and the URLs that were done.
+duplicates counted), those of them held back by a ``not_before`` still ahead, and the
+URLs that were done. The ``requeue`` fixtures also ``retry`` requests (at once and an
+hour later), ``done(refetch_after=)`` some (at once and an hour later) and change host
+settings, before a compaction, before a clean close and after the last open, so that
+their journals hold HOST, RETRY and REFETCH records on both sides of the floor.
 
 A case copies a fixture, damages one file in one way (``random.Random`` seeded from
 the case's name), opens it with ``Frontier``, pops everything (done-ing each) and
-pushes every done URL again. The outcome is one of:
+pushes every done URL again. "Everything" includes what time holds back (a request's
+``not_before``, a host's block or delay): when ``pop`` gives nothing, the frontier's
+clock is moved on to ``next_ready()`` (``FakeClock``), and no request may be handed out
+before its ``not_before`` by that clock. The outcome is one of:
 
-* ``exact``: the popped multiset is the expected pending multiset, no done URL came
-  back, every done URL is refused as a duplicate, and the directory reopens empty;
+* ``exact``: the popped multiset is the expected pending multiset, the requests that
+  came back with a ``not_before`` are exactly those expected held back, no done URL
+  came back, every done URL is refused as a duplicate, and the directory reopens empty;
 * ``refused``: a ``FrontierError`` naming a file of the directory, at open or at pop;
   then ``verify`` must report the directory not sound, ``verify(repair=True)`` must
   let it open again, and what it gives must be a subset of the expected pending
-  multiset with no done URL in it (what is missing is counted as lost to repair);
+  multiset with no done URL in it (what is missing is counted as lost to repair),
+  except one more copy of a request whose DONE, RETRY or REFETCH record (the record
+  that finished it) was in the damage;
 * ``manual``: refused with an error whose advice is not ``verify --repair`` (a
   damaged ``frontier.json`` is to be written anew by hand); verify must still see it;
 * ``fail``: anything else: a raw exception, a hang, a huge allocation, wrong data.
 
 Run as a script, this module is the fixture builder:
-``fuzzkit.py JOBDIR ORDER SIZE STATE`` prints the expectations as one JSON line, then
-``READY``; in the ``crash`` state it then waits to be killed.
+``fuzzkit.py JOBDIR ORDER SIZE STATE`` (SIZE ``small``, ``big`` or ``requeue``) prints
+the expectations as one JSON line, then ``READY``; in the ``crash`` state it then waits
+to be killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import math
 import os
 import random
 import resource
@@ -39,14 +52,18 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # ----------------------------------------------------------------------------- fixtures
 
 SIZES = {"small": (200, 150), "big": (3300, 3000)}  # (first pushes, popped and done before a compaction)
+LATER = 3600.0  # seconds: a retry or re-fetch held back this long is still held back when the cases run
 
 
 def _workload(path: str, order: str, size: str, state: str) -> dict:
     """Build the job directory; return what a correct frontier must give back."""
+    if size == "requeue":
+        return _requeue_workload(path, order, state)
     from diskfrontier import Frontier, Request
 
     first, finished = SIZES[size]
@@ -98,7 +115,113 @@ def _workload(path: str, order: str, size: str, state: str) -> dict:
     batch += [request(f"https://h1.example/d/{i}", i, dont_filter=True) for i in range(1, 25, 5)]
     push_many(f, batch)
     pop_done(f, 25, 15)  # 10 in flight
-    expected = {"pending": {u: n for u, n in pending.items() if n > 0}, "done": sorted(set(done))}
+    expected = {"pending": {u: n for u, n in pending.items() if n > 0}, "held": {}, "done": sorted(set(done))}
+    if state == "clean":
+        f.close()
+    return expected
+
+
+REQUEUE_ACTIONS = ("done", "retry", "done", "retry-later", "refetch-later", "done", "retry", "refetch", "keep",
+                   "done", "refetch", "retry-later")  # cycled over the popped requests; "keep": left in flight
+
+
+def _requeue_workload(path: str, order: str, state: str) -> dict:
+    """A small crawl that retries and re-fetches requests and changes host settings (HOST, RETRY and REFETCH
+    records before a compaction, below the floor and, for the crash state, after the last open).
+
+    The host settings never hold a request back for good: blocks end within the hour (a case's clock moves on
+    past them), and budgets are far above what a host ever has, or on hosts with no request.
+    """
+    from diskfrontier import Frontier, Request
+
+    pending: Counter[str] = Counter()
+    held: Counter[str] = Counter()  # pending requests whose not_before is still ahead (an hour on)
+    done: list[str] = []
+    inflight: list = []
+    step = itertools.count()
+    priorities = (0, 1, -1, 5)
+
+    def request(url: str, i: int, dont_filter: bool = False) -> Request:
+        meta = {"depth": i % 4, "tag": f"t{i % 3}"} if i % 5 == 0 else None
+        return Request(url, priority=priorities[i % len(priorities)], meta=meta, dont_filter=dont_filter)
+
+    def push_many(frontier: Frontier, batch: list[Request]) -> None:
+        assert frontier.push_many(batch) == len(batch)
+        pending.update(r.url for r in batch)
+
+    def finish(frontier: Frontier, r, action: str) -> None:
+        url = r.url
+        if action == "done":
+            frontier.done(r)
+            pending[url] -= 1
+            done.append(url)
+        elif action == "retry":
+            frontier.retry(r)  # a RETRY record, due at once: popped again by a later work()
+        elif action == "retry-later":
+            frontier.retry(r, delay=LATER)
+            held[url] += 1
+        elif action == "refetch":
+            frontier.done(r, refetch_after=0)  # a REFETCH record, due at once
+            done.append(url)
+        elif action == "refetch-later":
+            frontier.done(r, refetch_after=LATER)
+            held[url] += 1
+            done.append(url)
+        else:
+            inflight.append(r)
+
+    def work(frontier: Frontier, count: int) -> None:
+        for _ in range(count):
+            r = frontier.pop()
+            if r is None:  # the rest is held back (by time, a block or a delay)
+                break
+            finish(frontier, r, REQUEUE_ACTIONS[next(step) % len(REQUEUE_ACTIONS)])
+
+    def settle(frontier: Frontier) -> None:
+        """Finish what was left in flight (compact() takes nothing in flight): retry some, done the rest."""
+        for i, r in enumerate(inflight):
+            finish(frontier, r, ("retry", "done", "refetch")[i % 3])
+        inflight.clear()
+
+    # Run 1: host settings, work with retries and re-fetches, a compaction (the pending RETRY and REFETCH
+    # records become PUSH records, held ones keep their not_before), more of it, a clean close.
+    f = Frontier(path, order=order)
+    f.set_delay("h0.example", 0.0)
+    f.set_budget("h1.example", 10**6)
+    f.block("h3.example", time.time() + LATER / 2)
+    f.block("never.example", math.inf)  # hosts with no request: their settings are kept all the same
+    f.set_delay("slow.example", 30.0)
+    f.set_budget("quota.example", 0)
+    urls = [f"https://h{i % 5}.example/a/{i}" for i in range(150)]
+    for start in range(0, len(urls), 50):
+        push_many(f, [request(u, start + j) for j, u in enumerate(urls[start:start + 50])])
+    push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(urls[:150:15])])
+    work(f, 90)
+    f.unblock("h3.example")
+    work(f, 40)
+    settle(f)
+    f.compact()
+    f.set_delay("h0.example", None)
+    f.set_budget("h4.example", 10**6)
+    push_many(f, [request(f"https://h{i % 3}.example/b/{i}", i) for i in range(40)])
+    work(f, 50)  # those left in flight are requeued by the close
+    f.block("h4.example", time.time() + LATER / 2)
+    work(f, 10)
+    f.close()
+    inflight.clear()
+
+    # Run 2: more of everything after the open: above the floor (the unclean tail of the crash state).
+    f = Frontier(path)
+    push_many(f, [request(f"https://h{i % 4}.example/c/{i}", i) for i in range(30)])
+    f.unblock("h4.example")
+    f.block("h2.example", time.time() + LATER / 2)
+    f.set_delay("h1.example", 1.0)
+    work(f, 40)
+    f.set_budget("h4.example", None)
+    push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(sorted(held)[:6])])
+    work(f, 25)
+    expected = {"pending": {u: n for u, n in pending.items() if n > 0}, "held": {u: n for u, n in held.items() if n},
+                "done": sorted(set(done))}
     if state == "clean":
         f.close()
     return expected
@@ -128,7 +251,8 @@ class Fixture:
     pending: Counter
     done: set[str]  # done URLs that must never come back (no copy of them is pending)
     refuse: list  # Request objects of every done URL (fingerprints computed once): all must be duplicates
-    records: list = field(default_factory=list)  # (offset, end, type, url) of each journal record
+    held: Counter = field(default_factory=Counter)  # the pending URLs whose not_before is still ahead
+    records: list = field(default_factory=list)  # a Record for each journal record
     floor: int = 0  # the journal length below which a cut is damage, not a torn tail
     journal_size: int = 0
 
@@ -155,47 +279,90 @@ def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
     expected = json.loads(line)
     pending = Counter(expected["pending"])
     done = set(expected["done"])
-    fx = Fixture(name, path, order, state, pending, done - set(pending), [Request(u) for u in sorted(done)])
+    fx = Fixture(name, path, order, state, pending, done - set(pending), [Request(u) for u in sorted(done)],
+                 held=Counter(expected["held"]))
     fx.records = journal_map(os.path.join(path, "requests.urls"))
     fx.journal_size = os.path.getsize(os.path.join(path, "requests.urls"))
     saved = read_checkpoint(os.path.join(path, "requests.cursor"))
     fx.floor = saved.floor
     assert saved.state == ("clean" if state == "clean" else "open"), saved
     assert replay(fx.records) == pending, "the journal does not hold what the builder was told"
+    assert replay_held(fx.records) == fx.held, "the journal does not hold back what the builder was told"
+    if size == "requeue":  # the record types this fixture is for, below the floor and (crash) above it
+        from diskfrontier.journal import HOST, REFETCH, RETRY
+
+        for part, records in (("below", [r for r in fx.records if r.end <= fx.floor]),
+                              ("above", [r for r in fx.records if r.offset >= fx.floor])):
+            if part == "above" and state == "clean":
+                continue
+            kinds = Counter(r.kind for r in records)
+            assert all(kinds[k] for k in (HOST, RETRY, REFETCH)), (name, part, fx.floor, kinds)
+            assert any(r.held for r in records if r.kind != HOST), (name, part, "no record held back")
     return fx
 
 
-def journal_map(path: str) -> list[tuple[int, int, int, str]]:
-    """(offset, end, type, url) of every record of an intact journal (a DONE's url: its PUSH's)."""
+class Record(NamedTuple):
+    """One record of a fixture's journal."""
+
+    offset: int
+    end: int
+    kind: int  # PUSH, DONE, HOST, RETRY or REFETCH
+    url: str  # the request's URL (a DONE's: its target's); "" for a HOST record
+    target: int | None = None  # the request a DONE, RETRY or REFETCH finishes
+    held: bool = False  # a request record with a not_before (all of them still ahead when the cases run)
+
+
+def journal_map(path: str) -> list[Record]:
+    """A Record for every record of an intact journal."""
     from diskfrontier.codec import decode_request
-    from diskfrontier.journal import DONE, FRAME, HOST, PUSH, JournalScan, done_target, parse_push
+    from diskfrontier.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
 
     out, urls = [], {}
     for offset, body in JournalScan(path):
         end = offset + FRAME.size + len(body)
         if body[0] == DONE:
-            out.append((offset, end, DONE, urls[done_target(body)]))
+            target = done_target(body)
+            out.append(Record(offset, end, DONE, urls[target], target))
         elif body[0] == HOST:
-            continue  # host settings: no request in it
+            out.append(Record(offset, end, HOST, ""))  # host settings: no request in it
         else:
-            assert body[0] == PUSH, "the fixtures write no RETRY or REFETCH records"
+            assert body[0] in CARRIES_REQUEST, body[0]
             pushed = parse_push(body)
             url = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, offset).url
+            assert pushed.target is None or urls[pushed.target] == url, "a RETRY or REFETCH of another URL"
             urls[offset] = url
-            out.append((offset, end, body[0], url))
+            out.append(Record(offset, end, body[0], url, pushed.target, bool(pushed.not_before)))
     return out
 
 
-def replay(records: list[tuple[int, int, int, str]], upto: int | None = None) -> Counter:
-    """The pending multiset of the records that end at or before ``upto``."""
-    from diskfrontier.journal import DONE
+def _alive(records: list[Record], upto: int | None = None, without: Record | None = None) -> list[Record]:
+    """The pending request records of the records that end at or before ``upto``: every PUSH, RETRY and
+    REFETCH record, less those a DONE, RETRY or REFETCH record finished. ``without``: as ``verify --repair``
+    leaves the journal when that record is destroyed (what it finished is pending again; a record that
+    finished it finishes nothing: a DONE is dropped, a RETRY or REFETCH becomes a PUSH)."""
+    from diskfrontier.journal import CARRIES_REQUEST
 
-    pending: Counter[str] = Counter()
-    for _offset, end, kind, url in records:
-        if upto is not None and end > upto:
+    alive: dict[int, Record] = {}
+    for record in records:
+        if upto is not None and record.end > upto:
             break
-        pending[url] += -1 if kind == DONE else 1
-    return +pending
+        if record is without:
+            continue
+        if record.target is not None and (without is None or record.target != without.offset):
+            del alive[record.target]  # the journal of a fixture finishes each request once
+        if record.kind in CARRIES_REQUEST:
+            alive[record.offset] = record
+    return list(alive.values())
+
+
+def replay(records: list[Record], upto: int | None = None) -> Counter:
+    """The pending multiset of the records that end at or before ``upto``."""
+    return Counter(record.url for record in _alive(records, upto))
+
+
+def replay_held(records: list[Record], upto: int | None = None) -> Counter:
+    """The part of ``replay`` held back by a not_before."""
+    return Counter(record.url for record in _alive(records, upto) if record.held)
 
 
 def read_checkpoint(path: str):
@@ -204,9 +371,16 @@ def read_checkpoint(path: str):
     return read(path)
 
 
+BASIC_SPECS = [("lifo", "big", "clean"), ("lifo", "big", "crash"), ("fifo", "small", "clean"),
+               ("fifo", "small", "crash")]
+REQUEUE_SPECS = [("lifo", "requeue", "crash"), ("fifo", "requeue", "crash"), ("lifo", "requeue", "clean"),
+                 ("fifo", "requeue", "clean")]
+
+
 def build_fixtures(root: str) -> list[Fixture]:
-    """The four fixtures (LIFO/FIFO x clean/crash); the LIFO ones have a seen file of more than one block."""
-    specs = [("lifo", "big", "clean"), ("lifo", "big", "crash"), ("fifo", "small", "clean"), ("fifo", "small", "crash")]
+    """The four basic fixtures (LIFO/FIFO x clean/crash; the LIFO ones have a seen file of more than one
+    block), then the four ``requeue`` ones (see ``requeue_fixtures``)."""
+    specs = BASIC_SPECS + REQUEUE_SPECS
     out = []
     for order, size, state in specs:
         out.append(build_fixture(root, order, size, state))
@@ -216,10 +390,20 @@ def build_fixtures(root: str) -> list[Fixture]:
     return out
 
 
+def basic_fixtures(fixtures: list[Fixture]) -> list[Fixture]:
+    """The fixtures of PUSH and DONE records only."""
+    return [fx for fx in fixtures if not fx.name.endswith("-requeue")]
+
+
+def requeue_fixtures(fixtures: list[Fixture]) -> list[Fixture]:
+    """The fixtures that also hold HOST, RETRY and REFETCH records and requests held back for an hour."""
+    return [fx for fx in fixtures if fx.name.endswith("-requeue")]
+
+
 # ----------------------------------------------------------------------------- damage
 
 TARGETS = ("frontier.json", "requests.urls", "requests.seen", "requests.seen.sums", "requests.seen.index",
-           "requests.cursor", "active.json", "queue", "lock")
+           "requests.cursor", "requests.hosts", "active.json", "queue", "lock")
 KINDS = ("flip", "garbage", "truncate", "append", "zero", "len-ffff", "swap", "dup", "delete", "empty")
 RECORD_KINDS = ("len-ffff", "swap", "dup")
 # swap/dup of equal-sized records: where a file is made of them
@@ -399,14 +583,88 @@ class Expect:
     done: set[str]
     torn: Expect | None = None  # also acceptable: what a kill just before the damaged bytes would leave
     exempt: set[str] = field(default_factory=set)  # done URLs never pushed in this alternative (no dedupe owed)
-    allowance: Counter = field(default_factory=Counter)  # after repair: URLs whose DONE record was destroyed
+    allowance: Counter = field(default_factory=Counter)  # after repair: URLs whose DONE (RETRY, REFETCH) was destroyed
     full_dedupe: bool = False  # check every done URL (else a sample)
+    held: Counter = field(default_factory=Counter)  # the part of ``pending`` that comes back with a not_before
+    held_allowance: Counter = field(default_factory=Counter)  # the part of ``allowance`` that does
+    repaired: tuple[Counter, Counter] | None = None  # exactly what verify --repair leaves (all, held), when known
 
 
-def _drain(frontier, popped: list[str]) -> None:
-    while (request := frontier.pop()) is not None:
-        popped.append(request.url)
+class FakeClock:
+    """``time`` as the frontier module sees it in a case: the real clock, moved on when a drain waits."""
+
+    def __init__(self) -> None:
+        self.real = time.time
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return self.real() + self.ahead
+
+    def move_to(self, when: float) -> None:
+        self.ahead = max(self.ahead, when - self.real() + 0.001)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@contextlib.contextmanager
+def fake_clock():
+    """Give ``diskfrontier.frontier`` and ``diskfrontier.hosts`` a FakeClock for the length of a case."""
+    from diskfrontier import frontier as frontier_module
+    from diskfrontier import hosts as hosts_module
+
+    clock = FakeClock()
+    old = frontier_module.time, hosts_module.time
+    frontier_module.time = hosts_module.time = clock
+    try:
+        yield clock
+    finally:
+        frontier_module.time, hosts_module.time = old
+
+
+@dataclass
+class Popped:
+    """What the drains of a case got: every URL, and those that came with a not_before."""
+
+    clock: FakeClock
+    urls: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+
+
+def _drain(frontier, popped: Popped) -> None:
+    """Pop and done everything: what time holds back too, by moving the clock on to ``next_ready()``."""
+    clock = popped.clock
+    tries = 0
+    while True:
+        request = frontier.pop()
+        if request is None:
+            wake = frontier.next_ready()
+            if wake is None or tries >= 3 or wake == math.inf:
+                return  # nothing can become ready by waiting (or next_ready says so and pop disagrees)
+            clock.move_to(max(wake, clock.time()) + tries)
+            tries += 1
+            continue
+        tries = 0
+        if request.not_before is not None and request.not_before > clock.time():
+            raise Wrong(f"{request.url} handed out at {clock.time():.3f}, before its not_before "
+                        f"{request.not_before:.3f}")
+        popped.urls.append(request.url)
+        if request.not_before is not None:
+            popped.held.append(request.url)
         frontier.done(request)
+
+
+def _compare_held(expect: Expect, held: Counter, *, subset: bool) -> str | None:
+    """The requests that came back with a not_before against those expected to."""
+    extra = held - expect.held - expect.held_allowance
+    if extra:
+        return f"{sum(extra.values())} request(s) came back with a not_before they were not given: {sorted(extra)[:3]}"
+    if not subset:
+        missing = expect.held - held
+        if missing:
+            return f"{sum(missing.values())} request(s) held back came back without their not_before: " \
+                   f"{sorted(missing)[:3]}"
+    return None
 
 
 def _compare(expect: Expect, popped: Counter, *, subset: bool) -> str | None:
@@ -439,7 +697,7 @@ def _names_file(exc: BaseException, job: str) -> bool:
         name in str(exc) for name in ("frontier.json", "requests.", "active.json", "lock"))
 
 
-def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: list[str]) -> tuple[str, BaseException | None]:
+def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: Popped) -> tuple[str, BaseException | None]:
     """Open, drain, re-push done URLs, close, reopen: ("exact" or "torn", None), or (where, the refusal)."""
     from diskfrontier import Frontier, FrontierError
 
@@ -456,10 +714,11 @@ def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: list[str]
             frontier.close()
         return "pop", exc
     frontier.close()
-    got = Counter(popped)
+    got, held = Counter(popped.urls), Counter(popped.held)
     kind = "exact"
-    wrong = _compare(expect, got, subset=False)
-    if wrong and expect.torn is not None and _compare(expect.torn, got, subset=False) is None:
+    wrong = _compare(expect, got, subset=False) or _compare_held(expect, held, subset=False)
+    if wrong and expect.torn is not None and _compare(expect.torn, got, subset=False) is None \
+            and _compare_held(expect.torn, held, subset=False) is None:
         kind, wrong = "torn", None
         accepted = [url for url in accepted if url not in expect.torn.exempt]
     if wrong is None and accepted:
@@ -471,16 +730,16 @@ def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: list[str]
     except FrontierError as exc:
         raise Wrong(f"reopening after a clean drain is refused: {exc}") from None
     try:
-        left: list[str] = []
+        left = Popped(popped.clock)
         _drain(again, left)
     finally:
         again.close()
-    if Counter(left) != Counter(pushed):  # only what was pushed again (a done URL a torn tail took back)
-        raise Wrong(f"{len(left)} request(s) came back after everything was done: {left[:3]}")
+    if Counter(left.urls) != Counter(pushed):  # only what was pushed again (a done URL a torn tail took back)
+        raise Wrong(f"{len(left.urls)} request(s) came back after everything was done: {left.urls[:3]}")
     return kind, None
 
 
-def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseException, popped: list[str],
+def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseException, popped: Popped,
                    outcome: Outcome) -> None:
     """The refusal's advice must work: verify sees the damage; repair (when advised) lets the directory open."""
     from diskfrontier import Frontier, FrontierError
@@ -512,33 +771,44 @@ def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseEx
         raise Wrong(f"after verify --repair a pop is refused: {err}") from None
     finally:
         frontier.close()
-    got = Counter(popped)
-    wrong = _compare(expect, got, subset=True)
+    got = Counter(popped.urls)
+    wrong = _compare(expect, got, subset=True) or _compare_held(expect, Counter(popped.held), subset=True)
     if wrong:
         raise Wrong(f"after repair: {wrong}")
+    if expect.repaired is not None and (got, Counter(popped.held)) != expect.repaired:
+        want, want_held = expect.repaired
+        raise Wrong(f"after repair: not what the intact records hold: missing {sorted(want - got)[:3]}, extra "
+                    f"{sorted(got - want)[:3]}, held missing {sorted(want_held - Counter(popped.held))[:3]}, "
+                    f"held extra {sorted(Counter(popped.held) - want_held)[:3]}")
     outcome.lost_to_repair = sum((expect.pending - got).values())
     outcome.resurrected_by_repair = sum((got - expect.pending).values())
 
 
 def expectations(fx: Fixture, target: str, kind: str, spans: list[tuple[int, int]]) -> Expect:
     """What the damaged copy of ``fx`` may give back."""
-    from diskfrontier.journal import DONE
+    from diskfrontier.journal import CARRIES_REQUEST
 
-    expect = Expect(fx.pending, fx.done, full_dedupe=target.startswith("requests.seen"))
+    expect = Expect(fx.pending, fx.done, full_dedupe=target.startswith("requests.seen"), held=fx.held)
     if target != "requests.urls":
         return expect
     start = min(a for a, _ in spans)
     # A kill can leave a journal cut anywhere above the floor, or zeros to its end (a power cut).
     reaches_end = max(b for _, b in spans) >= fx.journal_size
     if fx.state == "crash" and kind in ("truncate", "zero") and reaches_end and start >= fx.floor:
-        before = {url for _o, end, rkind, url in fx.records if rkind != DONE and end <= start}
-        after = {url for _o, end, rkind, url in fx.records if rkind != DONE and end > start}
+        before = {r.url for r in fx.records if r.kind in CARRIES_REQUEST and r.end <= start}
+        after = {r.url for r in fx.records if r.kind in CARRIES_REQUEST and r.end > start}
         torn = replay(fx.records, start)
-        expect.torn = Expect(torn, {u for u in fx.done | after if not torn[u]}, exempt=after - before)
-    # Repair keeps intact records: a destroyed DONE record brings its request back.
-    for offset, end, rkind, url in fx.records:
-        if rkind == DONE and any(offset < b and a < end for a, b in spans):
-            expect.allowance[url] += 1
+        expect.torn = Expect(torn, {u for u in fx.done | after if not torn[u]}, exempt=after - before,
+                             held=replay_held(fx.records, start))
+    # Repair keeps intact records: a destroyed DONE, RETRY or REFETCH record brings the request it finished
+    # back (a RETRY or REFETCH whose target is destroyed is kept as a PUSH: its URL is pending once still).
+    by_offset = {r.offset: r for r in fx.records}
+    for record in fx.records:
+        if record.target is not None and any(record.offset < b and a < record.end for a, b in spans):
+            finished = by_offset[record.target]
+            expect.allowance[finished.url] += 1
+            if finished.held:
+                expect.held_allowance[finished.url] += 1
     return expect
 
 
@@ -563,26 +833,78 @@ def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, secon
         if done is None:
             return Outcome("n/a")
         what, spans = done
-        expect = expectations(fx, target, kind, spans)
-        outcome = Outcome("exact", damage=what)
-        popped: list[str] = []
-        try:
-            with guarded(seconds):
-                outcome.kind, exc = _attempt(fx, expect, job, seed, popped)
-                if exc is not None:
-                    outcome.kind, outcome.detail = "refused", str(exc)
-                    _after_refusal(fx, expect, job, seed, exc, popped, outcome)
-        except Wrong as wrong:
-            outcome.kind, outcome.detail = "fail", f"WRONG: {wrong}"
-        except CaseTimeout as timeout:
-            outcome.kind, outcome.detail = "fail", f"HANG: {timeout}"
-        except MemoryError:
-            outcome.kind, outcome.detail = "fail", "MemoryError (over the allocation limit)"
-        except Exception as raw:  # a raw exception is the failure being looked for
-            outcome.kind, outcome.detail = "fail", f"RAW {type(raw).__name__}: {raw}"[:400]
-        return outcome
+        return _classify(fx, job, target, kind, what, spans, seed, seconds)
     finally:
         shutil.rmtree(job, ignore_errors=True)
+
+
+def run_record_case(fx: Fixture, work: str, record: Record, *, seconds: int = 10) -> Outcome:
+    """Like ``run_case``, with one byte of the body of the journal record ``record`` changed (its checksum then
+    fails wherever the byte is): the record is destroyed, and nothing else, so that what ``verify --repair``
+    leaves is known exactly (``_alive(without=record)``), and a refusal must lead to exactly that."""
+    from diskfrontier.journal import FRAME
+
+    rng = random.Random(f"{fx.name}/record/{record.offset}")  # noqa: S311 - reproducible damage
+    job = os.path.join(work, f"{fx.name}-record-{record.offset}")
+    shutil.copytree(fx.path, job, symlinks=True)
+    try:
+        at = rng.randrange(record.offset + FRAME.size, record.end)
+        with open(os.path.join(job, "requests.urls"), "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)[0] ^ rng.randrange(1, 256)
+            f.seek(at)
+            f.write(bytes([byte]))
+        what = f"requests.urls: byte {at} of the type-{record.kind} record at {record.offset} changed"
+        alive = _alive(fx.records, without=record)
+        repaired = Counter(r.url for r in alive), Counter(r.url for r in alive if r.held)
+        return _classify(fx, job, "requests.urls", "flip", what, [(at, at + 1)], record.offset, seconds, repaired)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _classify(fx: Fixture, job: str, target: str, kind: str, what: str, spans: list[tuple[int, int]], seed: int,
+              seconds: int, repaired: tuple[Counter, Counter] | None = None) -> Outcome:
+    """Open and drain the damaged copy ``job`` of ``fx``; classify the outcome (``repaired``: see Expect)."""
+    expect = expectations(fx, target, kind, spans)
+    expect.repaired = repaired
+    outcome = Outcome("exact", damage=what)
+    try:
+        with guarded(seconds), fake_clock() as clock:
+            popped = Popped(clock)
+            outcome.kind, exc = _attempt(fx, expect, job, seed, popped)
+            if exc is not None:
+                outcome.kind, outcome.detail = "refused", str(exc)
+                _after_refusal(fx, expect, job, seed, exc, popped, outcome)
+    except Wrong as wrong:
+        outcome.kind, outcome.detail = "fail", f"WRONG: {wrong}"
+    except CaseTimeout as timeout:
+        outcome.kind, outcome.detail = "fail", f"HANG: {timeout}"
+    except MemoryError:
+        outcome.kind, outcome.detail = "fail", "MemoryError (over the allocation limit)"
+    except Exception as raw:  # a raw exception is the failure being looked for
+        outcome.kind, outcome.detail = "fail", f"RAW {type(raw).__name__}: {raw}"[:400]
+    return outcome
+
+
+def requeue_records(fx: Fixture, per_class: int = 2) -> list[Record]:
+    """The records of ``fx`` that the requeue fixtures are about: HOST, RETRY and REFETCH records, and records
+    a RETRY or REFETCH finished; ``per_class`` of each class (its type, its target's type, whether it is held
+    back, whether a RETRY or REFETCH finished it, and on which side of the floor it is)."""
+    from diskfrontier.journal import HOST, REQUEUES
+
+    by_offset = {r.offset: r for r in fx.records}
+    requeued = {r.target: r.kind for r in fx.records if r.kind in REQUEUES}
+    taken: Counter = Counter()
+    out = []
+    for r in fx.records:
+        if r.kind != HOST and r.kind not in REQUEUES and r.offset not in requeued:
+            continue
+        key = (r.kind, None if r.target is None else by_offset[r.target].kind, r.held, requeued.get(r.offset),
+               r.offset >= fx.floor)
+        if taken[key] < per_class:
+            taken[key] += 1
+            out.append(r)
+    return out
 
 
 # ----------------------------------------------------------------------------- the table
@@ -592,6 +914,7 @@ def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, secon
 class Tally:
     cases: int = 0
     counts: Counter = field(default_factory=Counter)  # (kind, state) -> n
+    requeue: Counter = field(default_factory=Counter)  # kind -> n, of the cases on the requeue fixtures
     lost: list[int] = field(default_factory=list)
     resurrected: list[int] = field(default_factory=list)
     dedupe_lost: list[int] = field(default_factory=list)
@@ -600,6 +923,8 @@ class Tally:
     def add(self, fx: Fixture, outcome: Outcome, seed: int) -> None:
         self.cases += 1
         self.counts[outcome.kind, fx.state] += 1
+        if fx.name.endswith("-requeue"):
+            self.requeue[outcome.kind] += 1
         if outcome.kind == "refused":
             self.lost.append(outcome.lost_to_repair)
             self.resurrected.append(outcome.resurrected_by_repair)
@@ -637,6 +962,10 @@ def table(tallies: dict[tuple[str, str], Tally]) -> str:
     lines.append("-" * len(sub))
     lines.append(f"{'total':<27} {totals['cases']:>5} {totals['exact']:>11} {totals['torn']:>5} "
                  f"{totals['refused']:>11} {totals['manual']:>6} {totals['fail']:>4} {totals['n/a']:>4}")
+    requeue: Counter = sum((t.requeue for t in tallies.values()), Counter())
+    ran = sum(requeue.values()) - requeue["n/a"]
+    lines.append(f"{'of which requeue fixtures':<27} {ran:>5} {requeue['exact']:>11} {requeue['torn']:>5} "
+                 f"{requeue['refused']:>11} {requeue['manual']:>6} {requeue['fail']:>4} {requeue['n/a']:>4}")
     lines.append("exact/refused: total (clean fixtures/crash fixtures). torn: a crash-state journal cut or zeroed to "
                  "its end above the checkpoint floor, read as a kill would leave it. manual: refused with advice other "
                  "than verify --repair. lost/resurrected/dedupe lost: pending requests missing, done requests back "

@@ -7,8 +7,11 @@ cut it), or a refusal naming the file, after which ``verify`` sees the damage an
 ``verify --repair`` lets the directory open with no request invented or resurrected.
 Anything else (a raw exception, a hang, a huge allocation, wrong data) fails.
 
+The basic fixtures hold PUSH and DONE records only; the ``requeue`` fixtures also HOST,
+RETRY and REFETCH records and requests held back by time (``REQUEUE_WEIGHTS`` more cases).
+
 ``DISKFRONTIER_FUZZ_CASES=5000`` runs about that many cases instead of the default
-(~1,200); ``pytest -s`` prints the table of outcomes (file x damage).
+(~2,000); ``pytest -s`` prints the table of outcomes (file x damage).
 """
 
 from __future__ import annotations
@@ -17,21 +20,27 @@ import logging
 import math
 import os
 import sys
+from collections import Counter
 
 import fuzzkit
 import pytest
 from fuzzkit import KINDS, TARGETS, Tally, applicable, no_fsync, run_case
 
-WEIGHTS = {"requests.urls": 36, "requests.seen": 20, "lock": 8}  # cases per damage kind; others: 16
+# cases per damage kind (on the basic fixtures); others: 16
+WEIGHTS = {"requests.urls": 36, "requests.seen": 20, "requests.hosts": 8, "lock": 8}
 DEFAULT_WEIGHT = 16
+# more cases per damage kind, on the requeue fixtures (small ones; the journal is what they are about); others: 2
+REQUEUE_WEIGHTS = {"requests.urls": 16, "requests.hosts": 8, "requests.cursor": 4, "queue": 4}
+REQUEUE_DEFAULT_WEIGHT = 2
 KNOWN: dict[tuple[str, str], str] = {}  # (file, damage) -> why it fails, for a known bug not fixed yet
 
 PARAMS = [(target, kind) for target in TARGETS for kind in KINDS if applicable(target, kind)]
-DEFAULT_TOTAL = sum(WEIGHTS.get(target, DEFAULT_WEIGHT) for target, _ in PARAMS)
+DEFAULT_TOTAL = sum(WEIGHTS.get(target, DEFAULT_WEIGHT) + REQUEUE_WEIGHTS.get(target, REQUEUE_DEFAULT_WEIGHT)
+                    for target, _ in PARAMS)
 
 
-def cases_for(target: str) -> int:
-    weight = WEIGHTS.get(target, DEFAULT_WEIGHT)
+def cases_for(target: str, weights: dict[str, int] = WEIGHTS, default: int = DEFAULT_WEIGHT) -> int:
+    weight = weights.get(target, default)
     wanted = os.environ.get("DISKFRONTIER_FUZZ_CASES")
     if not wanted:
         return weight
@@ -69,12 +78,38 @@ def quiet_recoveries():
 @pytest.mark.parametrize(("target", "kind"), [_param(t, k) for t, k in PARAMS])
 def test_damaged_job_directory(fixtures, tmp_path, target, kind, quiet_recoveries):
     tally = TALLIES[target, kind] = Tally()
+    basic, requeue = fuzzkit.basic_fixtures(fixtures), fuzzkit.requeue_fixtures(fixtures)
     with no_fsync():
         for seed in range(cases_for(target)):
-            fixture = fixtures[seed % len(fixtures)]
+            fixture = basic[seed % len(basic)]
+            tally.add(fixture, run_case(fixture, str(tmp_path), target, kind, seed), seed)
+        for seed in range(cases_for(target, REQUEUE_WEIGHTS, REQUEUE_DEFAULT_WEIGHT)):
+            fixture = requeue[(seed + KINDS.index(kind)) % len(requeue)]  # a few cases per kind: all fixtures in turn
             tally.add(fixture, run_case(fixture, str(tmp_path), target, kind, seed), seed)
     listed = "\n".join(tally.failures[:10])
     assert not tally.failures, f"{len(tally.failures)} of {tally.cases} cases failed:\n{listed}"
     if target == "requests.seen.index":  # a cache: whatever is wrong with it, the seen file is read instead
         assert {kind for kind, _ in tally.counts} <= {"exact", "n/a"}, tally.counts
         assert tally.counts["exact", "clean"] + tally.counts["exact", "crash"] > 0
+
+
+def test_each_requeue_record_destroyed(fixtures, tmp_path, quiet_recoveries):
+    """HOST, RETRY and REFETCH records of the crash-state requeue fixtures (whose whole journal is read at the
+    open), and records a RETRY or REFETCH finished, two of each class (``requeue_records``), destroyed one at a
+    time: a refusal, and after repair exactly what the other records hold (the request a destroyed RETRY or
+    REFETCH finished is back, the one it made pending is lost, a RETRY or REFETCH whose target is destroyed is
+    pending as a PUSH, held back as before)."""
+    tally = Tally()
+    kinds: Counter = Counter()
+    with no_fsync():
+        for fixture in fuzzkit.requeue_fixtures(fixtures):
+            if fixture.state != "crash":
+                continue
+            for record in fuzzkit.requeue_records(fixture):
+                outcome = fuzzkit.run_record_case(fixture, str(tmp_path), record)
+                tally.add(fixture, outcome, record.offset)
+                kinds[record.kind, outcome.kind] += 1
+    listed = "\n".join(tally.failures[:10])
+    assert not tally.failures, f"{len(tally.failures)} of {tally.cases} cases failed:\n{listed}"
+    sys.stdout.write(f"\ndestroyed records (type, outcome): {dict(sorted(kinds.items()))}\n")
+    assert {outcome for _, outcome in kinds} == {"refused"}, kinds  # the open reads every record of the journal
