@@ -65,7 +65,7 @@ from .journal import (
 )
 from .queues import OffsetQueues, distrust_reason, queue_crc
 from .recovery import rebuild, save_torn_tail
-from .request import Request, check_slot
+from .request import PRIORITY_MAX, Request, check_slot
 from .safefs import check_entries, open_file, remove_stale_temps
 from .scrapy_queue import holds_requests, set_aside
 from .seen import SeenFile
@@ -82,7 +82,7 @@ INDEX_MIN_NEW_KEYS = 1 << 16  # a clean close saves the seen index when this man
 _PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
 _PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
-_PRIORITY_TOP = 2**31 - 1
+_PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
 _PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
 _NAN = float("nan")
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .hosttable import HostTable
+from .request import PRIORITY_MAX
 
-_PRIORITY_TOP = 2**31 - 1
+_PRIORITY_TOP = PRIORITY_MAX
 _OFFSET_MASK = (1 << 64) - 1
 _SMALL = 64  # a host buffer holding more keys than this becomes a _BigBuffer
 
@@ -227,7 +228,6 @@ class HostSchedule:
         if (host.buffer is None and not host.has_settings and not self.counts.inflight[host.hid]
                 and host.next_time <= now):
             self.hot.pop(host.hid, None)
-            self._tokens += 1
             host.token = -1  # any heap entry of it is stale
 
     def delay_of(self, host: Host) -> float:
@@ -265,10 +265,6 @@ class HostSchedule:
     def wake_time(self, host: Host) -> float:
         """When the delay and the block of ``host`` let it have its next hand-out."""
         return max(host.next_time, host.blocked_until)
-
-    def may_take(self, host: Host, now: float) -> bool:
-        """True if a request of ``host`` may be handed out now."""
-        return not self.held_by_count(host) and self.wake_time(host) <= now
 
     def place(self, host: Host, now: float) -> None:
         """Put ``host`` in the heap its state calls for (its older entries become stale)."""

@@ -106,9 +106,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
         info.hosts = sum(1 for count in state.host_pending.values() if count)
-        dead = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}[state.codes.typecode]
-        due = [at for index, at in zip(state.timed_index, state.timed_at, strict=True)
-               if at > now and state.codes[index] != dead]
+        due = state.held_after(now)
         info.delayed, info.next_due = len(due), min(due, default=None)
     info.pending = sum(by_priority.values())
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))

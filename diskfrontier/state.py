@@ -114,10 +114,12 @@ class JournalState:
         dead = _DEAD[self.codes.typecode]
         return (code != dead for code in self.codes)
 
-    def not_before(self, index: int) -> float:
-        """The not_before of the PUSH at ``index`` in push order (0.0: none)."""
-        i = bisect_left(self.timed_index, index)
-        return self.timed_at[i] if i < len(self.timed_index) and self.timed_index[i] == index else 0.0
+    def held_after(self, now: float) -> list[float]:
+        """The not_before of every pending request that is still waiting at ``now``."""
+        dead = _DEAD[self.codes.typecode]
+        codes = self.codes
+        return [at for index, at in zip(self.timed_index, self.timed_at, strict=True)
+                if at > now and codes[index] != dead]
 
 
 class _Collector:
