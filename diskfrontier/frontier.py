@@ -853,7 +853,8 @@ class Frontier:
             priority = request.priority
             if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
                 raise ValueError(f"{what}(): {request!r} has priority {priority!r}, not a 32-bit int")
-            attempts = min(_attempts(request.attempts) + more_attempts, MAX_ATTEMPTS)
+            # a re-fetch is a new fetch: its retries count from 0 again
+            attempts = 0 if kind == REFETCH else min(_attempts(request.attempts) + more_attempts, MAX_ATTEMPTS)
             if seq < 0:  # kept in memory only (this run): back into the memory queue at once, no time kept
                 del self._inflight[seq]
                 request.attempts = attempts

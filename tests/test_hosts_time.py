@@ -122,6 +122,18 @@ def test_done_with_refetch_brings_the_request_back_later(tmp_path):
         assert f.finished and f.hosts()[0].done == 2
 
 
+def test_a_refetch_counts_its_retries_from_zero_again(tmp_path):
+    with Frontier(tmp_path / "job") as f:
+        f.push(Request("https://a.example/feed"))
+        request = f.pop()
+        f.retry(request)
+        request = f.pop()
+        assert request.attempts == 1
+        f.done(request, refetch_after=3600)
+        assert request.attempts == 0
+    assert [r.attempts for r in pending_requests(str(tmp_path / "job"))] == [0]
+
+
 def test_pop_none_waits_until_finished(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
