@@ -13,6 +13,7 @@ from .errors import (
     ScrapyQueueFound,
 )
 from .frontier import Frontier
+from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
 from .request import Request
 
 __all__ = [
@@ -24,7 +25,11 @@ __all__ = [
     "JobDirLocked",
     "JobDirNotOwned",
     "JobDirUnsafe",
+    "LeaseExpired",
     "NotInFlight",
+    "RedisFrontier",
+    "RedisMisconfigured",
+    "RedisUnavailable",
     "Request",
     "RequestTooLarge",
     "ScrapyQueueFound",

@@ -25,3 +25,35 @@ if os.environ.get("DISKFRONTIER_TEST_POLITE"):
         _plain_init(self, *args, **kwargs)
 
     _frontier.Frontier.__init__ = _polite_init
+
+
+# ------------------------------------------------------------------ a real redis-server
+import itertools as _itertools  # noqa: E402
+
+import pytest  # noqa: E402
+
+_crawls = _itertools.count()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """One redis-server for the session (AOF on, fsync every second), stopped at the end."""
+    from redisserver import RedisServer
+
+    server = RedisServer(str(tmp_path_factory.mktemp("redis")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The session server's URL, with its data flushed before the test."""
+    redis_server.client().flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def crawl_name():
+    """A crawl name no other test uses."""
+    return f"t{next(_crawls)}"

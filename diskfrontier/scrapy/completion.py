@@ -79,5 +79,9 @@ class Completion:
         gone = [request for request in self._out if request not in in_progress]
         return [self._out.pop(request) for request in gone]
 
+    def held(self) -> list[Request]:
+        """The frontier requests whose Scrapy requests the engine still has."""
+        return list(self._out.values())
+
     def __len__(self) -> int:
         return len(self._out)

@@ -14,6 +14,11 @@ Settings::
                                                 # that class); "priority": highest priority first
     DISKFRONTIER_PER_SLOT = None                # at most this many requests of a slot in flight
     DISKFRONTIER_RETRY = True                   # retries of RetryMiddleware go through Frontier.retry
+    DISKFRONTIER_URL = None                     # "redis://host:6379/0": the crawl lives in Redis, shared
+                                                # by every process that names the same crawl (JOBDIR unused)
+    DISKFRONTIER_CRAWL = None                   # the crawl's name in Redis (default: the spider's name)
+    DISKFRONTIER_LEASE = 300                    # seconds a process holds a request before others take it
+                                                # back (renewed while Scrapy works on it)
 
 Each request is queued under its download slot (``download_slot`` in its meta, else its
 host name, as Scrapy's downloader keys its slots); the downloader still enforces
@@ -36,6 +41,12 @@ A request is marked done once the engine has finished with its response or failu
 ``completion.py``); killed at any moment, a crawl resumes with every request that was not
 finished, and fetches again only what was in progress.
 
+On Redis (``DISKFRONTIER_URL``) any number of ``scrapy crawl`` processes share one crawl:
+one seen set, one queue per slot, leases instead of in-flight records. A process killed
+at any moment loses nothing: its requests come back to the others when their leases run
+out. A process keeps its spider open while any process of the crawl holds requests (they
+may yield more), and closes it once the crawl is finished.
+
 Start requests on resume (Scrapy issues them again, with ``dont_filter=True`` by
 default, scrapy#4509): ``"dedupe"`` queues only those never seen before (on the first
 run they are queued as usual, and remembered); ``"skip"`` drops every start request of a
@@ -48,6 +59,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from typing import Any
 
@@ -63,6 +75,7 @@ from ..errors import FrontierError
 from ..fingerprint import request_fingerprint
 from ..frontier import Frontier
 from ..jobdir import Layout
+from ..redisfrontier import LeaseExpired, RedisFrontier
 from ..request import Request, check_slot, host_of
 from ..scrapy_records import frontier_request, route_priority, scrapy_dict
 from .completion import Completion, engine_in_progress
@@ -129,6 +142,9 @@ class Scheduler(BaseScheduler):
         prefer: str = "idle",
         per_slot: int | None = None,
         retry: bool = True,
+        url: str | None = None,
+        crawl: str | None = None,
+        lease: float = 300.0,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -151,7 +167,10 @@ class Scheduler(BaseScheduler):
         if per_slot is not None and (isinstance(per_slot, bool) or not isinstance(per_slot, int) or per_slot < 1):
             raise ValueError(f"DISKFRONTIER_PER_SLOT must be a whole number of at least 1, got {per_slot!r}")
         self.prefer, self.per_slot, self.retry_in_frontier = prefer, per_slot, retry
-        self.frontier: Frontier | None = None
+        self.frontier: Any = None  # a Frontier, or a RedisFrontier with DISKFRONTIER_URL
+        self.url, self.crawl_name, self.lease = url, crawl, lease
+        self._memory: list[ScrapyRequest] = []  # on Redis: requests that cannot be stored, this run only
+        self._extended_at = 0.0
         self._fingerprint = fingerprint_function(crawler)
         self._counts: dict[str, int] = {}
         self._uncounted = 0
@@ -180,6 +199,9 @@ class Scheduler(BaseScheduler):
             prefer=settings.get("DISKFRONTIER_PREFER") or ("idle" if queue_name == _DAPQ else "priority"),
             per_slot=None if per_slot in (None, "") else settings.getint("DISKFRONTIER_PER_SLOT"),
             retry=settings.getbool("DISKFRONTIER_RETRY", True),
+            url=settings.get("DISKFRONTIER_URL") or None,
+            crawl=settings.get("DISKFRONTIER_CRAWL") or None,
+            lease=settings.getfloat("DISKFRONTIER_LEASE", 300.0),
         )
 
     # ------------------------------------------------------------------ open / close
@@ -187,6 +209,9 @@ class Scheduler(BaseScheduler):
         """Open (or create, or recover) the frontier in JOBDIR."""
         self.spider = spider
         self._dicts = RequestDicts(spider)
+        if self.url is not None:
+            self._open_redis(spider)
+            return
         path = self.jobdir
         if not path:
             path = self._temporary = tempfile.mkdtemp(prefix="diskfrontier-")
@@ -209,11 +234,25 @@ class Scheduler(BaseScheduler):
                 "spider closes, so after a crash every request of this run is fetched again",
                 extra={"spider": spider})
 
+    def _open_redis(self, spider: Spider) -> None:
+        crawl = self.crawl_name or spider.name
+        self.frontier = RedisFrontier(self.url or "", crawl=crawl, lease=self.lease, order=self.order,
+                                      new_order=self.default_order, prefer=self.prefer, per_host=self.per_slot)
+        _SCHEDULERS[self.crawler] = self
+        stats = self.frontier.stats()
+        self._resumed = stats["seen"] > 0
+        logger.info("crawl %r in Redis: %d pending, %d leased by its processes, %d done", crawl,
+                    stats["pending"], stats["in_flight"], stats["done"], extra={"spider": spider})
+
     def close(self, reason: str) -> None:
         """Mark what the engine finished, checkpoint, and release JOBDIR."""
         if self.frontier is None:
             return
         self._mark_finished()
+        if self.url is not None:
+            self.frontier.close()  # leases of what the engine did not finish are given back
+            self._flush_counts()
+            return
         self.frontier.close()
         self._flush_counts()
         stats = self.frontier.stats()
@@ -228,10 +267,12 @@ class Scheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         """True while requests are waiting (those the engine is handling not counted)."""
         self._mark_finished()
+        if self.url is not None:  # other processes' requests in progress may yield more
+            return bool(self._memory) or not self.frontier.finished
         return len(self) > 0
 
     def __len__(self) -> int:
-        return len(self.frontier) if self.frontier is not None else 0
+        return len(self.frontier) + len(self._memory) if self.frontier is not None else 0
 
     def enqueue_request(self, request: ScrapyRequest) -> bool:
         """Store ``request``; False if it is a duplicate (or a start request not wanted again)."""
@@ -270,6 +311,12 @@ class Scheduler(BaseScheduler):
         frontier = self.frontier
         assert frontier is not None, "the scheduler is not open"
         self._mark_finished()
+        if self._memory:
+            self._count("scheduler/dequeued/memory")
+            self._count("scheduler/dequeued")
+            return self._memory.pop()
+        if self.url is not None:
+            self._renew_leases()
         while (stored := frontier.pop()) is not None:
             request = stored.meta.get(_LIVE)
             if request is not None:
@@ -329,8 +376,24 @@ class Scheduler(BaseScheduler):
         finished = self._completion.finished()
         if finished:
             assert self.frontier is not None
-            self.frontier.done_many(finished)
+            try:
+                self.frontier.done_many(finished)
+            except LeaseExpired as exc:
+                self._count("diskfrontier/lease_lost")
+                logger.warning("%s", exc, extra={"spider": self.spider})
             self._count("diskfrontier/done", len(finished))
+
+    def _renew_leases(self) -> None:
+        """Renew the leases of the requests Scrapy is working on, a third of a lease apart."""
+        now = time.monotonic()
+        if now - self._extended_at < self.lease / 3:
+            return
+        self._extended_at = now
+        held = self._completion.held()
+        if held:
+            lost = self.frontier.extend_many(held)
+            if lost:
+                self._count("diskfrontier/lease_lost", len(lost))
 
     def _is_start_request(self, request: ScrapyRequest) -> bool:
         # Retries and redirects of a start request inherit its meta; they are not start requests.
@@ -349,9 +412,12 @@ class Scheduler(BaseScheduler):
 
     def _keep_in_memory(self, request: ScrapyRequest, fingerprint: bytes, dont_filter: bool, exc: Exception) -> None:
         assert self.frontier is not None
-        stand_in = Request._trusted(request.url, request.method, {}, b"", route_priority(request.priority),
-                                    {_LIVE: request}, dont_filter, fingerprint, None)
-        self.frontier.push(stand_in, memory_only=True)
+        if self.url is not None:
+            self._memory.append(request)
+        else:
+            stand_in = Request._trusted(request.url, request.method, {}, b"", route_priority(request.priority),
+                                        {_LIVE: request}, dont_filter, fingerprint, None)
+            self.frontier.push(stand_in, memory_only=True)
         self._count("scheduler/unserializable")
         self._count("scheduler/enqueued/memory")
         self._count("scheduler/enqueued")

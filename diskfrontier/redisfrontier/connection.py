@@ -1,0 +1,112 @@
+"""Connecting to Redis: the client, the checks made at open, and Redis errors as FrontierErrors."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import FrontierError
+
+log = logging.getLogger("diskfrontier")
+
+CRAWL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}\Z")
+
+
+class RedisUnavailable(FrontierError):
+    """Redis could not be reached, or is still loading its data: the call did not complete.
+
+    A push, pop or done that raised this may or may not have been applied; nothing that
+    was acknowledged before is lost (with AOF on), and a pop that was applied is given
+    back when its lease runs out.
+    """
+
+
+class LeaseExpired(FrontierError):
+    """done/retry/extend of a request whose lease ran out and was taken back: another client
+    may be working on it now. Nothing was changed."""
+
+
+class RedisMisconfigured(FrontierError):
+    """The Redis server is set up in a way that would lose requests."""
+
+
+def is_redis_url(target: str) -> bool:
+    """True if ``target`` names a Redis server rather than a job directory."""
+    return target.startswith(("redis://", "rediss://", "unix://"))
+
+
+def check_crawl_name(crawl: Any) -> str:
+    """``crawl`` if it is a valid crawl name, else ``ValueError``."""
+    if not isinstance(crawl, str) or not CRAWL_NAME.match(crawl):
+        raise ValueError(f"crawl must be 1 to 100 letters, digits or '_.:-', got {crawl!r}")
+    return crawl
+
+
+def connect(url: str) -> Any:
+    """A redis-py client for ``url`` (bytes replies, no automatic retries: a retried pop or
+    done is not the same call)."""
+    try:
+        import redis
+    except ImportError:
+        raise FrontierError("the Redis backend needs the redis package: pip install 'diskfrontier[redis]'") from None
+    try:
+        return redis.Redis.from_url(url, socket_timeout=30.0, socket_connect_timeout=10.0, retry_on_timeout=False,
+                                    health_check_interval=0)
+    except ValueError as exc:
+        raise FrontierError(f"{url!r} is not a Redis URL ({exc}); write redis://host:6379/0") from None
+
+
+@contextlib.contextmanager
+def talking(url: str, what: str) -> Iterator[None]:
+    """Turn the errors of a Redis call into ``RedisUnavailable`` / ``FrontierError``."""
+    import redis.exceptions as rx
+
+    try:
+        yield
+    except (rx.ConnectionError, rx.TimeoutError) as exc:
+        loading = isinstance(exc, rx.BusyLoadingError)
+        state = "is loading its data" if loading else "could not be reached"
+        raise RedisUnavailable(f"{what}: Redis at {_shown(url)} {state} ({exc}); the call may not have been "
+                               f"applied: try it again when Redis is back") from None
+    except rx.NoPermissionError as exc:
+        raise FrontierError(f"{what}: Redis at {_shown(url)} refused the command ({exc}); the user needs "
+                            f"EVALSHA, HSET, ZADD, TIME and INFO on the crawl's keys") from None
+    except rx.ResponseError as exc:
+        text = str(exc)
+        if "DFNOCRAWL" in text:
+            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {_shown(url)} (deleted while "
+                                f"this client had it open)") from None
+        if text.startswith("OOM"):
+            raise FrontierError(f"{what}: Redis at {_shown(url)} is out of memory ({text}); nothing was "
+                                f"changed: raise maxmemory or free memory") from None
+        raise FrontierError(f"{what}: Redis at {_shown(url)} answered with an error: {text}") from None
+    except rx.RedisError as exc:
+        raise FrontierError(f"{what}: Redis at {_shown(url)}: {type(exc).__name__}: {exc}") from None
+
+
+def _shown(url: str) -> str:
+    """``url`` without its password."""
+    return re.sub(r"//[^@/]*@", "//***@", url)
+
+
+def check_server(client: Any, url: str, crawl: str) -> None:
+    """Refuse a server that may evict keys; warn when it does not log writes (AOF off)."""
+    with talking(url, "open"):
+        memory = client.info("memory")
+        persistence = client.info("persistence")
+        version = client.info("server").get("redis_version", "0")
+    if tuple(int(x) for x in re.findall(r"\d+", str(version))[:2]) < (6, 2):
+        raise RedisMisconfigured(f"Redis at {_shown(url)} is version {version}; diskfrontier needs 6.2 or later")
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        raise RedisMisconfigured(
+            f"Redis at {_shown(url)} has maxmemory-policy {policy}: when memory is full it would drop keys of "
+            f"crawl {crawl!r} (pending requests, leases, fingerprints) without a word; set "
+            f"'maxmemory-policy noeviction' (CONFIG SET maxmemory-policy noeviction, and in redis.conf)")
+    if not persistence.get("aof_enabled"):
+        log.warning("Redis at %s has appendonly off: a Redis crash loses what was written since its last "
+                    "snapshot; set 'appendonly yes' (and appendfsync always for every acknowledged call)",
+                    _shown(url))

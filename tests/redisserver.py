@@ -1,0 +1,89 @@
+"""A real redis-server for the tests: started on a free loopback port in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+
+def redis_server_binary() -> str | None:
+    """The redis-server to run, or None (the tests that need it are skipped, or fail under CI)."""
+    return os.environ.get("DISKFRONTIER_REDIS_SERVER") or shutil.which("redis-server")
+
+
+def require_redis_server() -> str:
+    binary = redis_server_binary()
+    if binary is None:
+        if os.environ.get("DISKFRONTIER_REQUIRE_REDIS"):
+            pytest.fail("redis-server is not installed (DISKFRONTIER_REQUIRE_REDIS is set: .ci/run installs it)")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process; ``kill()`` is a real SIGKILL and ``start()`` brings it back on the
+    same port and folder (its AOF is read again)."""
+
+    def __init__(self, folder: str, *, aof: bool = True, fsync: str = "everysec",
+                 extra: tuple[str, ...] = ()) -> None:
+        self.binary = require_redis_server()
+        self.folder = folder
+        self.aof, self.fsync, self.extra = aof, fsync, extra
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+        os.makedirs(folder, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder,
+                "--save", "", "--appendonly", "yes" if self.aof else "no", "--appendfsync", self.fsync,
+                "--daemonize", "no", "--logfile", os.path.join(self.folder, "redis.log"),
+                "--protected-mode", "no", *self.extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = open(os.path.join(self.folder, "redis.log")).read()[-2000:]  # noqa: SIM115
+                raise RuntimeError(f"redis-server exited at start: {log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("redis-server did not answer PING")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def client(self):
+        import redis
+
+        return redis.Redis(port=self.port)
