@@ -1,39 +1,56 @@
 """The ``diskfrontier`` command: inspect, peek, hosts, host, verify, compact, push, export, import,
-adopt-scrapy, demo."""
+copy, adopt-scrapy, demo.
+
+Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
+with ``--crawl NAME``; the commands that work on a job directory's files refuse one."""
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import json
 import logging
 import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, TypeVar, cast
 
 import click
 
 from .adopt import adopt_scrapy
 from .cli_support import (
+    CRAWL_OPTION,
     EXIT_INTERRUPTED,
+    FILES_ONLY_CRAWL_OPTION,
     JSON_OPTION,
+    JobDirOrRedis,
+    TargetUsageError,
+    check_crawl_option,
     human_bytes,
     one_line_errors,
+    open_redis,
     progress_bar,
+    redis_call_errors,
+    redis_crawl,
+    refuse_redis,
     require_jobdir,
+    shown_url,
     table,
 )
+from .crawlcopy import REDIS_MAX_BUDGET, copy_crawl
 from .demo import run_demo
 from .frontier import Frontier
-from .jobinfo import host_table, inspect_jobdir, pending_requests, seen_fingerprints
+from .jobinfo import HostRow, host_table, inspect_jobdir, pending_requests, seen_fingerprints
 from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
+from .redisfrontier import RedisFrontier, is_redis_url
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
 from .verify import verify
 
-JOBDIR = click.argument("jobdir", type=click.Path(file_okay=False))
-EXISTING_JOBDIR = click.argument("jobdir", type=click.Path(exists=True, file_okay=False))
+JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=False))
+EXISTING_JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=True))
 PRIORITY = click.IntRange(PRIORITY_MIN, PRIORITY_MAX)
 BATCH = 10_000
 T = TypeVar("T")
@@ -43,7 +60,10 @@ T = TypeVar("T")
 @click.version_option(package_name="diskfrontier")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the frontier does (recovery, compaction).")
 def main(verbose: bool) -> None:
-    """Inspect, verify, seed and compact diskfrontier job directories.
+    """Inspect, verify, seed and compact diskfrontier job directories, and Redis crawls.
+
+    Where a command takes JOBDIR, a Redis URL with --crawl NAME names a crawl of the Redis
+    backend instead (diskfrontier inspect redis://localhost:6379/0 --crawl news).
 
     Example: diskfrontier demo crawls/demo && diskfrontier inspect crawls/demo
     """
@@ -52,13 +72,23 @@ def main(verbose: bool) -> None:
 
 @main.command()
 @EXISTING_JOBDIR
+@CRAWL_OPTION
 @JSON_OPTION
 @one_line_errors
-def inspect(jobdir: str, as_json: bool) -> None:
+def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     """Show the state of JOBDIR without changing it (safe on a live crawl).
 
+    With a Redis URL and --crawl: the crawl's counts and settings, its hosts and what
+    waits for a time (leases that ran out are given back, as any client's call does).
+
+    \b
     Example: diskfrontier inspect crawls/shop --json
+             diskfrontier inspect redis://localhost:6379/0 --crawl news
     """
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _inspect_redis(jobdir, name, as_json)
+        return
     require_jobdir(jobdir)
     info = inspect_jobdir(jobdir)
     if as_json:
@@ -86,17 +116,52 @@ def inspect(jobdir: str, as_json: bool) -> None:
     click.echo(table(rows))
 
 
+def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
+    with open_redis(url, crawl) as frontier:
+        stats = frontier.stats()
+        ready = frontier.next_ready()
+    for own in ("leased_here", "lease"):  # this command's own client, not the crawl's
+        stats.pop(own, None)
+    if as_json:
+        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready}, indent=2))
+        return
+    per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
+    rows: list[tuple[str, Any]] = [
+        ("redis", shown_url(url)), ("crawl", crawl), ("order", stats["order"]),
+        ("settings", f"delay {stats['delay']:g}s, per host {per_host}, prefer {stats['prefer']}"),
+        ("pending", f"{stats['pending']:,}"), ("in flight", f"{stats['in_flight']:,} leased by clients"),
+        ("done", f"{stats['done']:,}"), ("seen", f"{stats['seen']:,}"),
+        ("hosts", f"{stats['hosts']:,} ({stats['ready_hosts']:,} ready now)"),
+    ]
+    if stats["delayed"]:
+        rows.append(("delayed", f"{stats['delayed']:,} waiting for a time"))
+    if ready is not None:
+        rows.append(("next ready", "now" if ready <= time.time() else when(ready)))
+    elif stats["pending"]:
+        rows.append(("next ready", "not by waiting (blocked until unblocked, or held by per-host or budget limits)"))
+    click.echo(table(rows))
+
+
 @main.command()
 @EXISTING_JOBDIR
+@CRAWL_OPTION
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many.")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @JSON_OPTION
 @one_line_errors
-def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
+def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_json: bool) -> None:
     """Show the next requests in pop order, without consuming them.
+
+    A Redis crawl (a URL and --crawl) hands out the best request of a host that is ready,
+    so its pending requests (not those leased) are shown by priority, highest first,
+    which is not always the order they are handed out in.
 
     Example: diskfrontier peek crawls/shop -n 5 --priority 10
     """
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _peek_redis(jobdir, name, count, priority, as_json)
+        return
     require_jobdir(jobdir)
     pending = pending_requests(jobdir, priority=priority)
     shown: list[Request] = []
@@ -115,10 +180,43 @@ def peek(jobdir: str, count: int, priority: int | None, as_json: bool) -> None:
         return
     if not shown:
         return
+    _show_requests(shown)
+
+
+def _show_requests(shown: list[Request]) -> None:
     width = max(len(str(r.priority)) for r in shown)
     for request in shown:
         ready = "" if request.not_before is None else f"  (not before {when(request.not_before)})"
         click.echo(f"{request.priority:>{width}}  {request.method:<4} {request.url}{ready}")
+
+
+def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json: bool) -> None:
+    matching = others = 0
+
+    def wanted(requests: Iterable[Request]) -> Iterator[Request]:
+        nonlocal matching, others
+        for request in requests:
+            if priority is None or request.priority == priority:
+                matching += 1
+                yield request
+            else:
+                others += 1
+
+    with open_redis(url, crawl) as frontier:
+        shown = heapq.nlargest(count, wanted(frontier.pending_requests(leased=False)), key=lambda r: r.priority)
+    if as_json:
+        for request in shown:
+            click.echo(request_to_json(request))
+        return
+    if not matching:
+        where = f" at priority {priority} ({others:,} pending at other priorities)" if others else ""
+        click.echo(f"nothing pending{where}")
+        return
+    if not shown:
+        return
+    click.echo(f"{len(shown):,} of {matching:,} pending, by priority (highest first): a Redis crawl hands out the "
+               f"best request of a ready host, so this is not always pop order")
+    _show_requests(shown)
 
 
 def when(moment: float | None) -> str:
@@ -155,22 +253,37 @@ HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.d
 
 @main.command()
 @EXISTING_JOBDIR
+@CRAWL_OPTION
 @click.option("--sort", type=click.Choice(sorted(HOST_SORTS)), default="pending", show_default=True,
               help="Order of the list (most first).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many (0: all).")
 @JSON_OPTION
 @one_line_errors
-def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
+def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
     """List the hosts of JOBDIR: pending and done requests, delay, block and budget (read-only).
+
+    With a Redis URL and --crawl, the JSON form also gives each host's requests in flight.
 
     Example: diskfrontier hosts crawls/shop --sort done -n 10
     """
-    require_jobdir(jobdir)
-    rows = sorted(host_table(jobdir), key=HOST_SORTS[sort])
+    name = redis_crawl(jobdir, crawl)
+    in_flight: dict[str, int] | None = None
+    if name is None:
+        require_jobdir(jobdir)
+        found = host_table(jobdir)
+    else:
+        with open_redis(jobdir, name) as frontier:
+            infos, crawl_delay = frontier.hosts(), frontier.delay
+        found = [HostRow(i.host, i.pending, i.done, None if i.delay == crawl_delay else i.delay, i.blocked_until,
+                         i.budget) for i in infos]
+        in_flight = {i.host: i.in_flight for i in infos}
+    rows = sorted(found, key=HOST_SORTS[sort])
     shown = rows[:count] if count else rows
     if as_json:
-        click.echo(json.dumps([_json_host(row.as_dict()) for row in shown], indent=2))
+        listed = [row.as_dict() if in_flight is None else {**row.as_dict(), "in_flight": in_flight[row.host]}
+                  for row in shown]
+        click.echo(json.dumps([_json_host(row) for row in listed], indent=2))
         return
     if not rows:
         click.echo("no hosts")
@@ -189,6 +302,7 @@ def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @click.argument("host")
+@CRAWL_OPTION
 @click.option("--delay", type=SECONDS, default=None, callback=_finite, help="Seconds between its requests.")
 @click.option("--default-delay", is_flag=True, help="Use the crawl's delay for it again.")
 @click.option("--block-for", type=SECONDS, default=None, callback=_finite, help="Hand out none of it for S seconds.")
@@ -201,14 +315,20 @@ def hosts(jobdir: str, sort: str, count: int, as_json: bool) -> None:
 @click.option("--no-budget", is_flag=True, help="Remove its budget.")
 @JSON_OPTION
 @one_line_errors
-def host(jobdir: str, host: str, delay: float | None, default_delay: bool, block_for: float | None,
-         block_until: float | None, block_always: bool, unblock: bool, budget: int | None, no_budget: bool,
-         as_json: bool) -> None:
+def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default_delay: bool,
+         block_for: float | None, block_until: float | None, block_always: bool, unblock: bool, budget: int | None,
+         no_budget: bool, as_json: bool) -> None:
     """Change the settings of one HOST of JOBDIR (not while a crawl holds it); with no option, show them.
 
+    A Redis crawl (a URL and --crawl) takes the change at once, while its clients run.
+
+    \b
     Example: diskfrontier host crawls/shop shop.example --delay 2 --block-for 600
+             diskfrontier host redis://localhost:6379/0 shop.example --crawl news --block
     """
-    require_jobdir(jobdir)
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir)
     try:
         check_slot(host, "HOST")
     except ValueError as exc:
@@ -220,7 +340,11 @@ def host(jobdir: str, host: str, delay: float | None, default_delay: bool, block
         raise click.UsageError("give --delay or --default-delay, not both")
     if budget is not None and no_budget:
         raise click.UsageError("give --budget or --no-budget, not both")
-    with Frontier(jobdir) as frontier:
+    if name is not None and budget is not None and budget > REDIS_MAX_BUDGET:
+        raise click.BadParameter(f"{budget} is more than a Redis crawl keeps (2**53 - 1)", param_hint="'--budget'")
+    opened = Frontier(jobdir) if name is None else open_redis(jobdir, name)
+    guard = contextlib.nullcontext() if name is None else redis_call_errors()
+    with opened as frontier, guard:
         if delay is not None or default_delay:
             frontier.set_delay(host, delay)
         if block_for is not None:
@@ -249,14 +373,20 @@ def host(jobdir: str, host: str, delay: float | None, default_delay: bool, block
 
 @main.command(name="verify")
 @EXISTING_JOBDIR
+@FILES_ONLY_CRAWL_OPTION
 @click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record.")
 @JSON_OPTION
 @one_line_errors
-def verify_command(jobdir: str, repair: bool, as_json: bool) -> None:
+def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) -> None:
     """Check every record of every file; exit 1 if damage is found.
+
+    A job directory only: a Redis crawl has no files to check.
 
     Example: diskfrontier verify crawls/shop --repair
     """
+    refuse_redis(jobdir, "verify checks the record files of a job directory, and a Redis crawl has none (Redis "
+                         "keeps its own data: check it with redis-check-aof)")
+    redis_crawl(jobdir, crawl)
     require_jobdir(jobdir)
     with progress_bar("verifying") as progress:
         report = verify(jobdir, repair=repair, progress=progress)
@@ -281,13 +411,19 @@ def verify_command(jobdir: str, repair: bool, as_json: bool) -> None:
 
 @main.command()
 @EXISTING_JOBDIR
+@FILES_ONLY_CRAWL_OPTION
 @JSON_OPTION
 @one_line_errors
-def compact(jobdir: str, as_json: bool) -> None:
+def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
     """Rewrite the journal and queues to hold only what is pending (atomic).
+
+    A job directory only: a Redis crawl keeps no journal (a done request's keys are deleted at once).
 
     Example: diskfrontier compact crawls/shop
     """
+    refuse_redis(jobdir, "compact rewrites the journal of a job directory, and a Redis crawl has none (it deletes "
+                         "a done request's keys at once)")
+    redis_crawl(jobdir, crawl)
     require_jobdir(jobdir)
     with Frontier(jobdir) as frontier, progress_bar("compacting") as progress:
         result = frontier.compact(progress)
@@ -346,23 +482,28 @@ def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: 
 @main.command()
 @JOBDIR
 @click.argument("urls", nargs=-1)
+@CRAWL_OPTION
 @click.option("--file", "-f", "file", type=click.File("r"), help="URLs one a line; - for stdin.")
 @click.option("--priority", type=PRIORITY, default=0, show_default=True)
 @click.option("--dont-filter", is_flag=True, help="Queue even URLs seen before.")
 @click.option("--strict", is_flag=True, help="Push nothing if any line is bad.")
 @JSON_OPTION
 @one_line_errors
-def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int, dont_filter: bool,
-         strict: bool, as_json: bool) -> None:
+def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | None, priority: int,
+         dont_filter: bool, strict: bool, as_json: bool) -> None:
     """Seed URLs into JOBDIR (created if missing or empty); report queued and duplicates.
 
     URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
     line (not a URL, or two words) is reported with its number and the others still go
-    in, unless --strict. Exit code 1 when a line was bad.
+    in, unless --strict. Exit code 1 when a line was bad. A Redis crawl (a URL and
+    --crawl) is made if it does not exist.
 
+    \b
     Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
              cat seeds.txt | diskfrontier push crawls/shop -
+             diskfrontier push redis://localhost:6379/0 --crawl news https://news.example/
     """
+    name = redis_crawl(jobdir, crawl)
     if urls == ("-",):
         if file is not None:
             raise click.UsageError("give - (stdin) or --file, not both")
@@ -371,7 +512,8 @@ def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int
         raise click.UsageError("- (read the URLs from stdin) must be the only URL argument")
     if not urls and file is None:
         raise click.UsageError("give URLs as arguments, - for stdin, or --file F")
-    require_jobdir(jobdir, may_create=True)
+    if name is None:
+        require_jobdir(jobdir, may_create=True)
     bad = 0
 
     def requests() -> Iterator[Request]:
@@ -391,10 +533,11 @@ def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int
                        err=True)
             sys.exit(1)
     queued = offered = 0
-    frontier: Frontier | None = None
+    frontier: Frontier | RedisFrontier | None = None
     try:
         for batch in _runs(good):
-            frontier = frontier or Frontier(jobdir)  # a run with no good line creates nothing
+            if frontier is None:  # a run with no good line creates nothing
+                frontier = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
             queued += frontier.push_many(batch)
             offered += len(batch)
     finally:
@@ -406,39 +549,61 @@ def push(jobdir: str, urls: tuple[str, ...], file: IO[str] | None, priority: int
 
 @main.command(name="export")
 @EXISTING_JOBDIR
+@CRAWL_OPTION
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="File to write (default stdout).")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @click.option("--seen", "with_seen", is_flag=True,
               help="Also write every seen fingerprint, so that what was done stays done after import.")
 @one_line_errors
-def export_command(jobdir: str, output: str, priority: int | None, with_seen: bool) -> None:
+def export_command(jobdir: str, crawl: str | None, output: str, priority: int | None, with_seen: bool) -> None:
     """Write the pending requests as JSON lines (read-only).
 
     Priorities highest first and, within each, in the order they were pushed: importing
     the file into a job directory of the same order (LIFO or FIFO) pops them in the same
     order as here. --seen then adds a {"$seen": "<hex>"} line per seen fingerprint,
-    which import marks seen without queueing anything.
+    which import marks seen without queueing anything. From a Redis crawl (a URL and
+    --crawl) the requests leased to clients are written too, in no particular order.
 
+    \b
     Example: diskfrontier export crawls/shop -o pending.jsonl --seen
+             diskfrontier export redis://localhost:6379/0 --crawl news -o news.jsonl --seen
     """
-    require_jobdir(jobdir)
-    pending = pending_requests(jobdir, priority=priority, push_order=True)
-    count = seen = 0
-    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", len(pending)) as progress:
-        for request in pending:
-            out.write(request_to_json(request) + "\n")
-            count += 1
-            if progress is not None and count % 1000 == 0:
-                progress(count, len(pending))
-        if with_seen:
-            for fingerprint in seen_fingerprints(jobdir):
-                out.write(seen_to_json(fingerprint) + "\n")
-                seen += 1
-        out.flush()
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir)
+        pending = pending_requests(jobdir, priority=priority, push_order=True)
+        count, seen = _export(output, pending, len(pending), (lambda: seen_fingerprints(jobdir)) if with_seen else None)
+    else:
+        with open_redis(jobdir, name) as frontier:
+            stats = frontier.stats()
+            requests: Iterable[Request] = frontier.pending_requests()
+            if priority is not None:
+                requests = (r for r in requests if r.priority == priority)
+            count, seen = _export(output, requests, stats["pending"] + stats["in_flight"],
+                                  frontier.seen_fingerprints if with_seen else None)
     if output != "-":
         also = f" and {seen:,} seen fingerprints" if with_seen else ""
         click.echo(f"exported {count:,} pending requests{also}", err=True)
+
+
+def _export(output: str, requests: Iterable[Request], total: int,
+            fingerprints: Callable[[], Iterable[bytes]] | None) -> tuple[int, int]:
+    """Write ``requests`` (about ``total`` of them) and then, if asked, the seen fingerprints as JSON lines;
+    return how many of each were written."""
+    count = seen = 0
+    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", total) as progress:
+        for request in requests:
+            out.write(request_to_json(request) + "\n")
+            count += 1
+            if progress is not None and count % 1000 == 0:
+                progress(count, total)
+        if fingerprints is not None:
+            for fingerprint in fingerprints():
+                out.write(seen_to_json(fingerprint) + "\n")
+                seen += 1
+        out.flush()
+    return count, seen
 
 
 def _source_size(source: IO[str]) -> int:
@@ -451,18 +616,24 @@ def _source_size(source: IO[str]) -> int:
 @main.command(name="import")
 @JOBDIR
 @click.argument("source", type=click.File("r"))
+@CRAWL_OPTION
 @JSON_OPTION
 @one_line_errors
-def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
+def import_command(jobdir: str, source: IO[str], crawl: str | None, as_json: bool) -> None:
     """Push the requests of a JSON-lines file (as written by export); - for stdin.
 
-    JOBDIR is created if missing or empty. {"$seen": ...} lines (export --seen) mark
+    JOBDIR is created if missing or empty (a Redis crawl, given as a URL and --crawl, if
+    it does not exist). {"$seen": ...} lines (export --seen) mark
     their fingerprint seen and queue nothing. A bad line is reported with its number
     and the others still go in (exit code 1).
 
+    \b
     Example: diskfrontier import crawls/new pending.jsonl
+             diskfrontier import redis://localhost:6379/0 pending.jsonl --crawl news
     """
-    require_jobdir(jobdir, may_create=True)
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir, may_create=True)
     bad = 0
     read = 0
     size = _source_size(source)
@@ -482,7 +653,9 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
                 click.echo(f"line {number}: skipped: {exc}", err=True)
 
     queued = offered = seen = 0
-    with Frontier(jobdir) as frontier, progress_bar("importing", size) as progress:
+    opened = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
+    guard = contextlib.nullcontext() if name is None else redis_call_errors()
+    with opened as frontier, guard, progress_bar("importing", size) as progress:
         for batch in _runs(records(progress)):
             if isinstance(batch[0], bytes):
                 seen += frontier.mark_seen(cast("list[bytes]", batch))
@@ -493,21 +666,99 @@ def import_command(jobdir: str, source: IO[str], as_json: bool) -> None:
     sys.exit(1 if bad else 0)
 
 
+def _copy_crawl_name(side: str, target: str, own: str | None, shared: str | None, own_option: str) -> str | None:
+    """The crawl of one side of ``copy``: None for a job directory; UsageError if a name does not fit."""
+    if is_redis_url(target):
+        name = own if own is not None else shared
+        if name is None:
+            raise TargetUsageError(f"{side} {shown_url(target)} is a Redis URL: name its crawl with {own_option} NAME "
+                                   f"(or --crawl NAME for every Redis side)")
+        return name
+    if own is not None:
+        raise TargetUsageError(f"{own_option} names a crawl in Redis, and {side} {target} is a job directory")
+    return None
+
+
+@main.command(name="copy")
+@click.argument("src", type=JobDirOrRedis(exists=True))
+@click.argument("dst", type=JobDirOrRedis(exists=False))
+@click.option("--from-crawl", metavar="NAME", default=None, callback=check_crawl_option,
+              help="The crawl to copy, when SRC is a Redis URL.")
+@click.option("--to-crawl", metavar="NAME", default=None, callback=check_crawl_option,
+              help="The crawl to make, when DST is a Redis URL.")
+@click.option("--crawl", metavar="NAME", default=None, callback=check_crawl_option,
+              help="The crawl name on every side that is a Redis URL (--from-crawl and --to-crawl override it).")
+@JSON_OPTION
+@one_line_errors
+def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | None, crawl: str | None,
+                 as_json: bool) -> None:
+    """Copy a crawl from SRC to DST, each a job directory or a Redis URL.
+
+    A Redis side is a URL (redis://, rediss:// or unix://) and a crawl name: --from-crawl
+    for SRC, --to-crawl for DST, or --crawl for both. DST must be new or empty (a missing
+    or empty folder, or a crawl that does not exist or holds nothing); the copy has its
+    source's order (LIFO or FIFO).
+
+    Copied: every pending request, with its priority, slot, attempts and not_before (those
+    a job directory had in flight at a crash or at its close, and those leased to Redis
+    clients, come over as pending); every seen fingerprint, done requests' included; each
+    host's delay, block, budget and done count. A Redis crawl's delay, per-host limit and
+    preference go with it to another Redis crawl (a job directory keeps none: the copy
+    says what to pass to Frontier()).
+
+    SRC is only read: a job directory without taking its lock (a crawl may be running on
+    it; what it does meanwhile may be left out), a Redis crawl with scans (stop its clients
+    first for an exact copy).
+
+    \b
+    Example: diskfrontier copy crawls/shop redis://localhost:6379/0 --to-crawl shop
+             diskfrontier copy redis://localhost:6379/0 crawls/shop-back --from-crawl shop
+             diskfrontier copy redis://a:6379/0 redis://b:6379/0 --from-crawl shop --to-crawl shop2
+    """
+    src_crawl = _copy_crawl_name("SRC", src, from_crawl, crawl, "--from-crawl")
+    dst_crawl = _copy_crawl_name("DST", dst, to_crawl, crawl, "--to-crawl")
+    if crawl is not None and src_crawl is None and dst_crawl is None:
+        raise TargetUsageError("--crawl names a crawl in Redis, and SRC and DST are both job directories")
+    if src_crawl is None:
+        require_jobdir(src)
+    with progress_bar("copying") as progress, redis_call_errors():
+        report = copy_crawl(src, dst, from_crawl=src_crawl, to_crawl=dst_crawl, progress=progress)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    click.echo(f"copied {report.source} to {report.destination} ({report.order})")
+    click.echo(table([
+        ("pending", f"{report.queued:,} requests"
+                    + (f" ({report.duplicates:,} more left out: each shared its fingerprint with another pending "
+                       f"request)" if report.duplicates else "")),
+        ("seen", f"{report.seen:,} fingerprints"),
+        ("hosts", f"{report.host_settings:,} with settings, {report.host_done:,} with done counts "
+                  f"({report.done:,} done)"),
+    ]))
+    for note in report.notes:
+        click.echo(f"note: {note}")
+
+
 @main.command(name="adopt-scrapy")
 @EXISTING_JOBDIR
+@FILES_ONLY_CRAWL_OPTION
 @click.option("--trust-pickle", is_flag=True,
               help="Also import the requests of Scrapy's queue by unpickling them (runs code: trusted JOBDIRs only).")
 @JSON_OPTION
 @one_line_errors
-def adopt_scrapy_command(jobdir: str, trust_pickle: bool, as_json: bool) -> None:
+def adopt_scrapy_command(jobdir: str, crawl: str | None, trust_pickle: bool, as_json: bool) -> None:
     """Make a JOBDIR of Scrapy's own scheduler a diskfrontier job directory, in place.
 
     Scrapy's requests.seen is kept (every URL it saw stays seen) and its queue folder is
     set aside, not read. With --trust-pickle its pending requests are imported too, by
     unpickling them; the queue of a Scrapy crawl killed with kill -9 is recovered as well.
+    To bring such a crawl to Redis, adopt it, then 'diskfrontier copy' it.
 
     Example: diskfrontier adopt-scrapy crawls/shop --trust-pickle
     """
+    refuse_redis(jobdir, "adopt-scrapy converts the files of a Scrapy JOBDIR in place, and a Redis crawl has no "
+                         "files: adopt the JOBDIR, then 'diskfrontier copy JOBDIR URL --to-crawl NAME'")
+    redis_crawl(jobdir, crawl)
     if trust_pickle:
         click.echo("warning: --trust-pickle unpickles Scrapy's queue files, and unpickling runs whatever code "
                    "they hold: use it only on a job directory your own crawl wrote", err=True)
@@ -536,19 +787,24 @@ def adopt_scrapy_command(jobdir: str, trust_pickle: bool, as_json: bool) -> None
 
 @main.command()
 @JOBDIR
+@FILES_ONLY_CRAWL_OPTION
 @click.option("--pages", type=click.IntRange(min=1), default=300, show_default=True,
               help="Pages of the synthetic site.")
 @click.option("--for", "seconds", type=click.FloatRange(min=0), default=None,
               help="Stop cleanly after this many seconds.")
 @JSON_OPTION
 @one_line_errors
-def demo(jobdir: str, pages: int, seconds: float | None, as_json: bool) -> None:
+def demo(jobdir: str, crawl: str | None, pages: int, seconds: float | None, as_json: bool) -> None:
     """Crawl a synthetic site served on 127.0.0.1 into JOBDIR; run again to resume.
 
     Ctrl-C (exit code 130) or --for stops it cleanly; kill -9 is survived too.
+    A job directory only (the demo keeps its fetch log in it).
 
     Example: diskfrontier demo crawls/demo --pages 500 --for 2
     """
+    refuse_redis(jobdir, "the demo crawls into a job directory (it keeps its fetch log there): give a folder, "
+                         "then 'diskfrontier copy' it to Redis if you like")
+    redis_crawl(jobdir, crawl)
     with progress_bar("crawling", pages) as progress:
         result = run_demo(jobdir, pages=pages, seconds=seconds,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages))

@@ -1,5 +1,5 @@
 """What every ``diskfrontier`` command shares: one-line errors, exit codes, the job directory
-check, tables, sizes, progress bars."""
+check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 
+from .crawlcopy import shown_url
 from .errors import FrontierError
 from .recovery import Progress
+from .redisfrontier import RedisFrontier, is_redis_url
+from .redisfrontier.connection import check_crawl_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -145,3 +148,82 @@ def progress_bar(label: str, length: int = 0) -> Iterator[Progress | None]:
             bar.update(max(0, min(done, bar.length) - bar.pos))
 
         yield report
+
+
+# ------------------------------------------------------------------ Redis targets
+class TargetUsageError(click.UsageError):
+    """A Redis URL without its crawl, or a crawl name beside a job directory: bad usage (exit code 2),
+    shown as the one line ``Error: ...``."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+class JobDirOrRedis(click.ParamType):
+    """A job directory (checked as ``click.Path(file_okay=False)`` checks it) or a Redis URL
+    (``redis://``, ``rediss://`` or ``unix://``), taken as it is."""
+
+    name = "jobdir"
+
+    def __init__(self, *, exists: bool) -> None:
+        self.path = click.Path(exists=exists, file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and is_redis_url(value):
+            return value
+        return self.path.convert(value, param, ctx)
+
+
+def check_crawl_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The callback of a crawl-name option: a valid name, or bad usage saying what one is."""
+    if value is None:
+        return None
+    try:
+        return check_crawl_name(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a crawl name: give 1 to 100 letters, digits or '_.:-'") from None
+
+
+CRAWL_OPTION = click.option(
+    "--crawl", metavar="NAME", default=None, callback=check_crawl_option,
+    help="The crawl to use when JOBDIR is a Redis URL (redis://host:6379/0); required then.")
+# For the commands that work on a job directory's files only: --crawl is accepted so that a
+# Redis URL is refused with the reason, not with "no such option".
+FILES_ONLY_CRAWL_OPTION = click.option("--crawl", default=None, hidden=True)
+
+
+def redis_crawl(target: str, crawl: str | None) -> str | None:
+    """The crawl to use if ``target`` is a Redis URL, None if it is a job directory;
+    ``TargetUsageError`` if ``--crawl`` is missing for a URL or given for a directory."""
+    if is_redis_url(target):
+        if crawl is None:
+            raise TargetUsageError(f"{shown_url(target)} is a Redis URL: name the crawl in it with --crawl NAME")
+        return crawl
+    if crawl is not None:
+        raise TargetUsageError(f"--crawl names a crawl in Redis, and {target} is a job directory; give a Redis "
+                               f"URL (redis://host:6379/0) with --crawl, or leave --crawl out")
+    return None
+
+
+def refuse_redis(target: str, why: str) -> None:
+    """FrontierError (one line, exit code 1) if ``target`` is a Redis URL: ``why`` says what the
+    command needs that a Redis crawl does not have."""
+    if is_redis_url(target):
+        raise FrontierError(f"{shown_url(target)} is a Redis URL; {why}")
+
+
+@contextmanager
+def redis_call_errors() -> Iterator[None]:
+    """A ValueError or TypeError of the Redis backend (a setting out of its range) as a FrontierError,
+    so that it ends the command with one line."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise FrontierError(str(exc)) from None
+
+
+def open_redis(url: str, crawl: str, *, create: bool = False) -> RedisFrontier:
+    """The crawl ``crawl`` at ``url``, keeping its settings; ``create``: made if it does not exist
+    (else FrontierError naming it)."""
+    with redis_call_errors():
+        return RedisFrontier(url, crawl=crawl, create=create)

@@ -995,6 +995,23 @@ class Frontier:
             entry = self._hosts.host(self._hosts.hid(name))
             self._set_host(entry, entry.delay, entry.blocked_until, budget)
 
+    def set_done_count(self, host: str, done: int) -> None:
+        """Set how many requests of ``host`` are done (for a crawl copied in from elsewhere); kept in
+        the journal like the host's settings, and counted by its budget."""
+        name = _check_host(host)
+        if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done < 2**64:
+            raise ValueError(f"set_done_count(): done must be a whole number from 0 to 2**64 - 1, got {done!r}")
+        with self._mutex:
+            self._check_open()
+            entry = self._hosts.host(self._hosts.hid(name))
+            before = self._hosts.counts.done[entry.hid]
+            self._hosts.counts.done[entry.hid] = done
+            try:
+                self._set_host(entry, entry.delay, entry.blocked_until, entry.budget)
+            except BaseException:
+                self._hosts.counts.done[entry.hid] = before
+                raise
+
     def _set_host(self, host: Host, delay: float | None, blocked_until: float, budget: int | None) -> None:
         """Write a HOST record with these settings, then apply them."""
         body = host_body(host.name.encode(), _NAN if delay is None else delay, blocked_until,

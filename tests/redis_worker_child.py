@@ -2,7 +2,7 @@
 
 Usage: redis_worker_child.py URL CRAWL LOG HOLD
 
-Pops up to HOLD requests, "works" on them, marks them done, until the crawl is finished.
+Pops up to HOLD requests at once, "works" on them, marks each done, until the crawl is finished.
 Each step is one line appended to LOG with the time.time() bounds of the call:
 "P url start end" (popped), "B url" (done begun), "D url start end" (done returned).
 """
@@ -25,17 +25,16 @@ def main() -> None:
 
     frontier = RedisFrontier(url, crawl=crawl, lease=2.0)
     while True:
-        held = []
-        while len(held) < hold:
-            start = time.time()
-            request = frontier.pop(timeout=None if not held else 0.0)
-            end = time.time()
-            if request is None:
-                break
-            say(f"P {request.url} {start!r} {end!r}")
-            held.append(request)
+        start = time.time()
+        held = frontier.pop_many(hold)  # one script call for up to HOLD requests
         if not held:
-            break
+            one = frontier.pop(timeout=None)  # wait until one is ready, or the crawl is finished
+            if one is None:
+                break
+            held = [one]
+        end = time.time()
+        for request in held:
+            say(f"P {request.url} {start!r} {end!r}")
         time.sleep(0.002 * len(held))  # the work
         for request in held:
             say(f"B {request.url}")

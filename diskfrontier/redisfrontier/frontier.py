@@ -477,9 +477,9 @@ class RedisFrontier:
             "hosts": hosts,
             "ready_hosts": ready,
             "order": self.order,
-            "delay": self.delay,
-            "per_host": self.per_host,
-            "prefer": self.prefer,
+            "delay": float(meta.get("delay", 0)),  # the crawl's, as any client last set them
+            "per_host": int(meta.get("per_host", 0)) or None,
+            "prefer": meta.get("prefer", self.prefer),
             "lease": self.lease,
             "seen_bucket_bits": self._seen_keys.bits,
         }
@@ -505,7 +505,8 @@ class RedisFrontier:
         self._set_host(_host(host), "b", "")
 
     def set_budget(self, host: str, budget: int | None) -> None:
-        """At most ``budget`` requests of ``host`` done or leased, ever (None: no limit)."""
+        """At most ``budget`` requests of ``host`` done or leased, ever (None: no limit; at most
+        2**53 - 1, the largest whole number the scripts' numbers hold exactly)."""
         name = _host(host)
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or not 0 <= budget < 2**53):
             raise ValueError(f"set_budget(): budget must be None or a whole number from 0 to 2**53 - 1, got {budget!r}")
@@ -513,14 +514,18 @@ class RedisFrontier:
 
     def set_done_count(self, host: str, done: int) -> None:
         """Set the done count of ``host`` (for a crawl copied in from elsewhere)."""
+        name = _host(host)
+        if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done < 2**53:
+            raise ValueError(f"set_done_count(): done must be a whole number from 0 to 2**53 - 1, got {done!r}")
         self._check_open()
-        self._run("set_done_count", "SET_DONE", [_host(host), int(done)])
+        self._run("set_done_count", "SET_DONE", [name, done])
 
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl: pending, leased and done counts, delay, ready time, block and budget."""
         self._check_open()
         p = self._prefix
         with talking(self.url, "hosts"):
+            default_delay = float(self._redis.hget(self._meta, "delay") or 0)
             names = sorted(name.decode() for name in self._redis.sscan_iter(p + "hosts", count=1000))
             rows: list[Any] = []
             for at in range(0, len(names), 1000):
@@ -531,7 +536,7 @@ class RedisFrontier:
         out = []
         for name, row in zip(names, rows, strict=True):
             pending, inflight, done = (int(v or 0) for v in row[:3])
-            delay = self.delay if row[3] is None else float(row[3])
+            delay = default_delay if row[3] is None else float(row[3])
             blocked = float(row[4]) if row[4] is not None else None
             if blocked is not None and blocked >= _FOREVER:
                 blocked = math.inf

@@ -323,6 +323,7 @@ return {tonumber(c[1]) or 0, tonumber(c[2]) or 0, ready, next_event(), tostring(
 
 # ARGV: count, then seen key and field per fingerprint. Marks them seen; returns how many were new.
 MARK_SEEN = _COMMON + r"""
+crawl_settings()
 local n, fresh = tonumber(ARGV[1]), 0
 for k = 0, n - 1 do
   fresh = fresh + redis.call('HSETNX', P .. ARGV[2 + k * 2], ARGV[3 + k * 2], '')
@@ -333,11 +334,13 @@ return fresh
 
 # ARGV: host, done count. Sets a host's done count (a crawl copied in keeps its hosts' counts).
 SET_DONE = _COMMON + r"""
+local cs = crawl_settings()
 local hk = P .. 'h:' .. ARGV[1]
 local before = tonumber(redis.call('HGET', hk, 'd') or '0')
 redis.call('HSET', hk, 'd', ARGV[2])
 redis.call('SADD', HOSTS, ARGV[1])
 redis.call('HINCRBY', META, 'done', tonumber(ARGV[2]) - before)
+place(ARGV[1], clock(), cs)  -- a budget counts done requests
 return 1
 """
 

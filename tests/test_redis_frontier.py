@@ -1,0 +1,208 @@
+"""What only the Redis backend has: leases, several clients, the server's settings, outages and
+keys changed behind its back. Against a real redis-server."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import pytest
+from redisserver import RedisServer
+
+from diskfrontier import (
+    FrontierClosed,
+    FrontierError,
+    LeaseExpired,
+    NotInFlight,
+    RedisFrontier,
+    RedisMisconfigured,
+    RedisUnavailable,
+    Request,
+)
+
+
+@pytest.fixture
+def open_crawl(redis_url, crawl_name):
+    opened = []
+
+    def open_(**kwargs):
+        frontier = RedisFrontier(redis_url, crawl=crawl_name, **kwargs)
+        opened.append(frontier)
+        return frontier
+
+    yield open_
+    for frontier in opened:
+        frontier.close()
+
+
+def test_a_run_out_lease_is_taken_back_and_the_late_done_is_refused(open_crawl):
+    slow, fast = open_crawl(lease=0.3), open_crawl(lease=30)
+    slow.push(Request("https://a.example/x"))
+    held = slow.pop()
+    assert fast.pop() is None  # leased to slow
+    time.sleep(0.4)
+    again = fast.pop()
+    assert again is not None and again.url == held.url
+    with pytest.raises(LeaseExpired):
+        slow.done(held)
+    assert fast.stats()["in_flight"] == 1  # the late done did not acknowledge fast's copy
+    fast.done(again)
+    stats = fast.stats()
+    assert stats["done"] == 1 and stats["reclaimed"] == 1 and fast.finished
+    with pytest.raises(NotInFlight):
+        slow.done(held)  # forgotten after the refusal
+
+
+def test_extend_keeps_a_lease_and_a_run_out_lease_not_yet_taken_counts(open_crawl):
+    worker, other = open_crawl(lease=0.3), open_crawl()
+    worker.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
+    first, second = worker.pop(), worker.pop()
+    for _ in range(3):
+        time.sleep(0.15)
+        worker.extend(first, 0.3)
+    assert other.pop() is not None  # second's lease ran out and was taken back; first's was renewed
+    assert other.pop() is None
+    worker.done(first)
+    with pytest.raises(LeaseExpired):
+        worker.done(second)
+    late = open_crawl(lease=0.2)
+    late.push(Request("https://b.example/"))
+    r = late.pop()
+    time.sleep(0.3)
+    late.done(r)  # run out, but nobody took it back: still this client's
+    assert late.stats()["reclaimed"] == 1
+
+
+def test_close_gives_leases_back_at_once_at_their_place(open_crawl):
+    a = open_crawl(order="fifo")
+    a.push_many(Request(f"https://a.example/{i}") for i in range(3))
+    held = [a.pop(), a.pop()]
+    a.close()
+    b = open_crawl()
+    assert [b.pop().url for _ in range(3)] == [held[0].url, held[1].url, "https://a.example/2"]
+    with pytest.raises(FrontierClosed):
+        a.pop()
+
+
+def test_politeness_is_shared_by_clients(open_crawl):
+    a, b = open_crawl(delay=0.3, per_host=1), open_crawl()
+    assert b.delay == 0.3 and b.per_host == 1  # the crawl's settings
+    a.push_many(Request(f"https://h.example/{i}") for i in range(3))
+    first = a.pop()
+    assert b.pop() is None  # per_host=1 across clients
+    a.done(first)
+    assert b.pop() is None  # the delay, across clients
+    t0 = time.time()
+    second = b.pop(timeout=5)
+    assert second is not None and time.time() - t0 > 0.1
+    c = open_crawl(per_host=0)  # 0: no limit, for everyone
+    assert c.per_host is None and a.stats()["per_host"] is None
+
+
+def test_settings_of_the_crawl_are_checked(open_crawl, redis_url, crawl_name):
+    open_crawl(order="fifo")
+    with pytest.raises(FrontierError, match="FIFO"):
+        open_crawl(order="lifo")
+    with pytest.raises(FrontierError, match="no crawl"):
+        RedisFrontier(redis_url, crawl=crawl_name + "-missing", create=False)
+    with pytest.raises(ValueError):
+        RedisFrontier(redis_url, crawl="bad{name}")
+    with pytest.raises(ValueError):
+        RedisFrontier(redis_url, crawl=crawl_name, lease=0)
+
+
+def test_bad_input_and_foreign_keys_are_named(open_crawl, redis_server, crawl_name):
+    f = open_crawl()
+    with pytest.raises(FrontierError, match="cannot be stored"):
+        f.push(Request("https://a.example/", meta={"x": object()}))
+    with pytest.raises(ValueError):
+        f.push(Request("https://a.example/"), not_before=math.nan)
+    with pytest.raises(TypeError):
+        f.push("https://a.example/")
+    assert len(f) == 0
+    f.push(Request("https://a.example/ok"))
+    client = redis_server.client()
+    key = f"df:{{{crawl_name}}}:req"
+    (rid,) = client.hkeys(key)
+    client.hset(key, rid, b"\x00\x00\x00\x00\x00\x00\x00garbage")
+    with pytest.raises(FrontierError, match="does not hold a request"):
+        f.pop()
+    client.hset(f"df:{{{crawl_name}}}:meta", "v", "99")
+    with pytest.raises(FrontierError, match="format 99"):
+        open_crawl()
+    client.delete(f"df:{{{crawl_name}}}:meta")
+    with pytest.raises(FrontierError, match="gone"):
+        f.push(Request("https://a.example/2"))
+
+
+def test_a_forked_child_cannot_use_its_parents_frontier(open_crawl):
+    f = open_crawl()
+    f.push(Request("https://a.example/"))
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            f.pop()
+            code = 1
+        except FrontierError:
+            code = 0
+        f.close()  # does nothing in the child: the parent's leases stay the parent's
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert f.pop() is not None
+
+
+def test_an_evicting_server_is_refused_and_aof_off_is_warned(tmp_path, caplog):
+    server = RedisServer(str(tmp_path / "lru"), aof=False, extra=("--maxmemory-policy", "allkeys-lru"))
+    server.start()
+    try:
+        with pytest.raises(RedisMisconfigured, match="allkeys-lru"):
+            RedisFrontier(server.url, crawl="c")
+        server.client().config_set("maxmemory-policy", "noeviction")
+        with caplog.at_level(logging.WARNING, logger="diskfrontier"):
+            RedisFrontier(server.url, crawl="c").close()
+        assert "appendonly off" in caplog.text
+    finally:
+        server.stop()
+
+
+def test_an_outage_raises_redis_unavailable_and_nothing_acknowledged_is_lost(tmp_path):
+    server = RedisServer(str(tmp_path / "r"), aof=True, fsync="always")
+    server.start()
+    try:
+        f = RedisFrontier(server.url, crawl="c")
+        f.push_many(Request(f"https://a.example/{i}") for i in range(10))
+        held = f.pop()
+        server.kill()
+        for call in (lambda: f.push(Request("https://a.example/new")), f.pop, lambda: f.done(held), f.stats):
+            with pytest.raises(RedisUnavailable, match="could not be reached"):
+                call()
+        server.start()
+        f.done(held)  # the lease is still this client's
+        assert len(f) == 9 and f.stats()["done"] == 1
+        f.close()
+    finally:
+        server.stop()
+    with pytest.raises(RedisUnavailable):
+        RedisFrontier("redis://127.0.0.1:1/0", crawl="c")
+
+
+def test_pending_requests_and_seen_fingerprints_read_the_whole_crawl(open_crawl):
+    f = open_crawl()
+    f.push_many(Request(f"https://a.example/{i}", priority=i) for i in range(5))
+    custom = Request("https://a.example/custom", fingerprint=b"my-own-key")
+    f.push(custom)
+    f.done(f.pop())
+    f.pop()  # leased
+    assert len(list(f.pending_requests())) == 5 and len(list(f.pending_requests(leased=False))) == 4
+    fingerprints = set(f.seen_fingerprints())
+    assert len(fingerprints) == 6 and b"my-own-key" in fingerprints
+    assert Request("https://a.example/3").fingerprint in fingerprints
+    assert f.mark_seen([Request("https://b.example/").fingerprint, b"my-own-key"]) == 1
+    assert f.push(Request("https://b.example/")) is False
+    assert f.drop() > 0
+    with pytest.raises(FrontierClosed):
+        f.pop()
