@@ -42,7 +42,7 @@ from .cli_support import (
 from .crawlcopy import REDIS_MAX_BUDGET, copy_crawl
 from .demo import run_demo
 from .frontier import Frontier
-from .jobinfo import HostRow, host_table, inspect_jobdir, pending_requests, seen_fingerprints
+from .jobinfo import HostRow, all_seen_fingerprints, host_table, inspect_jobdir, pending_requests
 from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .redisfrontier import RedisFrontier, is_redis_url
@@ -573,7 +573,8 @@ def export_command(jobdir: str, crawl: str | None, output: str, priority: int | 
     if name is None:
         require_jobdir(jobdir)
         pending = pending_requests(jobdir, priority=priority, push_order=True)
-        count, seen = _export(output, pending, len(pending), (lambda: seen_fingerprints(jobdir)) if with_seen else None)
+        seen_of = (lambda: all_seen_fingerprints(jobdir)) if with_seen else None
+        count, seen = _export(output, pending, len(pending), seen_of)
     else:
         with open_redis(jobdir, name) as frontier:
             stats = frontier.stats()

@@ -20,15 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import checkpoint
 from .errors import FrontierError
 from .frontier import Frontier
-from .jobdir import FORMAT_VERSION, Layout, probe_lock, read_meta
-from .jobinfo import host_table, pending_requests, seen_fingerprints
+from .jobdir import FORMAT_VERSION, Layout, read_meta
+from .jobinfo import all_seen_fingerprints, host_table, pending_requests
 from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
 from .request import Request
-from .state import read_state
 
 BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call
 REDIS_MAX_BUDGET = 2**53 - 1
@@ -112,18 +110,8 @@ class _JobDirSource:
         """Every fingerprint of ``requests.seen``, then those of the journal's PUSH records that the
         seen file may not have received yet (after a crash, or while a crawl holds the directory):
         the records from the checkpoint's floor on, as recovery reads them."""
-        for fingerprint in seen_fingerprints(self.path):
+        for fingerprint in all_seen_fingerprints(self.path):
             take(fingerprint)
-        saved = checkpoint.read_checkpoint(self.layout.cursor)
-        journal_bytes = os.lstat(self.layout.journal).st_size
-        if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(self.layout.lock) is None:
-            return  # a clean close flushed the seen file: it holds them all
-
-        def journal_fingerprint(fingerprint: bytes) -> None:
-            take(bytes(fingerprint))
-
-        read_state(self.layout.journal, fingerprint=journal_fingerprint, fingerprints_from=saved.floor,
-                   offsets=False)
 
     def hosts(self) -> list[HostCopy]:
         if self.version < FORMAT_VERSION:

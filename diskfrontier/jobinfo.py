@@ -280,5 +280,22 @@ def seen_fingerprints(path: str) -> Iterator[bytes]:
     return fingerprints_in(data)
 
 
-__all__ = ["HostRow", "JobInfo", "PendingRequests", "host_table", "inspect_jobdir", "pending_requests",
-           "seen_fingerprints"]
+def all_seen_fingerprints(path: str) -> Iterator[bytes]:
+    """Every seen fingerprint of the job directory (read-only): ``requests.seen``, then those of the
+    journal's PUSH records that the seen file may not have received yet (after a crash, or while
+    a crawl holds the directory), read from the checkpoint's floor on as recovery reads them.
+    A fingerprint may come twice (in the seen file and in the journal's tail)."""
+    yield from seen_fingerprints(path)
+    layout = Layout(path)
+    saved = checkpoint.read_checkpoint(layout.cursor)
+    journal_bytes = os.lstat(layout.journal).st_size
+    if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(layout.lock) is None:
+        return  # a clean close flushed the seen file: it holds them all
+    tail: list[bytes] = []
+    read_state(layout.journal, fingerprint=lambda fingerprint: tail.append(bytes(fingerprint)),
+               fingerprints_from=saved.floor, offsets=False)
+    yield from tail
+
+
+__all__ = ["HostRow", "JobInfo", "PendingRequests", "all_seen_fingerprints", "host_table", "inspect_jobdir",
+           "pending_requests", "seen_fingerprints"]

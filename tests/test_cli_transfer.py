@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -126,3 +129,17 @@ def test_a_seen_line_before_its_request_makes_the_request_a_duplicate(tmp_path):
     lines = f'{{"url": "https://b.example/"}}\n{{"$seen": "{fingerprint}"}}\n{{"url": "https://a.example/"}}\n'
     result = run("import", job, "-", "--json", input=lines)
     assert json.loads(result.output) == {"queued": 1, "duplicates": 1, "bad": 0, "seen": 1}
+
+
+def test_export_seen_of_a_killed_crawl_includes_what_only_the_journal_holds(tmp_path):
+    job = str(tmp_path / "job")
+    code = ("import os, signal, sys\nfrom diskfrontier import Frontier, Request\nf = Frontier(sys.argv[1])\n"
+            "f.push_many(Request(f'https://k.example/{i}') for i in range(50))\n"
+            "for _ in range(20): f.done(f.pop())\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", code, job], capture_output=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    out = CliRunner().invoke(main, ["export", job, "--seen"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    seen = {json.loads(line)["$seen"] for line in out.output.splitlines() if line.startswith('{"$seen"')}
+    want = {Request(f"https://k.example/{i}").fingerprint.hex() for i in range(50)}
+    assert seen == want
