@@ -19,6 +19,9 @@ Settings::
     DISKFRONTIER_CRAWL = None                   # the crawl's name in Redis (default: the spider's name)
     DISKFRONTIER_LEASE = 300                    # seconds a process holds a request before others take it
                                                 # back (renewed while Scrapy works on it)
+    DISKFRONTIER_PREFETCH = 16                  # on Redis: requests leased per round trip, and finished
+                                                # requests acknowledged together (at most this many, or
+                                                # after a second)
 
 Each request is queued under its download slot (``download_slot`` in its meta, else its
 host name, as Scrapy's downloader keys its slots); the downloader still enforces
@@ -55,6 +58,7 @@ resumed crawl; ``"keep"`` does what Scrapy does, queueing them all again.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import shutil
@@ -145,6 +149,7 @@ class Scheduler(BaseScheduler):
         url: str | None = None,
         crawl: str | None = None,
         lease: float = 300.0,
+        prefetch: int = 16,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -171,6 +176,12 @@ class Scheduler(BaseScheduler):
         self.url, self.crawl_name, self.lease = url, crawl, lease
         self._memory: list[ScrapyRequest] = []  # on Redis: requests that cannot be stored, this run only
         self._extended_at = 0.0
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise ValueError(f"DISKFRONTIER_PREFETCH must be a whole number of at least 1, got {prefetch!r}")
+        self.prefetch = prefetch
+        self._prefetched: collections.deque[Request] = collections.deque()  # leased, not yet handed out
+        self._unacked: list[Request] = []  # finished by the engine, done() not sent yet
+        self._acked_at = 0.0
         self._fingerprint = fingerprint_function(crawler)
         self._counts: dict[str, int] = {}
         self._uncounted = 0
@@ -202,6 +213,7 @@ class Scheduler(BaseScheduler):
             url=settings.get("DISKFRONTIER_URL") or None,
             crawl=settings.get("DISKFRONTIER_CRAWL") or None,
             lease=settings.getfloat("DISKFRONTIER_LEASE", 300.0),
+            prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
         )
 
     # ------------------------------------------------------------------ open / close
@@ -250,7 +262,8 @@ class Scheduler(BaseScheduler):
             return
         self._mark_finished()
         if self.url is not None:
-            self.frontier.close()  # leases of what the engine did not finish are given back
+            self._acknowledge(force=True)
+            self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
             self._flush_counts()
             return
         self.frontier.close()
@@ -268,11 +281,16 @@ class Scheduler(BaseScheduler):
         """True while requests are waiting (those the engine is handling not counted)."""
         self._mark_finished()
         if self.url is not None:  # other processes' requests in progress may yield more
-            return bool(self._memory) or not self.frontier.finished
+            if self._memory or self._prefetched:
+                return True
+            self._acknowledge(force=True)
+            return not self.frontier.finished
         return len(self) > 0
 
     def __len__(self) -> int:
-        return len(self.frontier) + len(self._memory) if self.frontier is not None else 0
+        if self.frontier is None:
+            return 0
+        return len(self.frontier) + len(self._memory) + len(self._prefetched)
 
     def enqueue_request(self, request: ScrapyRequest) -> bool:
         """Store ``request``; False if it is a duplicate (or a start request not wanted again)."""
@@ -289,9 +307,9 @@ class Scheduler(BaseScheduler):
             if self.start_policy != "keep":
                 # remembered on the first run, filtered on a resumed one
                 dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
-        if not dont_filter and frontier.has_seen(fingerprint):
+        if not dont_filter and self.url is None and frontier.has_seen(fingerprint):
             self._log_duplicate(request)
-            return False
+            return False  # on Redis the push itself dedupes, in the same round trip
         try:
             stored = frontier_request(self._dicts.to_dict(request), fingerprint, dont_filter=dont_filter)
             record = encode_request(stored)
@@ -317,7 +335,7 @@ class Scheduler(BaseScheduler):
             return self._memory.pop()
         if self.url is not None:
             self._renew_leases()
-        while (stored := frontier.pop()) is not None:
+        while (stored := self._pop()) is not None:
             request = stored.meta.get(_LIVE)
             if request is not None:
                 self._count("scheduler/dequeued/memory")
@@ -372,16 +390,40 @@ class Scheduler(BaseScheduler):
         self._counts.clear()
         self._uncounted = 0
 
+    def _pop(self) -> Request | None:
+        """The next stored request: on Redis from a batch leased in one round trip."""
+        if self.url is None:
+            return self.frontier.pop()
+        if not self._prefetched:
+            self._prefetched.extend(self.frontier.pop_many(self.prefetch))
+        return self._prefetched.popleft() if self._prefetched else None
+
     def _mark_finished(self) -> None:
         finished = self._completion.finished()
-        if finished:
-            assert self.frontier is not None
-            try:
-                self.frontier.done_many(finished)
-            except LeaseExpired as exc:
-                self._count("diskfrontier/lease_lost")
-                logger.warning("%s", exc, extra={"spider": self.spider})
-            self._count("diskfrontier/done", len(finished))
+        if not finished:
+            if self._unacked:
+                self._acknowledge()
+            return
+        assert self.frontier is not None
+        if self.url is not None:
+            self._unacked += finished
+            self._acknowledge()
+            return
+        self.frontier.done_many(finished)
+        self._count("diskfrontier/done", len(finished))
+
+    def _acknowledge(self, force: bool = False) -> None:
+        """On Redis: send the dones of finished requests, ``prefetch`` at a time or a second apart."""
+        now = time.monotonic()
+        if not self._unacked or (not force and len(self._unacked) < self.prefetch and now - self._acked_at < 1.0):
+            return
+        batch, self._unacked, self._acked_at = self._unacked, [], now
+        try:
+            self.frontier.done_many(batch)
+        except LeaseExpired as exc:
+            self._count("diskfrontier/lease_lost")
+            logger.warning("%s", exc, extra={"spider": self.spider})
+        self._count("diskfrontier/done", len(batch))
 
     def _renew_leases(self) -> None:
         """Renew the leases of the requests Scrapy is working on, a third of a lease apart."""
@@ -389,7 +431,7 @@ class Scheduler(BaseScheduler):
         if now - self._extended_at < self.lease / 3:
             return
         self._extended_at = now
-        held = self._completion.held()
+        held = self._completion.held() + list(self._prefetched) + self._unacked
         if held:
             lost = self.frontier.extend_many(held)
             if lost:
