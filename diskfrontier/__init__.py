@@ -12,11 +12,15 @@ from .errors import (
     RequestTooLarge,
     ScrapyQueueFound,
 )
+from .failures import FailedRequest
 from .frontier import Frontier
 from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
 from .request import Request
+from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [
+    "CrawlStats",
+    "FailedRequest",
     "FormatError",
     "Frontier",
     "FrontierClosed",
@@ -32,6 +36,8 @@ __all__ = [
     "RedisUnavailable",
     "Request",
     "RequestTooLarge",
+    "RunStats",
     "ScrapyQueueFound",
+    "crawl",
 ]
 __version__ = "0.1.0"

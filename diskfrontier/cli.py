@@ -1,5 +1,5 @@
-"""The ``diskfrontier`` command: inspect, peek, hosts, host, verify, compact, push, export, import,
-copy, adopt-scrapy, demo.
+"""The ``diskfrontier`` command: inspect, peek, hosts, host, verify, compact, failed, requeue-failed,
+push, export, import, copy, adopt-scrapy, demo.
 
 Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
 with ``--crawl NAME``; the commands that work on a job directory's files refuse one."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import logging
 import math
@@ -42,7 +43,7 @@ from .cli_support import (
 from .crawlcopy import REDIS_MAX_BUDGET, copy_crawl
 from .demo import run_demo
 from .frontier import Frontier
-from .jobinfo import HostRow, all_seen_fingerprints, host_table, inspect_jobdir, pending_requests
+from .jobinfo import HostRow, all_seen_fingerprints, failed_requests, host_table, inspect_jobdir, pending_requests
 from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .redisfrontier import RedisFrontier, is_redis_url
@@ -102,7 +103,9 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     ]
     rows += [(f"  priority {p}", f"{n:,}") for p, n in info.pending_by_priority.items()]
     rows += [
-        ("done", f"{info.done:,} (since the last compaction)"), ("seen", f"{info.seen:,}"),
+        ("done", f"{info.done:,} (since the last compaction)"),
+        ("failed", f"{info.failed:,}" + (f" (diskfrontier failed {info.path} lists them)" if info.failed else "")),
+        ("seen", f"{info.seen:,}"),
         ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
         ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
     ]
@@ -434,6 +437,82 @@ def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
     else:
         click.echo(f"journal: {result.bytes_before:,} -> {result.bytes_after:,} bytes; "
                    f"{pending:,} pending kept, {result.dropped_records:,} finished records dropped")
+
+
+@main.command(name="failed")
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many, oldest failure first (0: all).")
+@JSON_OPTION
+@one_line_errors
+def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) -> None:
+    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, attempts, when, error.
+
+    Read-only: safe on a directory a live crawl holds (its failures up to now). --json
+    writes one object a line: the request as export writes it (with "attempts") plus
+    "error" and "failed_at" (a time.time() value). 'diskfrontier requeue-failed' makes
+    them pending again.
+
+    \b
+    Example: diskfrontier failed crawls/shop -n 50 --json
+             diskfrontier failed redis://localhost:6379/0 --crawl shop
+    """
+    name = redis_crawl(jobdir, crawl)
+    failed: Any
+    if name is None:
+        require_jobdir(jobdir)
+        failed = failed_requests(jobdir)
+    else:
+        with open_redis(jobdir, name) as frontier:
+            failed = frontier.failed()
+    shown = list(itertools.islice(failed, count or None))
+    if as_json:
+        for entry in shown:
+            data = json.loads(request_to_json(entry.request))
+            data["attempts"] = entry.request.attempts
+            data["error"], data["failed_at"] = entry.error, entry.failed_at
+            click.echo(json.dumps(data, ensure_ascii=False))
+        return
+    if not shown:
+        click.echo("no failed requests")
+        return
+    for entry in shown:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.failed_at))
+        attempts = entry.request.attempts
+        click.echo(f"{stamp}  {attempts:>3} {'attempt ' if attempts == 1 else 'attempts'}  "
+                   f"{entry.request.method:<4} {entry.request.url}")
+        click.echo(f"    {_one_line(entry.error) or '(no error text)'}")
+    if len(shown) < len(failed):
+        click.echo(f"... and {len(failed) - len(shown):,} more (-n 0 shows all)")
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    """``text`` on one line (its whitespace runs made single spaces), cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 3] + "..."
+
+
+@main.command(name="requeue-failed")
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@JSON_OPTION
+@one_line_errors
+def requeue_failed_command(jobdir: str, crawl: str | None, as_json: bool) -> None:
+    """Make every failed request of JOBDIR pending again, with attempts 0 (not while a crawl holds it).
+
+    Example: diskfrontier requeue-failed crawls/shop
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir)
+    with (Frontier(jobdir) if name is None else open_redis(jobdir, name)) as frontier:
+        requeued = frontier.requeue_failed()
+        pending = len(frontier)
+    if as_json:
+        click.echo(json.dumps({"requeued": requeued, "pending": pending}))
+    else:
+        click.echo(f"requeued {requeued:,} failed requests; {pending:,} pending")
 
 
 def _numbered(urls: tuple[str, ...], file: IO[str] | None) -> Iterator[tuple[str, int, str]]:
@@ -791,28 +870,39 @@ def adopt_scrapy_command(jobdir: str, crawl: str | None, trust_pickle: bool, as_
 @FILES_ONLY_CRAWL_OPTION
 @click.option("--pages", type=click.IntRange(min=1), default=300, show_default=True,
               help="Pages of the synthetic site.")
-@click.option("--for", "seconds", type=click.FloatRange(min=0), default=None,
-              help="Stop cleanly after this many seconds.")
+@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True, help="Worker threads.")
+@click.option("--duration", "--for", "seconds", type=click.FloatRange(min=0), default=None,
+              help="Stop each run cleanly after this many seconds.")
+@click.option("--every", type=click.FloatRange(min=0), default=None, help="Start a run every this many seconds.")
+@click.option("--times", type=click.IntRange(min=1), default=1, show_default=True, help="How many runs.")
 @JSON_OPTION
 @one_line_errors
-def demo(jobdir: str, crawl: str | None, pages: int, seconds: float | None, as_json: bool) -> None:
-    """Crawl a synthetic site served on 127.0.0.1 into JOBDIR; run again to resume.
+def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: float | None, every: float | None,
+         times: int, as_json: bool) -> None:
+    """Crawl a synthetic site into JOBDIR with crawl(); run again to resume.
 
-    Ctrl-C (exit code 130) or --for stops it cleanly; kill -9 is survived too.
+    The site is served on 127.0.0.2 to 127.0.0.5 (half the pages on the first), so
+    politeness shows (diskfrontier hosts JOBDIR); a few pages answer 503 the first time,
+    so retries show. Ctrl-C finishes the pages in hand and stops (exit code 130; a second
+    Ctrl-C stops at once); --duration stops each run cleanly; kill -9 is survived too.
     A job directory only (the demo keeps its fetch log in it).
 
-    Example: diskfrontier demo crawls/demo --pages 500 --for 2
+    \b
+    Example: diskfrontier demo crawls/demo --pages 500 --duration 2
+             diskfrontier demo crawls/demo --workers 16 --every 5 --times 3 --duration 2
     """
     refuse_redis(jobdir, "the demo crawls into a job directory (it keeps its fetch log there): give a folder, "
                          "then 'diskfrontier copy' it to Redis if you like")
     redis_crawl(jobdir, crawl)
     with progress_bar("crawling", pages) as progress:
-        result = run_demo(jobdir, pages=pages, seconds=seconds,
+        result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages))
     if as_json:
         click.echo(json.dumps(result.__dict__))
     else:
-        click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages in {result.seconds:.1f}s; "
-                   f"{result.pending:,} pending, {result.seen:,} seen. Inspect it: diskfrontier inspect {jobdir}")
+        runs = f" in {result.runs} runs" if result.runs > 1 else ""
+        click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages{runs} in {result.seconds:.1f}s "
+                   f"({result.retried:,} retries, {result.failed:,} failed); {result.pending:,} pending, "
+                   f"{result.seen:,} seen. Inspect it: diskfrontier inspect {jobdir}")
     if result.stopped_by == "interrupted":
         sys.exit(EXIT_INTERRUPTED)

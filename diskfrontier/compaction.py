@@ -1,7 +1,10 @@
-"""Compaction: rewrite the journal to hold only the pending requests, atomically.
+"""Compaction: rewrite the journal to hold only the pending and failed requests, atomically.
 
-The new journal starts with a HOST record for each host that has settings or done
-requests (given by the caller, from its host table), then the pending requests in
+The new journal starts with each failed request, in the order they failed: its
+request as a PUSH record and a FAIL record naming that PUSH's new offset, with the
+error and time of the old one. Then a HOST record for each host that has settings,
+done or failed requests (given by the caller, from its host table; after the FAIL
+records, so that its done count stands as it is), then the pending requests in
 journal order, each as a PUSH record (a pending RETRY or REFETCH becomes a PUSH: the
 request it finished is gone).
 
@@ -19,12 +22,23 @@ from __future__ import annotations
 import contextlib
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .atomic import fsync_dir, write_all
 from .errors import JobDirCorrupt
-from .journal import CARRIES_REQUEST, FRAME, MAGIC, PUSH, PUSH_HEAD, JournalScan, frame
-from .safefs import create_exclusive
+from .journal import (
+    CARRIES_REQUEST,
+    FRAME,
+    MAGIC,
+    PUSH,
+    PUSH_HEAD,
+    JournalScan,
+    fail_body,
+    frame,
+    read_fail,
+    read_record,
+)
+from .safefs import create_exclusive, open_fd
 from .state import Progress, read_state
 
 _WRITE_CHUNK = 1 << 20
@@ -40,17 +54,21 @@ class Compacted:
     kept: list[tuple[int, int, float]]  # (new offset, priority, not_before) of each pending request, in order
     dropped_records: int
     crc: int = 0  # the crc32 of the new journal
-    host_bytes: int = 0  # bytes of the HOST records at its start
+    host_bytes: int = 0  # bytes of its HOST records
     last_record: int = -1  # the offset of its last record
+    failed: dict[int, int] = field(default_factory=dict)  # new request offset -> new FAIL offset, in FAIL order
+    live_bytes: int = 0  # bytes of the pending requests' records
 
 
 def write_compacted(
     path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None, hosts: tuple[bytes, ...] = (),
 ) -> Compacted:
-    """Write ``hosts`` (HOST bodies), then the pending requests of the journal at ``path``, to ``tmp_path``."""
+    """Write the failed requests of the journal at ``path``, then ``hosts`` (HOST bodies), then its pending
+    requests, to ``tmp_path``."""
     state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress), offsets=False)
     alive, end, size = state.alive_in_order(), state.scan.end, state.scan.size
     kept: list[tuple[int, int, float]] = []
+    failed: dict[int, int] = {}
     if os.path.lexists(tmp_path):
         os.unlink(tmp_path)  # left by a compaction that was killed: the old journal stands
     fd = create_exclusive(tmp_path)
@@ -59,11 +77,31 @@ def write_compacted(
         position = len(MAGIC)
         crc = 0
         last = -1
+        old = open_fd(path, os.O_RDONLY)
+        try:
+            for target, record_at in state.failed.items():
+                body = read_record(old, target, path)
+                record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
+                info = read_fail(old, record_at, path, target)
+                out += frame(position, record)
+                moved = position
+                position += FRAME.size + len(record)
+                failure = fail_body(moved, info.failed_at, info.error.encode("utf-8"))
+                out += frame(position, failure)
+                failed[moved] = last = position
+                position += FRAME.size + len(failure)
+                if len(out) >= _WRITE_CHUNK:
+                    write_all(fd, out)
+                    crc = zlib.crc32(out, crc)
+                    out = bytearray()
+        finally:
+            os.close(old)
+        host_start = position
         for host in hosts:
             out += frame(position, host)
             last = position
             position += FRAME.size + len(host)
-        host_bytes = position - len(MAGIC)
+        host_bytes = position - host_start
         for count, (offset, body) in enumerate(JournalScan(path, floor=floor)):
             if offset >= end:
                 break
@@ -97,7 +135,8 @@ def write_compacted(
     os.close(fd)
     if progress is not None:
         progress(2 * size, 2 * size)
-    return Compacted(size, position, kept, state.pushes + state.dones - len(kept), crc, host_bytes, last)
+    dropped = state.pushes + state.dones - len(kept) - 2 * len(failed)
+    return Compacted(size, position, kept, dropped, crc, host_bytes, last, failed, position - host_start - host_bytes)
 
 
 def install(path: str, tmp_path: str) -> None:

@@ -1,4 +1,4 @@
-"""A real crawl loop over a synthetic site served on 127.0.0.1, using the library as a batch script would.
+"""A real crawl over a synthetic site served on loopback addresses, with ``crawl()``, as a batch script would.
 
 The site has ``pages`` pages. Page N links to pages 2N+1 and 2N+2 (new work), to N // 2
 (a duplicate the frontier refuses) and to page 0 (another duplicate); pages whose number
@@ -8,20 +8,19 @@ is a multiple of 10 are linked with a higher priority. Every response is appende
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import os
 import re
-import signal
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .frontier import Frontier
 from .request import Request
+from .runs import crawl
 
 _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 
@@ -57,6 +56,7 @@ class _SiteHandler(http.server.BaseHTTPRequestHandler):
 
 class _QuietServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # many workers connect at once: a short backlog drops them (1 s SYN retries)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A crawler killed mid-response leaves a broken pipe: that is the point of the demo.
@@ -72,6 +72,9 @@ class DemoResult:
     seen: int
     stopped_by: str
     seconds: float
+    retried: int = 0
+    failed: int = 0
+    runs: int = 1
 
 
 class SyntheticSite:
@@ -222,67 +225,60 @@ def _bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
     raise OSError(f"could not find a port free on all of {addresses}")
 
 
-@contextlib.contextmanager
-def _first_ctrl_c_finishes_the_page() -> Iterator[threading.Event]:
-    """A first Ctrl-C lets the page in hand finish, then stops; a second one stops at once."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def on_sigint(signum: int, frame: object) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
+_STOPPED = {"finished": "finished", "stalled": "finished", "duration": "time limit", "max_requests": "max requests",
+            "SIGINT": "interrupted", "SIGTERM": "interrupted", "interrupted": "interrupted"}
 
 
 def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
-    on_page: Callable[[int, int], None] | None = None,
+    on_page: Callable[[int, int], None] | None = None, *,
+    workers: int = 8, every: float | None = None, times: int = 1, hosts: int = 4,
+    failing: float = 0.03, delay: float = 0.005,
 ) -> DemoResult:
-    """Crawl the synthetic site into ``jobdir`` until it is exhausted, ``seconds`` pass, or Ctrl-C.
+    """Crawl the synthetic site into ``jobdir`` with ``crawl()`` until it is exhausted, ``seconds``
+    pass (a run's duration), or Ctrl-C (the pages in hand are finished; a second one stops at once).
 
-    ``on_page(finished, pending)`` is called after each page, with the pages finished
-    over every run of this job directory and the requests still waiting.
+    The site is served on ``hosts`` loopback addresses (127.0.0.2, ...), half the pages on the
+    first, so politeness shows (``delay`` seconds between hand-outs of a host, at most two of
+    its requests at a time); ``failing`` of the pages answer 503 the first time they are asked
+    for, so retries show. ``every``/``times``: repeated runs. ``on_page(finished, pending)``
+    is called after each page with the pages finished over every run and the requests waiting.
     """
     started = time.monotonic()
-    fetched = 0
-    stopped_by = "finished"
     log_path = os.path.join(jobdir, "demo-fetches.log")
-    with SyntheticSite(pages) as site, Frontier(jobdir) as frontier, _first_ctrl_c_finishes_the_page() as stop:
-        # Links are stored as paths relative to the site so that a resumed run, on a new
-        # port, fetches the same pages; the fingerprint is of the stable URL.
-        frontier.push(Request("http://site.invalid/page/0", priority=1))
-        with open(log_path, "a", buffering=1) as fetch_log:
-            try:
-                while not stop.is_set() and (request := frontier.pop()) is not None:
-                    if seconds is not None and time.monotonic() - started >= seconds:
-                        stopped_by = "time limit"
-                        break  # the popped request goes back to the queue at close
-                    path = request.url.split("site.invalid", 1)[1]
-                    with urllib.request.urlopen(site.base + path, timeout=10) as response:  # noqa: S310 - our own site
-                        html = response.read().decode()
-                    fetch_log.write(f"{path}\n")
-                    links = [
-                        Request(f"http://site.invalid{href}", priority=int(prio), meta={"from": path})
-                        for href, prio in _LINK.findall(html)
-                    ]
-                    frontier.push_many(links)
-                    frontier.done(request)
-                    fetched += 1
-                    if on_page is not None:
-                        stats = frontier.stats()
-                        on_page(stats["seen"] - stats["pending"] - stats["in_flight"], stats["pending"])
-            except KeyboardInterrupt:
-                stopped_by = "interrupted"
-            if stop.is_set():
-                stopped_by = "interrupted"
+    flaky = frozenset(f"/page/{n}" for n in range(pages) if (n * 2654435761) % 1000 < failing * 1000 and n)
+    lock = threading.Lock()
+    fetched = 0
+    with MultiHostSite(pages, hosts=hosts, share=0.5, unavailable=flaky) as site, \
+            Frontier(jobdir, delay=delay, per_host=2) as frontier, open(log_path, "a", buffering=1) as fetch_log:
+        # Links are stored without the site's port (a resumed run serves it on a new one), so
+        # the fingerprints stay the same from run to run.
+        frontier.push(Request(_portless(site.url(0)), priority=1))
+
+        def handler(request: Request, frontier: Frontier) -> None:
+            nonlocal fetched
+            host, path = request.url[7:].split("/", 1)
+            with urllib.request.urlopen(f"http://{host}:{site.port}/{path}", timeout=10) as response:
+                html = response.read().decode()
+            frontier.push_many(Request(_portless(href), priority=int(prio), meta={"from": f"/{path}"})
+                               for href, prio in _LINK.findall(html))
+            with lock:
+                fetch_log.write(f"/{path}\n")
+                fetched += 1
+                if on_page is not None:
+                    stats = frontier.stats()
+                    on_page(stats["seen"] - stats["pending"] - stats["in_flight"], stats["pending"])
+
+        result = crawl(frontier, handler, workers=workers, duration=seconds, every=every, times=times,
+                       retries=3, backoff=0.05, progress=False)
         stats = frontier.stats()
         pending, seen = stats["pending"] + stats["in_flight"], stats["seen"]
-    return DemoResult(fetched, pending, seen, stopped_by, time.monotonic() - started)
+    return DemoResult(fetched, pending, seen, _STOPPED.get(result.stopped_by, result.stopped_by),
+                      time.monotonic() - started, result.retried, result.failed, len(result.runs))
+
+
+def _portless(url: str) -> str:
+    """``url`` without its port: http://127.0.0.3:8123/page/7 -> http://127.0.0.3/page/7."""
+    scheme, _, rest = url.partition("://")
+    hostport, _, path = rest.partition("/")
+    return f"{scheme}://{hostport.split(':')[0]}/{path}"

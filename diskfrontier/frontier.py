@@ -5,8 +5,13 @@ memory fallback) with a recovery journal under it:
 
 * ``push`` appends one PUSH record to the journal (one ``write`` system call), then
   marks the fingerprint seen and queues the record's offset. ``push_many`` is one write
-  for the whole group. ``done`` appends one DONE record. ``pop`` writes nothing: what is
-  in flight lives in memory, and is pending as far as the journal is concerned.
+  for the whole group. ``done`` appends one DONE record, ``fail`` one FAIL record.
+  ``pop`` writes nothing: what is in flight lives in memory, and is pending as far as
+  the journal is concerned.
+* The failed requests are a set of journal offsets (each request's and its FAIL
+  record's) kept in memory, in ``requests.hosts`` at a clean close, and rebuilt from the
+  FAIL records after anything else; ``requeue_failed`` makes one pending again with one
+  RETRY record naming it.
 * The queues and the seen file are derived from the journal. A clean ``close`` makes
   them consistent and says so in the checkpoint; after anything else they are rebuilt
   from the journal at the next open (``recovery.py``).
@@ -39,6 +44,7 @@ from .codec import Unencodable, decode_request, encode_request
 from .compaction import Compacted, install, write_compacted
 from .delayed import DelayedRequests
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
+from .failures import FailedRequest
 from .hosts import Host, HostInfo, HostSchedule
 from .hoststate import HostFileUnusable, load_host_state, save_host_state
 from .jobdir import Layout, Lock, read_meta, write_meta
@@ -55,8 +61,10 @@ from .journal import (
     REFETCH,
     RETRY,
     JournalWriter,
+    cap_error,
     done_body,
     done_frame,
+    fail_body,
     frame,
     frame_all,
     host_body,
@@ -84,6 +92,7 @@ _PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
 _PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
 _PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
+_REQUEUE_BATCH = 1024  # RETRY records per journal write in requeue_failed
 _NAN = float("nan")
 
 
@@ -147,6 +156,8 @@ class Frontier:
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
              "recovered", "requeued", "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled"), 0)
         self._inflight: dict[int, Request] = {}
+        self._failed: dict[int, int] = {}  # failed request offset -> its FAIL record's offset, in FAIL order
+        self._memory_failed = 0  # requests kept in memory only that failed in this run (no record)
         self._pending: dict[int, int] = {}
         self._memory_seq = 0
         self._records = {"pushes": 0, "dones": 0}  # records in the journal since its last compaction
@@ -260,6 +271,8 @@ class Frontier:
             if saved.clean and saved.hosts_file is None:
                 raise HostFileUnusable("the clean checkpoint names no requests.hosts")
             host_state = load_host_state(self.layout.hosts, saved.hosts_file) if saved.hosts_file else None
+            if host_state is not None and host_state.failed and next(reversed(host_state.failed.values())) >= size:
+                raise HostFileUnusable(f"{self.layout.hosts} names a FAIL record past the end of the journal")
         except HostFileUnusable as exc:
             self._queues.close()
             self._rebuild(str(exc), None)
@@ -275,6 +288,7 @@ class Frontier:
         if host_state is not None:
             self._delayed = host_state.delayed
             self._hosts.counts = host_state.counts
+            self._failed = host_state.failed
             for hid, delay, blocked_until, budget in host_state.settings:
                 host = self._hosts.host(hid)
                 host.delay, host.blocked_until, host.budget = delay, blocked_until, budget
@@ -293,6 +307,7 @@ class Frontier:
         state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor,
                                floor_crc=self._floor_crc, progress=progress, now=time.time())
         self._live_bytes = state.live_bytes
+        self._failed = state.failed
         self._delayed = DelayedRequests()
         for offset, priority, due in state.delayed:
             self._delayed.add(due, offset, priority)
@@ -920,10 +935,121 @@ class Frontier:
                 self._interrupted("done_many", exc)
                 raise
 
+    def holds(self, request: Request) -> bool:
+        """True if ``request`` is this frontier's in-flight object: the one ``pop`` returned, not yet
+        finished (what ``done``, ``retry`` and ``fail`` accept)."""
+        seq = getattr(request, "_seq", None)
+        with self._mutex:
+            return isinstance(seq, int) and self._inflight.get(seq) is request
+
+    # ------------------------------------------------------------------ failed requests
+    def fail(self, request: Request, error: str) -> None:
+        """Finish an in-flight ``request`` (as ``pop`` returned it) as failed, with ``error``.
+
+        One FAIL record: the request is not pending and never handed out again (until
+        ``requeue_failed``), and ``failed()`` lists it with the error text (its first
+        ``MAX_ERROR`` = 4,000 UTF-8 bytes, cut on a character boundary), the time and its
+        ``attempts`` as they were stored (not one higher). It is finished: it counts in its
+        host's done count (and so against a budget), as ``done`` would, and in
+        ``stats()["failed"]``. A request kept in memory only is dropped and counted in
+        ``stats()["failed"]`` with no record (and not in its host's done count, as with ``done``):
+        ``failed()`` cannot list it. Raises ``NotInFlight`` for a request that is not in flight.
+        """
+        if not isinstance(error, str):
+            raise TypeError(f"fail(): error must be a str, got {type(error).__name__}")
+        text = cap_error(error)
+        with self._mutex:
+            self._check_open()
+            seq = self._in_flight_seq(request, "fail")
+            if seq < 0:
+                del self._inflight[seq]
+                self._memory_failed += 1
+                self._host_back(request, False)
+                return
+            journal = self._journal
+            offset = journal.size
+            journal.write(frame(offset, fail_body(seq, time.time(), text)))
+            try:
+                self._records["dones"] += 1
+                self._live_bytes -= self._inflight.pop(seq)._size
+                self._last_record = offset
+                self._failed[seq] = offset
+                self._host_back(request, True)
+            except BaseException as exc:
+                self._interrupted("fail", exc)
+                raise
+
+    def failed(self) -> list[FailedRequest]:
+        """Every failed request not requeued, oldest failure first (across runs and crashes).
+
+        Each is read from the journal as it was stored: ``request.attempts`` is set,
+        ``request.not_before`` is None. Requests kept in memory only that failed are not listed.
+        """
+        with self._mutex:
+            self._check_open()
+            journal = self._journal
+            out = []
+            for target, record_at in self._failed.items():
+                info = journal.read_fail(record_at, target)
+                request = self._load(target)
+                request._seq = None
+                request.not_before = None
+                out.append(FailedRequest(request, info.error, info.failed_at))
+            return out
+
+    def requeue_failed(self, limit: int | None = None) -> int:
+        """Put failed requests back as pending (``attempts`` 0, ready now), oldest failure first;
+        at most ``limit`` of them (None: all). Returns how many.
+
+        Each is one RETRY record naming the failed request: a crash at any point leaves each
+        one either failed or pending, never both and never lost. Its host's done count
+        keeps the failure; a requeued request that is handed out and finished counts again,
+        as a re-fetch does.
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"requeue_failed(): limit must be None or a whole number of at least 1, got {limit!r}")
+        with self._mutex:
+            self._check_open()
+            chosen = list(self._failed)[:limit] if limit is not None else list(self._failed)
+            for start in range(0, len(chosen), _REQUEUE_BATCH):
+                self._requeue_failed(chosen[start:start + _REQUEUE_BATCH])
+            return len(chosen)
+
+    def _requeue_failed(self, targets: list[int]) -> None:
+        """One journal write of a RETRY record for each failed request of ``targets``, then their bookkeeping."""
+        journal = self._journal
+        bodies: list[bytes] = []
+        heads: list[tuple[int, bytes]] = []  # (priority, slot) of each
+        for target in targets:
+            body = journal.read_body(target)
+            kind, priority, flags, fplen, slotlen, _attempts, _not_before = _PUSH_HEAD_UNPACK(body)
+            start = _PUSH_HEAD_SIZE + fplen
+            record = bytes(body[start + slotlen:len(body) if kind == PUSH else len(body) - 8])
+            bodies.append(push_body(priority, bool(flags & FLAG_DONT_FILTER), bytes(body[_PUSH_HEAD_SIZE:start]),
+                                    record, slot=bytes(body[start:start + slotlen]), kind=RETRY, target=target))
+            heads.append((priority, bytes(body[start:start + slotlen])))
+        data, offsets = frame_all(journal.size, bodies)
+        journal.write(data)
+        try:
+            counts = self._hosts.counts
+            for target, offset, body, (priority, slot) in zip(targets, offsets, bodies, heads, strict=True):
+                del self._failed[target]
+                self._queues.push(offset, priority)
+                self._count_pending(priority, 1)
+                counts.pending[counts.add(slot)] += 1
+                self._records["pushes"] += 1
+                self._live_bytes += _HEADER + len(body)
+            self._last_record = offsets[-1]
+        except BaseException as exc:
+            self._interrupted("requeue_failed", exc)
+            raise
+        if self._waiters:
+            self._cond.notify_all()
+
     # ------------------------------------------------------------------ time and hosts
     @property
     def finished(self) -> bool:
-        """True when nothing is pending and nothing is in flight."""
+        """True when nothing is pending and nothing is in flight (failed requests do not count)."""
         with self._mutex:
             return not self._inflight and not any(self._pending.values())
 
@@ -1052,7 +1178,7 @@ class Frontier:
             del self._pending[priority]
 
     def __len__(self) -> int:
-        """Requests waiting to be popped (in flight ones not counted)."""
+        """Requests waiting to be popped (in flight and failed ones not counted)."""
         with self._mutex:
             return sum(self._pending.values())
 
@@ -1063,7 +1189,11 @@ class Frontier:
             return list(self._inflight.values())
 
     def stats(self) -> dict[str, Any]:
-        """Counters of this run and the state of the frontier."""
+        """Counters of this run and the state of the frontier.
+
+        ``failed``: the failed requests not requeued (those ``failed()`` lists, kept across runs), plus
+        the requests kept in memory only that failed in this run.
+        """
         with self._mutex:
             memory_only = len(self._memq) + sum(1 for s in self._inflight if s < 0)
             return {
@@ -1078,6 +1208,7 @@ class Frontier:
                 "recovery": self.recovery,
                 "dirty": self._dirty,
                 "delayed": len(self._delayed),
+                "failed": len(self._failed) + self._memory_failed,
                 "hosts": len(self._hosts.counts),
                 "buffered": self._hosts.buffered,
                 "politeness": self._hosts.active,
@@ -1098,11 +1229,12 @@ class Frontier:
             return self._compact(progress)
 
     def _host_records(self) -> Iterator[bytes]:
-        """A HOST record body for each host with a setting or done requests (what compaction keeps)."""
+        """A HOST record body for each host with a setting, done or failed requests (what compaction keeps)."""
         counts, hot = self._hosts.counts, self._hosts.hot
+        failing = {counts.add(_slot_in(self._journal.read_body(target))) for target in self._failed}
         for hid in counts.ids():
             host, done = hot.get(hid), counts.done[hid]
-            if done or (host is not None and host.has_settings):
+            if done or (host is not None and host.has_settings) or hid in failing:
                 delay, blocked_until, budget = (None, 0.0, None) if host is None else (
                     host.delay, host.blocked_until, host.budget)
                 yield host_body(counts.name_bytes(hid), _NAN if delay is None else delay, blocked_until,
@@ -1143,8 +1275,9 @@ class Frontier:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
             raise
         self._floor, self._floor_crc = result.bytes_after, result.crc
-        self._records = {"pushes": len(result.kept), "dones": 0}
-        self._live_bytes = result.bytes_after - len(MAGIC) - result.host_bytes
+        self._records = {"pushes": len(result.kept) + len(result.failed), "dones": len(result.failed)}
+        self._live_bytes = result.live_bytes
+        self._failed = result.failed
         self._last_record = result.last_record
         log.info("compacted %s: journal %s -> %s bytes", self.path, f"{result.bytes_before:,}",
                  f"{result.bytes_after:,}")
@@ -1209,7 +1342,7 @@ class Frontier:
         self._journal.sync()
         index = self._seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
         pending = {p: n for p, n in self._pending.items() if n}
-        hosts_file = save_host_state(self.layout.hosts, self._hosts, self._delayed)
+        hosts_file = save_host_state(self.layout.hosts, self._hosts, self._delayed, self._failed)
         checkpoint.write_clean(
             self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
@@ -1251,7 +1384,7 @@ class Frontier:
         if size < AUTO_COMPACT_MIN_BYTES:
             return False
         records = self._records["pushes"] + self._records["dones"]
-        live = sum(n for p, n in self._pending.items())
+        live = sum(n for p, n in self._pending.items()) + 2 * len(self._failed)  # the records compaction keeps
         if records <= 3 * live:
             return False
         if size > AUTO_COMPACT_MAX_BYTES:

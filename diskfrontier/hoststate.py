@@ -1,19 +1,23 @@
-"""``requests.hosts``: the host table and the delayed requests at the last clean close.
+"""``requests.hosts``: the host table, the delayed and the failed requests at the last clean close.
 
 Written at every clean close (temp file, fsync, rename) and named in the clean
 checkpoint by its size and crc32, so that a clean open does not read the journal to
-know each host's counts and settings and which requests wait for a time. It is an
-index like the queue files: after anything but a clean close, or when it does not
-match its checkpoint, it is rebuilt from the journal (HOST records, and each
-request's slot and not_before).
+know each host's counts and settings, which requests wait for a time and which
+failed. It is an index like the queue files: after anything but a clean close, or
+when it does not match its checkpoint, it is rebuilt from the journal (HOST records,
+each request's slot and not_before, and the FAIL records).
 
 The file is the magic ``DFHOST\\x00\\x01``, a u32 (little-endian) length and that many
 bytes of a msgpack map ``{"hosts": H, "names": bytes of the names, "delayed": D,
-"settings": [[host index, delay or nil, blocked_until, budget or nil], ...]}``, then raw
-little-endian arrays: every host name (UTF-8) one after the other, where each name
-ends (H u64), each host's pending (H u32) and done (H u64) counts, then the delayed
-requests' due times (D f64), journal offsets (D u64) and priorities (D i32). The arrays
-are read straight into the table's arrays, without a Python object per host.
+"settings": [[host index, delay or nil, blocked_until, budget or nil], ...],
+"failed": F}``, then raw little-endian arrays: every host name (UTF-8) one after the
+other, where each name ends (H u64), each host's pending (H u32) and done (H u64)
+counts, then the delayed requests' due times (D f64), journal offsets (D u64) and
+priorities (D i32), then the failed requests' journal offsets (F u64) and the offsets
+of their FAIL records (F u64), in FAIL order. The arrays are read straight into the
+table's arrays, without a Python object per host. A file without ``"failed"`` (written
+before FAIL records existed, so by a release that could not have written one) has no
+failed requests.
 """
 
 from __future__ import annotations
@@ -70,22 +74,31 @@ def _little(data: array) -> bytes:
 
 _SECTIONS = (("ends", "Q"), ("pending", "I"), ("done", "Q"))
 _DELAYED = (("due", "d"), ("offsets", "Q"), ("priorities", "i"))
+_FAILED = (("failed", "Q"), ("fail_records", "Q"))
 _LENGTH = struct.Struct("<I")
 
 
-def save_host_state(path: str, schedule: HostSchedule, delayed: DelayedRequests) -> HostFileRecord:
-    """Write ``requests.hosts`` atomically; return what the checkpoint keeps of it."""
+def save_host_state(
+    path: str, schedule: HostSchedule, delayed: DelayedRequests, failed: dict[int, int] | None = None,
+) -> HostFileRecord:
+    """Write ``requests.hosts`` atomically; return what the checkpoint keeps of it.
+
+    ``failed``: each failed request's journal offset -> the offset of its FAIL record, in FAIL order.
+    """
     due, offsets, priorities = array("d"), array("Q"), array("i")
     for offset, priority, when in delayed.items():
         due.append(when)
         offsets.append(offset)
         priorities.append(priority)
+    targets = array("Q", failed or {})
+    fail_records = array("Q", (failed or {}).values())
     blob, ends, pending, done = schedule.counts.parts()
     settings = [[h.hid, h.delay, h.blocked_until, h.budget] for h in schedule.hot.values() if h.has_settings]
-    head = msgpack.packb({"hosts": len(ends), "names": len(blob), "delayed": len(due), "settings": settings},
-                         use_bin_type=True)
+    head = msgpack.packb({"hosts": len(ends), "names": len(blob), "delayed": len(due), "settings": settings,
+                          "failed": len(targets)}, use_bin_type=True)
     data = b"".join([HOSTS_MAGIC, _LENGTH.pack(len(head)), head, blob, _little(ends), _little(pending),
-                     _little(done), _little(due), _little(offsets), _little(priorities)])
+                     _little(done), _little(due), _little(offsets), _little(priorities), _little(targets),
+                     _little(fail_records)])
     write_atomic(path, data)
     return HostFileRecord(len(data), zlib.crc32(data))
 
@@ -100,6 +113,7 @@ class HostState:
     counts: HostTable
     settings: list[Setting]
     delayed: DelayedRequests
+    failed: dict[int, int]  # failed request offset -> its FAIL record's offset, in FAIL order
 
 
 def load_host_state(path: str, record: HostFileRecord) -> HostState:
@@ -121,11 +135,12 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
         (length,) = _LENGTH.unpack_from(data, len(HOSTS_MAGIC))
         head = msgpack.unpackb(view[at:at + length], raw=False, strict_map_key=False)
         at += length
-        hosts, names, held = head["hosts"], head["names"], head["delayed"]
+        hosts, names, held, failed = head["hosts"], head["names"], head["delayed"], head.get("failed", 0)
         blob = bytearray(view[at:at + names])
         at += names
         arrays = {}
-        for name, typecode, count in [*((n, t, hosts) for n, t in _SECTIONS), *((n, t, held) for n, t in _DELAYED)]:
+        for name, typecode, count in [*((n, t, hosts) for n, t in _SECTIONS), *((n, t, held) for n, t in _DELAYED),
+                                      *((n, t, failed) for n, t in _FAILED)]:
             values = array(typecode)
             size = values.itemsize * count
             values.frombytes(view[at:at + size])
@@ -139,9 +154,22 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
         settings = [_setting(row, len(counts)) for row in head["settings"]]
         delayed = DelayedRequests.from_arrays(arrays["due"].tobytes(), arrays["offsets"].tobytes(),
                                               arrays["priorities"].tobytes())
-        return HostState(counts, settings, delayed)
+        return HostState(counts, settings, delayed, _failed(arrays["failed"], arrays["fail_records"]))
     except Exception as exc:  # msgpack and the checks raise several unrelated types
         raise HostFileUnusable(f"{path} is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _failed(targets: array, fail_records: array) -> dict[int, int]:
+    """The failed set of the file: FAIL records in journal order, each after the request it names."""
+    failed = dict(zip(targets, fail_records, strict=True))
+    previous = 0
+    for target, record in failed.items():
+        if not target < record or not previous < record:
+            raise ValueError(f"a bad failed request entry {target} -> {record}")
+        previous = record
+    if len(failed) != len(targets):
+        raise ValueError("a failed request is listed twice")
+    return failed
 
 
 def _setting(row: Any, hosts: int) -> Setting:

@@ -18,9 +18,10 @@ from typing import Any
 from . import checkpoint
 from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
+from .failures import FailedRequest
 from .hoststate import HostFileUnusable, HostState, load_host_state
 from .jobdir import FORMAT_VERSION, Layout, probe_lock, read_meta
-from .journal import MAGIC, parse_push, read_record, record_end
+from .journal import MAGIC, parse_push, read_fail, read_record, record_end
 from .queues import distrust_reason, queue_offsets
 from .request import Request
 from .safefs import open_fd, open_file
@@ -40,7 +41,7 @@ class JobInfo:
     created: str
     pending: int
     pending_by_priority: dict[int, int] = field(default_factory=dict)
-    done: int = 0
+    done: int = 0  # requests finished since the last compaction, the failed ones not requeued left out
     seen: int = 0
     journal_bytes: int = 0
     queue_bytes: int = 0
@@ -50,6 +51,7 @@ class JobInfo:
     hosts: int = 0  # hosts with pending requests
     delayed: int = 0  # pending requests waiting for a time
     next_due: float | None = None  # when the first of them is due
+    failed: int = 0  # failed requests not requeued
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,6 +101,8 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.seen = _seen_count(layout.seen, seen_bytes)
         info.hosts = sum(1 for pending in host_state.counts.pending if pending)
         info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
+        info.failed = len(host_state.failed)
+        info.done -= info.failed
     else:
         now = time.time()
         state = read_state(layout.journal, sizes=True, offsets=False, hosts=True)
@@ -108,6 +112,8 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.hosts = sum(1 for count in state.host_pending.values() if count)
         due = state.held_after(now)
         info.delayed, info.next_due = len(due), min(due, default=None)
+        info.failed = len(state.failed)
+        info.done -= info.failed
     info.pending = sum(by_priority.values())
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))
     info.reclaimable_bytes = journal_bytes - len(MAGIC) - live
@@ -200,19 +206,71 @@ class PendingRequests:
         try:
             for _, offsets in self._parts:
                 for offset in offsets():
-                    pushed = parse_push(read_record(fd, offset, path, self.version), self.version)
-                    try:
-                        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter,
-                                                 pushed.fingerprint, None)
-                        if pushed.slot:
-                            request._slot = pushed.slot.decode("utf-8")
-                    except ValueError as exc:
-                        raise JobDirCorrupt(path, offset, str(exc)) from None
-                    request.attempts = pushed.attempts
-                    request.not_before = pushed.not_before or None
-                    yield request
+                    yield _request_at(fd, offset, path, self.version)
         finally:
             os.close(fd)
+
+
+def _request_at(fd: int, offset: int, path: str, version: int) -> Request:
+    """The request of the record at ``offset`` of the journal open as ``fd``, checked against its crc."""
+    pushed = parse_push(read_record(fd, offset, path, version), version)
+    try:
+        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None)
+        if pushed.slot:
+            request._slot = pushed.slot.decode("utf-8")
+    except ValueError as exc:
+        raise JobDirCorrupt(path, offset, str(exc)) from None
+    request.attempts = pushed.attempts
+    request.not_before = pushed.not_before or None
+    return request
+
+
+class FailedRequests:
+    """The failed requests of a job directory (not requeued), oldest failure first, read without changing it.
+
+    ``len()`` is their number; iterating reads each request and its FAIL record from the
+    journal, checked against their crcs, so the first K cost O(K) reads. For a cleanly
+    closed directory that no process holds, the list comes from ``requests.hosts`` (whose
+    crc32 the checkpoint holds); otherwise from one scan of the journal (a live crawl's
+    failures up to the moment of the scan).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.layout = layout = Layout(path)
+        meta = _require_jobdir(layout)
+        self._entries: list[tuple[int, int]] = []  # (request offset, FAIL record offset)
+        if meta["version"] != FORMAT_VERSION:
+            return  # formats 1 and 2 have no FAIL records
+        saved = checkpoint.read_checkpoint(layout.cursor)
+        journal_bytes = os.lstat(layout.journal).st_size
+        host_state = None
+        if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(layout.lock) is None:
+            host_state = _host_state(layout, saved)
+        if host_state is not None and record_end(layout.journal, saved.last_record) == journal_bytes:
+            self._entries = list(host_state.failed.items())
+        else:
+            self._entries = list(read_state(layout.journal, offsets=False).failed.items())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[FailedRequest]:
+        path = self.layout.journal
+        fd = open_fd(path, os.O_RDONLY)
+        try:
+            for target, record_at in self._entries:
+                info = read_fail(fd, record_at, path, target)
+                request = _request_at(fd, target, path, FORMAT_VERSION)
+                request.not_before = None
+                yield FailedRequest(request, info.error, info.failed_at)
+        finally:
+            os.close(fd)
+
+
+def failed_requests(path: str) -> FailedRequests:
+    """The failed requests of the job directory at ``path``, oldest failure first (read-only); see
+    ``FailedRequests``."""
+    return FailedRequests(path)
 
 
 @dataclass(frozen=True)
@@ -297,5 +355,5 @@ def all_seen_fingerprints(path: str) -> Iterator[bytes]:
     yield from tail
 
 
-__all__ = ["HostRow", "JobInfo", "PendingRequests", "all_seen_fingerprints", "host_table", "inspect_jobdir",
-           "pending_requests", "seen_fingerprints"]
+__all__ = ["FailedRequests", "HostRow", "JobInfo", "PendingRequests", "all_seen_fingerprints", "failed_requests",
+           "host_table", "inspect_jobdir", "pending_requests", "seen_fingerprints"]

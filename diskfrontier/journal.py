@@ -16,6 +16,12 @@ bytes whose first byte is its type:
 * RETRY ``0x04`` and REFETCH ``0x05``: a PUSH body (with this type byte) followed by
   ``target:u64``: the in-flight PUSH at ``target`` is finished and this request is
   pending in its place, in one record (REFETCH counts the target as done, RETRY not).
+  A RETRY may also name a failed request (below): it is then no longer failed, and this
+  record is it, pending again (``requeue_failed``).
+* FAIL ``0x06 target:u64 failed_at:f64 error``: the in-flight request at ``target`` is
+  finished as failed (not pending, counted as done for its host) at ``failed_at`` (a
+  ``time.time()`` value), with ``error``: UTF-8 text of at most ``MAX_ERROR`` (4,000)
+  bytes, possibly empty.
 
 Both checksums start from the record's identity, its byte offset folded to 32 bits
 (``offset ^ offset >> 32``): ``crc32`` is the crc32 of the body continued from it, and
@@ -23,7 +29,10 @@ Both checksums start from the record's identity, its byte offset folded to 32 bi
 record is only valid where it was written (a record copied, swapped or shifted
 elsewhere fails its check), and a damaged length field is told apart from a write cut
 short. A request's identity is the byte offset of its PUSH (or RETRY, REFETCH) record.
-Pending = PUSH + RETRY + REFETCH - DONE - RETRY - REFETCH targets.
+Pending = PUSH + RETRY + REFETCH - DONE - RETRY - REFETCH - FAIL targets; a RETRY whose
+target is a failed request makes it pending again instead of finishing it. Failed =
+FAIL targets not named by a later RETRY. A DONE, RETRY, REFETCH or FAIL must name an
+earlier request that is pending (a RETRY: or failed); anything else is damage.
 
 A bad record is a torn tail (cut at the next open) only when it looks like what a
 kill leaves (a frame cut short, or an intact frame whose record runs past the end of
@@ -71,7 +80,10 @@ _DONE_SIZE = DONE_BODY.size
 _DONE_LENGTH = struct.pack(">I", DONE_BODY.size)
 HOST_HEAD = struct.Struct(">BBddqQ")  # type, namelen, delay, blocked_until, budget, done
 OFFSET = struct.Struct(">Q")
-PUSH, DONE, HOST, RETRY, REFETCH = 1, 2, 3, 4, 5
+FAIL_HEAD = struct.Struct(">BQd")  # type, target, failed_at; the error text follows
+PUSH, DONE, HOST, RETRY, REFETCH, FAIL = 1, 2, 3, 4, 5, 6
+MAX_ERROR = 4000
+"""The most bytes of error text a FAIL record holds (``fail()`` cuts longer text on a character boundary)."""
 REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
 CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
@@ -122,11 +134,27 @@ def _body_ok_v3(body: bytes | memoryview) -> bool:
         return not not_before or 0.0 < not_before <= MAX_TIME
     if kind == DONE:
         return size == _DONE_SIZE
+    if kind == FAIL:
+        return _fail_ok(body, size)
     if kind != HOST or size <= HOST_HEAD.size or size != HOST_HEAD.size + body[1]:
         return False
     _, _, delay, blocked_until, budget, _ = HOST_HEAD.unpack_from(body)
     return ((delay != delay or 0.0 <= delay <= MAX_SECONDS) and budget >= -1
             and (0.0 <= blocked_until <= MAX_TIME or blocked_until == math.inf))
+
+
+def _fail_ok(body: bytes | memoryview, size: int) -> bool:
+    """A FAIL body: its head, a time in range and at most ``MAX_ERROR`` bytes of UTF-8 text."""
+    if not FAIL_HEAD.size <= size <= FAIL_HEAD.size + MAX_ERROR:
+        return False
+    failed_at = FAIL_HEAD.unpack_from(body)[2]
+    if not 0.0 <= failed_at <= MAX_TIME:
+        return False
+    try:
+        bytes(body[FAIL_HEAD.size:]).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _body_ok_v2(body: bytes | memoryview) -> bool:
@@ -170,6 +198,20 @@ def host_body(name: bytes, delay: float, blocked_until: float, budget: int, done
 def done_body(offset: int) -> bytes:
     """The body of the DONE record for the PUSH at ``offset``."""
     return DONE_BODY.pack(DONE, offset)
+
+
+def fail_body(target: int, failed_at: float, error: bytes) -> bytes:
+    """The body of the FAIL record for the request at ``target`` (``error``: UTF-8, at most ``MAX_ERROR`` bytes)."""
+    return FAIL_HEAD.pack(FAIL, target, failed_at) + error
+
+
+def cap_error(error: str) -> bytes:
+    """``error`` as the UTF-8 bytes a FAIL record holds: at most ``MAX_ERROR``, cut on a character
+    boundary (a lone surrogate becomes ``?``)."""
+    data = error.encode("utf-8", "replace")
+    if len(data) <= MAX_ERROR:
+        return data
+    return data[:MAX_ERROR].decode("utf-8", "ignore").encode("utf-8")
 
 
 def frame(offset: int, body: bytes) -> bytes:
@@ -255,6 +297,21 @@ def parse_host(body: bytes | memoryview) -> HostRecord:
     """The fields of a HOST body."""
     _, namelen, delay, blocked_until, budget, done = HOST_HEAD.unpack_from(body)
     return HostRecord(bytes(body[HOST_HEAD.size:HOST_HEAD.size + namelen]), delay, blocked_until, budget, done)
+
+
+@dataclass(frozen=True)
+class FailRecord:
+    """The fields of a FAIL body."""
+
+    target: int
+    failed_at: float
+    error: str
+
+
+def parse_fail(body: bytes | memoryview) -> FailRecord:
+    """The fields of a FAIL body (checked by the scan or ``read_fail``)."""
+    _, target, failed_at = FAIL_HEAD.unpack_from(body)
+    return FailRecord(target, failed_at, bytes(body[FAIL_HEAD.size:]).decode("utf-8"))
 
 
 def push_priority(body: bytes | memoryview) -> int:
@@ -454,6 +511,18 @@ def read_record(fd: int, offset: int, path: str, version: int = 3) -> memoryview
     return body
 
 
+def read_fail(fd: int, offset: int, path: str, target: int) -> FailRecord:
+    """The FAIL record at ``offset`` of the format-3 journal open as ``fd``, checked, which must name ``target``."""
+    body = _intact_at(fd, offset, _RULES[3])
+    if body is None or body[0] != FAIL:
+        raise JobDirCorrupt(path, offset, "a failed request's entry does not point at an intact FAIL record")
+    record = parse_fail(body)
+    if record.target != target:
+        raise JobDirCorrupt(path, offset, f"the FAIL record names byte {record.target}, not the failed request at "
+                                          f"byte {target}")
+    return record
+
+
 def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
     """The body of the intact record at ``offset``, or None."""
     fmt = rules.frame
@@ -571,6 +640,10 @@ class JournalWriter:
                         and length > _PUSH_SIZE + body[6] + body[7] + (0 if kind == PUSH else 8)):
                     return body  # (its not_before was checked by the scan or the push that queued it)
         return read_record(self.fd, offset, self.path)
+
+    def read_fail(self, offset: int, target: int) -> FailRecord:
+        """The FAIL record at ``offset``, checked, which must name ``target``."""
+        return read_fail(self.fd, offset, self.path, target)
 
     def sync(self) -> None:
         """fsync the journal."""

@@ -7,7 +7,11 @@ records end. Recovery, compaction, verify, inspect, peek and export all use it, 
 
 * every record's checksum covers its own offset (``journal.py``);
 * a DONE must name an earlier PUSH record that is not done yet; a DONE that names
-  anything else is damage, not something to skip.
+  anything else is damage, not something to skip;
+* a FAIL must name an earlier request that is pending; it finishes it as failed, and
+  the failed set (target offset -> FAIL offset, in FAIL order) is kept. A RETRY that
+  names a failed request makes it pending again (it leaves the failed set, and is not
+  counted as a done); a DONE or REFETCH that names one is damage.
 
 Memory is compact arrays, not Python objects: each PUSH costs its offset (8 bytes,
 in an array in journal order, which is sorted, so a DONE finds its PUSH by bisection)
@@ -39,6 +43,7 @@ from .errors import JobDirCorrupt
 from .journal import (
     _CHUNK,
     DONE,
+    FAIL,
     FLAG_DONT_FILTER,
     FRAME,
     HOST,
@@ -49,7 +54,7 @@ from .journal import (
     PUSH,
     PUSH_HEAD,
     PUSH_HEAD_V2,
-    REFETCH,
+    RETRY,
     HostRecord,
     JournalScan,
     ScanResult,
@@ -79,8 +84,8 @@ class JournalState:
 
     pending: dict[int, array] = field(default_factory=dict)  # empty unless offsets were asked for
     counts: dict[int, int] = field(default_factory=dict)  # pending requests per priority
-    pushes: int = 0
-    dones: int = 0
+    pushes: int = 0  # PUSH, RETRY and REFETCH records
+    dones: int = 0  # requests finished: by a DONE, as a RETRY's or REFETCH's pending target, or by a FAIL
     last_record: int = -1
     bad_dones: list[tuple[int, str]] = field(default_factory=list)  # (offset, problem), repair scans only
     scan: ScanResult = field(default_factory=ScanResult)
@@ -97,6 +102,7 @@ class JournalState:
     timed_index: array = field(default_factory=lambda: array("Q"))  # push indexes of requests with a not_before
     timed_at: array = field(default_factory=lambda: array("d"))  # their not_before
     delayed: list[tuple[int, int, float]] = field(default_factory=list)  # (offset, priority, due) held back
+    failed: dict[int, int] = field(default_factory=dict)  # failed request offset -> its FAIL offset, in FAIL order
 
     def find_pending(self, offset: int) -> tuple[int, int] | None:
         """(its index in push order, its priority) of the pending PUSH record at ``offset``; None if none is."""
@@ -144,6 +150,7 @@ class _Collector:
         self.big: dict[int, int] = {}  # push index -> size, for records of _BIG bytes or more
         self.dones = 0
         self.bad_dones: list[tuple[int, str]] = []
+        self.failed: dict[int, int] = {}  # failed request offset -> its FAIL offset
 
     def code(self, priority: int) -> int:
         """The code of a priority not seen before (the code array widens past 255 priorities)."""
@@ -180,10 +187,12 @@ class _Collector:
         elif kind == HOST:
             if self.hosts:
                 self.host_record(body)
+        elif kind == FAIL:
+            self.fail(offset, _TARGET(body, 1)[0])
         else:
             self.push(offset, body, fingerprint)
             if kind != PUSH:
-                self.done(offset, _TARGET(body, len(body) - 8)[0], counted=kind == REFETCH)
+                self.done(offset, _TARGET(body, len(body) - 8)[0], kind)
 
     def push(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
         priority = int.from_bytes(body[1:5], "big", signed=True)
@@ -217,7 +226,12 @@ class _Collector:
             self.lengths.append(_BIG)
             self.big[len(self.order) - 1] = size
 
-    def done(self, offset: int, target: int, counted: bool = True) -> None:
+    def done(self, offset: int, target: int, kind: int = DONE) -> None:
+        """A DONE, or the target of a RETRY or REFETCH (``kind``): the request at ``target`` is finished.
+
+        A RETRY may also name a failed request: it is then no longer failed (the RETRY
+        record, already taken as a push, is that request pending again).
+        """
         if target >= offset:
             problem = f"a DONE record names byte {target}, which is not before it"
         else:
@@ -225,12 +239,41 @@ class _Collector:
             i = bisect_left(order, target)
             if i == len(order) or order[i] != target:
                 problem = f"a DONE record names byte {target}, where no PUSH record starts"
-            elif codes[i] == self.dead:
+            elif codes[i] != self.dead:
+                codes[i] = self.dead
+                self.dones += 1
+                if self.hosts and kind != RETRY:
+                    self.host_done[self.host_ids[i]] += 1
+                return
+            elif target not in self.failed:
                 problem = f"a second DONE record for the PUSH record at byte {target}"
+            elif kind == RETRY:
+                del self.failed[target]  # requeued: counted as a done by its FAIL already
+                return
+            else:
+                name = "DONE" if kind == DONE else "REFETCH"
+                problem = f"a {name} record names the request at byte {target}, which failed (only a RETRY may)"
+        if not self.repair:
+            raise JobDirCorrupt(self.path, offset, problem)
+        self.bad_dones.append((offset, problem))
+
+    def fail(self, offset: int, target: int) -> None:
+        """A FAIL record: the pending request at ``target`` is finished as failed."""
+        if target >= offset:
+            problem = f"a FAIL record names byte {target}, which is not before it"
+        else:
+            order, codes = self.order, self.codes
+            i = bisect_left(order, target)
+            if i == len(order) or order[i] != target:
+                problem = f"a FAIL record names byte {target}, where no request record starts"
+            elif codes[i] == self.dead:
+                what = "failed" if target in self.failed else "done"
+                problem = f"a FAIL record names the request at byte {target}, which is not pending (it is {what})"
             else:
                 codes[i] = self.dead
                 self.dones += 1
-                if self.hosts and counted:
+                self.failed[target] = offset
+                if self.hosts:
                     self.host_done[self.host_ids[i]] += 1
                 return
         if not self.repair:
@@ -246,6 +289,7 @@ class _Collector:
     def finish(self, state: JournalState, offsets: bool, hold_after: float | None = None) -> None:
         state.order, state.codes, state.priorities = self.order, self.codes, self.priorities
         state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
+        state.failed = self.failed
         state.timed_index, state.timed_at = self.timed_index, self.timed_at
         if self.hosts:
             state.host_names, state.host_ids, state.host_done = self.host_names, self.host_ids, self.host_done
@@ -403,7 +447,7 @@ def _fast_scan(
     host_append = collect.host_ids.append if collect.hosts else None
     host_id = collect.host_id
     timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
-    done = collect.done
+    done, fail = collect.done, collect.fail
     header, least, fp_start = FRAME.size, _FRAME_AND_KIND.size, _FP_START
     pos, last, want = len(MAGIC), -1, _CHUNK
     floor, floor_crc = trusted if trusted is not None else (0, 0)
@@ -459,10 +503,12 @@ def _fast_scan(
                 if fingerprint is not None and not flags & 1 and at >= fingerprints_from:
                     fingerprint(buf[fp:fp + fplen])
                 if kind != 1:
-                    done(at, _TARGET(buf, end - 8)[0], kind == 5)
+                    done(at, _TARGET(buf, end - 8)[0], kind)
             elif kind == 3 and _body_ok_v3(view[body:end]):
                 if host_append is not None:
                     collect.host_record(view[body:end])
+            elif kind == 6 and _body_ok_v3(view[body:end]):
+                fail(at, _TARGET(buf, body + 1)[0])
             else:
                 _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
                 return at, last, crc32(view[:rel], running)

@@ -3,8 +3,9 @@
 Verification only reads. It uses the same checked scan as recovery (``state.py``), so
 anything an open would refuse, verify names, and the other way round. Repair rewrites
 a damaged journal with every intact record (each framed again for its new offset,
-DONE records pointed at their PUSH's new offset, DONE records that name nothing
-dropped), rewrites the seen file with every fingerprint that still parses plus every
+DONE, FAIL and RETRY records pointed at their target's new offset, DONE and FAIL
+records that name nothing or what they may not name dropped: a failed request stays
+failed), rewrites the seen file with every fingerprint that still parses plus every
 fingerprint of the journal, with fresh checksums (each file replaced atomically), and
 marks the checkpoint so that the next open rebuilds the queues from the repaired
 journal.
@@ -24,14 +25,17 @@ from .jobdir import Layout, Lock, read_meta
 from .journal import (
     CARRIES_REQUEST,
     DONE,
+    FAIL,
     HOST,
     MAGIC,
     PUSH,
     JournalScan,
     done_body,
     done_target,
+    fail_body,
     frame,
     journal_version,
+    parse_fail,
     parse_push,
 )
 from .queues import distrust_reason, queue_offsets, queue_path
@@ -180,6 +184,11 @@ def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
             if offset in bad_dones or done_target(body) not in moved:
                 continue  # names nothing (or its PUSH was lost): nothing left to mark done
             body = memoryview(done_body(moved[done_target(body)]))
+        elif kind == FAIL:
+            failure = parse_fail(body)
+            if offset in bad_dones or failure.target not in moved:
+                continue  # names nothing pending (or its request was lost): nothing left to mark failed
+            body = memoryview(fail_body(moved[failure.target], failure.failed_at, failure.error.encode("utf-8")))
         elif kind != PUSH:  # a RETRY or REFETCH: a PUSH, and the DONE of its target
             target = int.from_bytes(body[-8:], "big")
             moved[offset] = len(out)
@@ -294,6 +303,9 @@ def _check_queues(layout: Layout, report: Report, saved: checkpoint.Checkpoint, 
     except HostFileUnusable as exc:
         report.notes.append(f"{exc}; it is rebuilt from the journal at the next open")
         return
+    if held is not None and list(held.failed.items()) != list(state.failed.items()):
+        report.findings.append(Finding(layout.hosts, 0, f"it lists {len(held.failed):,} failed requests that are not "
+                                                        f"the {len(state.failed):,} of the journal's FAIL records"))
     queued = dict(saved.pending)
     if held is not None:
         for priority, count in held.delayed.by_priority.items():

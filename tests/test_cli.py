@@ -193,10 +193,20 @@ def test_demo_interrupted_then_resumed_fetches_every_page(tmp_path, sig):
     counts = _fetch_counts(job)
     assert set(counts) == {f"/page/{n}" for n in range(pages)}  # every page fetched
     refetched = sum(c - 1 for c in counts.values())
-    # a page is fetched again only if it was in flight at a kill: one at a time here
-    assert refetched <= (2 if sig == signal.SIGKILL else 0)
+    # a page is fetched again only if it was in hand at a kill: at most one a worker (8) a kill
+    assert refetched <= (2 * 8 if sig == signal.SIGKILL else 0)
     if sig == signal.SIGINT:
         assert set(counts.values()) == {1}
+
+
+def test_demo_runs_again_on_schedule_with_its_workers(tmp_path):
+    job = str(tmp_path / "demo")
+    result = run("demo", job, "--pages", "4000", "--workers", "4", "--duration", "0.2", "--every", "0.4",
+                 "--times", "2", "--json")
+    data = json.loads(result.output)
+    assert data["runs"] == 2 and data["stopped_by"] == "time limit" and data["fetched"] > 0
+    hosts = json.loads(run("hosts", job, "--json").output)
+    assert len(hosts) == 4 and all(h["done"] > 0 for h in hosts)  # served on four addresses
 
 
 def test_demo_for_seconds_stops_cleanly(tmp_path):

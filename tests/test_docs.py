@@ -50,3 +50,24 @@ def test_readme_test_command_tests_the_installed_package_as_ci_does():
         ci = f.read()
     assert "cd tests && DISKFRONTIER_INSTALLED_TEST=1 pytest -q" in ci
 
+
+
+def test_the_readme_crawler_is_short_and_crawls_a_whole_site(tmp_path):
+    """The README's crawler (stdlib HTTP) crawls a site served on four loopback addresses."""
+    import subprocess
+    import sys
+
+    from diskfrontier.demo import MultiHostSite
+
+    with open(README) as f:
+        (block,) = [b for b in re.findall(r"```py\n(.*?)```", f.read(), flags=re.S) if "crawl(frontier, fetch" in b]
+    assert len([line for line in block.splitlines() if line.strip()]) < 20
+    script = tmp_path / "crawler.py"
+    script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
+    with MultiHostSite(120, hosts=4, share=0.5) as site:
+        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        fetched = site.fetched()
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("120 pages, 0 failed: []"), out.stdout
+    assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}

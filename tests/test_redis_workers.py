@@ -43,14 +43,17 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
     total, hosts, delay = 20_000, 100, 0.02
     with RedisFrontier(redis_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:
         assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
-    logs = {name: str(tmp_path / f"{name}.log") for name in ("a", "b", "c", "victim-1", "victim-2", "victim-3")}
+    logs = {name: str(tmp_path / f"{name}.log") for name in ("a", "b", "c", "late")}
     workers = [start_worker(redis_url, crawl_name, logs[name], 2) for name in ("a", "b", "c")]
     held_at_kill: list[set[str]] = []
-    for round_no in (1, 2):
-        victim = start_worker(redis_url, crawl_name, logs[f"victim-{round_no}"], 8)
+    dead: set[str] = set()
+    while len(held_at_kill) < 2:  # two kills that land while the victim holds leases
+        name = f"victim-{len(dead) + 1}"
+        logs[name] = str(tmp_path / f"{name}.log")
+        victim = start_worker(redis_url, crawl_name, logs[name], 8)
         deadline = time.monotonic() + 60
         while True:  # kill it once it has done some work and holds leases
-            lines = read_log(logs[f"victim-{round_no}"]) if os.path.exists(logs[f"victim-{round_no}"]) else []
+            lines = read_log(logs[name]) if os.path.exists(logs[name]) else []
             done = sum(1 for line in lines if line[0] == "D")
             if done >= 300 and outstanding(lines):
                 victim.send_signal(signal.SIGKILL)
@@ -59,10 +62,12 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
             assert victim.poll() is None, victim.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "the victim never held leases after 300 dones"
             time.sleep(0.001)
-        held = outstanding(read_log(logs[f"victim-{round_no}"]))
-        assert held, "killed while holding nothing"
-        held_at_kill.append(held)
-    workers.append(start_worker(redis_url, crawl_name, logs["victim-3"], 2))  # a fresh one joins late
+        dead.add(name)
+        held = outstanding(read_log(logs[name]))
+        if held:  # else it finished them between the look and the kill: kill another
+            held_at_kill.append(held)
+        assert len(dead) < 10
+    workers.append(start_worker(redis_url, crawl_name, logs["late"], 2))  # a fresh one joins late
     for worker in workers:
         _, err = worker.communicate(timeout=180)
         assert worker.returncode == 0, err.decode()[-3000:]
@@ -76,7 +81,6 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
             elif line[0] == "D":
                 dones[line[1]].append((name, float(line[2]), float(line[3])))
     everything = {f"https://h{i % hosts}.example/{i}" for i in range(total)}
-    dead = {"victim-1", "victim-2"}
     missing = everything - set(dones)
     begun = {line[1] for name in dead for line in read_log(logs[name]) if line[0] == "B"}
     # every request done, none lost: only a done under way at a kill may lack its confirmation
@@ -117,7 +121,7 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
         stats = check.stats()
         assert check.finished and stats["done"] == total
         # a pop whose reply the victim got but had not logged when it was killed is reclaimed too
-        assert reclaimed <= stats["reclaimed"] <= reclaimed + 2
+        assert reclaimed <= stats["reclaimed"] <= reclaimed + len(dead)
 
 
 def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_path):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import FrontierClosed, FrontierError, NotInFlight
+from ..failures import FailedRequest
 from ..hosts import HostInfo
 from ..journal import MAX_ATTEMPTS, MAX_SECONDS, MAX_TIME
 from ..request import Request, check_slot
@@ -28,6 +30,7 @@ from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
 
 FORMAT = "1"
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
+_MAX_ERROR = 4000  # bytes of a failure's error text kept
 _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
 
@@ -119,7 +122,8 @@ class RedisFrontier:
         self._meta = f"df:{{{self.crawl}}}:meta"
         check_server(self._redis, url, self.crawl)
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
-                         for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE")}
+                         for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE",
+                                     "REQUEUE_FAILED")}
         answer = self._run("open", "OPEN", [
             FORMAT, order or "", "" if delay is None else repr(delay), "" if per_host is None else str(per_host),
             prefer or "", str(bucket_bits(expected_urls)), "create" if create else "open", new_order])
@@ -369,6 +373,45 @@ class RedisFrontier:
         request.attempts = attempts
         request.not_before = time.time() + seconds if seconds else None
 
+    def fail(self, request: Request, error: str) -> None:
+        """Finish a leased request as failed, with ``error`` (its text kept, up to 4,000 bytes) and
+        the time: it is not handed out again until ``requeue_failed``. Counted in its host's done."""
+        if not isinstance(error, str):
+            raise TypeError(f"fail(): error must be a str, got {type(error).__name__}")
+        text = error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+        self._one("fail", request, 0.0, struct.pack(">d", time.time()) + text)
+
+    def failed(self) -> list[FailedRequest]:
+        """Every failed request of the crawl (not requeued), oldest failure first."""
+        self._check_open()
+        p = self._prefix
+        with talking(self.url, "failed"):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hgetall(p + "failed")
+            pipe.hgetall(p + "failinfo")
+            bodies, infos = pipe.execute()
+        out = []
+        for rid, body in bodies.items():
+            info = infos.get(rid, b"\0" * 8)
+            (at,) = struct.unpack_from(">d", info)
+            request = unpack_body(body, f"failed request {rid.decode(errors='replace')} of crawl {self.crawl!r}")
+            out.append(FailedRequest(request, info[8:].decode("utf-8", "replace"), at))
+        return sorted(out, key=lambda failed: failed.failed_at)
+
+    def requeue_failed(self, limit: int | None = None) -> int:
+        """Put failed requests back as pending (attempts 0), oldest failure first; returns how many."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"requeue_failed(): limit must be None or a whole number of at least 1, got {limit!r}")
+        self._check_open()
+        return int(self._run("requeue_failed", "REQUEUE_FAILED", [limit or 0]))
+
+    def holds(self, request: Request) -> bool:
+        """True if ``request`` is leased to this client (what ``done`` would take)."""
+        seq = getattr(request, "_seq", None)
+        with self._lock:
+            held = self._held.get(seq) if isinstance(seq, int) else None
+            return held is not None and held[0] is request
+
     def extend(self, request: Request, seconds: float | None = None) -> None:
         """Renew the lease of ``request``: it runs out ``seconds`` (default: ``lease``) from now."""
         renew = self.lease if seconds is None else _seconds("seconds", seconds)
@@ -459,7 +502,8 @@ class RedisFrontier:
             meta, delayed, hosts, ready = pipe.execute()
         meta = {k.decode(): v.decode() for k, v in meta.items()}
         count = {name: int(meta.get(name, 0)) for name in (
-            "pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed")}
+            "pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed",
+            "failed")}
         return {
             "backend": "redis",
             "crawl": self.crawl,
@@ -473,6 +517,7 @@ class RedisFrontier:
             "retried": count["retried"],
             "refetch_scheduled": count["refetch_scheduled"],
             "reclaimed": count["reclaimed"],
+            "failed": count["failed"],
             "delayed": delayed,
             "hosts": hosts,
             "ready_hosts": ready,

@@ -229,15 +229,16 @@ end
 return out
 """
 
-# ARGV: what ('done', 'retry', 'refetch', 'release', 'extend'), seconds, count, then per
-# request: id, lease token, new body (retry/refetch: the request as it is now, attempts set).
+# ARGV: what ('done', 'retry', 'refetch', 'release', 'extend', 'fail'), seconds, count, then per
+# request: id, lease token, new body (retry/refetch: the request as it is now, attempts set;
+# fail: the time, f64, and the error text, kept in the failinfo hash beside the request).
 # Returns per request 1 (done) or 0 (the lease was lost: another client may hold it).
 FINISH = _COMMON + r"""
 local cs = crawl_settings()
 local now = clock()
 local what, seconds, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, touched = {}, {}
-local done, moved, back, requeued = 0, 0, 0, 0
+local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
 local seq = nil
 for k = 0, n - 1 do
   local id, token, body = ARGV[4 + k * 3], ARGV[5 + k * 3], ARGV[6 + k * 3]
@@ -259,6 +260,12 @@ for k = 0, n - 1 do
       redis.call('ZADD', P .. 'q:' .. host, -priority, id)
       redis.call('HINCRBY', hk, 'p', 1)
       back = back + 1
+    elseif what == 'fail' then
+      redis.call('HDEL', REQ, id)
+      redis.call('HSET', P .. 'failed', id, old)
+      redis.call('HSET', P .. 'failinfo', id, body)
+      redis.call('HINCRBY', hk, 'd', 1)
+      failed = failed + 1
     else
       redis.call('HDEL', REQ, id)
       if what ~= 'retry' then
@@ -284,7 +291,8 @@ for k = 0, n - 1 do
   end
 end
 if seq ~= nil then redis.call('HSET', META, 'seq', seq) end
-local left = done + moved + back
+local left = done + moved + back + failed
+if failed > 0 then redis.call('HINCRBY', META, 'failed', failed) end
 if left > 0 then
   redis.call('HINCRBY', META, 'inflight', -left)
   if done > 0 then redis.call('HINCRBY', META, 'done', done) end
@@ -366,4 +374,43 @@ else
 end
 local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits')
 return {1, s[1], s[2], s[3], s[4], s[5]}
+"""
+
+# ARGV: at most how many (0: all). Failed requests are pending again (attempts 0), oldest
+# failure first. Returns how many.
+REQUEUE_FAILED = _COMMON + r"""
+local cs = crawl_settings()
+local now = clock()
+local limit = tonumber(ARGV[1])
+local info = redis.call('HGETALL', P .. 'failinfo')
+local order = {}
+for k = 1, #info, 2 do
+  order[#order + 1] = {id = info[k], at = struct.unpack('>d', info[k + 1])}
+end
+table.sort(order, function(a, b) return a.at < b.at end)
+local seq = tonumber(redis.call('HGET', META, 'seq'))
+local touched, count = {}, 0
+for _, entry in ipairs(order) do
+  if limit > 0 and count >= limit then break end
+  local body = redis.call('HGET', P .. 'failed', entry.id)
+  redis.call('HDEL', P .. 'failed', entry.id)
+  redis.call('HDEL', P .. 'failinfo', entry.id)
+  if body then
+    seq = seq + 1
+    local id = id_of(seq, cs.lifo)
+    local stored = string.sub(body, 1, 5) .. struct.pack('>Hd', 0, 0) .. string.sub(body, 16)
+    local priority, host = head(stored)
+    redis.call('HSET', REQ, id, stored)
+    enqueue(id, host, priority, 0, now, touched)
+    redis.call('HINCRBY', P .. 'h:' .. host, 'p', 1)
+    count = count + 1
+  end
+end
+if count > 0 then
+  redis.call('HSET', META, 'seq', seq)
+  redis.call('HINCRBY', META, 'pending', count)
+  redis.call('HINCRBY', META, 'failed', -count)
+end
+place_all(touched, now, cs)
+return count
 """
