@@ -27,7 +27,7 @@ def urls(draw):
     return f"{scheme}://{h}{port}{path}{query}{frag}"
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(urls())
 def test_canonicalize_is_identical_to_w3lib(url):
     try:
@@ -41,7 +41,7 @@ def test_canonicalize_is_identical_to_w3lib(url):
     assert canonicalize(url) == expected
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(urls())
 def test_plain_urls_are_already_safe(url):
     try:
