@@ -103,7 +103,7 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     ]
     rows += [(f"  priority {p}", f"{n:,}") for p, n in info.pending_by_priority.items()]
     rows += [
-        ("done", f"{info.done:,} (since the last compaction)"),
+        ("done", f"{info.done:,}"),
         ("failed", f"{info.failed:,}" + (f" (diskfrontier failed {info.path} lists them)" if info.failed else "")),
         ("seen", f"{info.seen:,}"),
         ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),

@@ -41,7 +41,7 @@ class JobInfo:
     created: str
     pending: int
     pending_by_priority: dict[int, int] = field(default_factory=dict)
-    done: int = 0  # requests finished since the last compaction, the failed ones not requeued left out
+    done: int = 0  # requests done (re-fetches counted each time, retries not), failed ones apart
     seen: int = 0
     journal_bytes: int = 0
     queue_bytes: int = 0
@@ -102,7 +102,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.hosts = sum(1 for pending in host_state.counts.pending if pending)
         info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
         info.failed = len(host_state.failed)
-        info.done -= info.failed
+        info.done = sum(host_state.counts.done) - info.failed
     else:
         now = time.time()
         state = read_state(layout.journal, sizes=True, offsets=False, hosts=True)
@@ -113,6 +113,8 @@ def inspect_jobdir(path: str) -> JobInfo:
         due = state.held_after(now)
         info.delayed, info.next_due = len(due), min(due, default=None)
         info.failed = len(state.failed)
+        if state.host_done:  # format 3: each host's count of finished requests, kept across compactions
+            info.done = sum(state.host_done)
         info.done -= info.failed
     info.pending = sum(by_priority.values())
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))

@@ -85,3 +85,19 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
             by_priority.setdefault(int(u.rsplit("/", 1)[1]) % 3, []).append(u)
         popped = [u for p in sorted(by_priority, reverse=True) for u in reversed(by_priority[p])]
     assert everything == popped and first == popped[:7]
+
+
+def test_done_counts_requests_done_not_retries_nor_compactions(tmp_path):
+    from diskfrontier.jobinfo import inspect_jobdir
+
+    job = str(tmp_path / "job")
+    with Frontier(job) as f:
+        f.push_many(Request(f"https://a.example/{i}") for i in range(5))
+        for _ in range(3):
+            f.retry(f.pop())
+        f.done(f.pop())
+        f.done(f.pop(), refetch_after=3600)  # a re-fetch: done now, pending again later
+    assert inspect_jobdir(job).done == 2
+    with Frontier(job) as f:
+        f.compact()
+    assert inspect_jobdir(job).done == 2  # kept across a compaction
