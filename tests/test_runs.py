@@ -214,3 +214,17 @@ def test_crawl_runs_over_redis_with_failures_kept_there(redis_url, crawl_name):
         assert frontier.stats()["failed"] == len(sevens)
         assert frontier.requeue_failed(limit=3) == 3 and len(frontier) == 3 and len(frontier.failed()) == len(sevens) - 3
         assert {r.attempts for r in frontier.pending_requests()} == {0}
+
+
+def test_a_status_line_and_logs_tell_how_the_run_goes(tmp_path, capsys, caplog):
+    import logging
+
+    def handler(request, frontier):
+        time.sleep(0.3)
+
+    with Frontier(tmp_path / "job") as frontier, caplog.at_level(logging.INFO, logger="diskfrontier"):
+        frontier.push_many(Request(f"https://a.example/{i}") for i in range(4))
+        crawl(frontier, handler, workers=2, progress=True)
+    line = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
+    assert "pending 0" in line and "done 4" in line and "failed 0" in line and "/s" in line
+    assert "run 1 ended (finished): 4 handled, 4 done" in caplog.text
