@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import FrontierError
+from .journal import MAX_SECONDS
 from .request import Request
 
 log = logging.getLogger("diskfrontier")
@@ -150,7 +151,7 @@ class _Run:
                 outcome = "done"  # the handler gave it back or finished it itself, then raised
                 log.warning("handler raised after it finished %s itself: %s", request.url, _text(error))
             elif request.attempts < self.retries:
-                delay = self.backoff * 2 ** request.attempts
+                delay = min(self.backoff * 2 ** request.attempts, MAX_SECONDS)
                 frontier.retry(request, delay=delay)
                 outcome = "retried"
                 log.info("retry %d of %s in %.1fs: %s", request.attempts, request.url, delay, _text(error))
@@ -158,16 +159,18 @@ class _Run:
                 frontier.fail(request, _text(error))
                 outcome = "failed"
                 log.warning("failed after %d attempts: %s: %s", request.attempts + 1, request.url, _text(error))
-        except FrontierError as exc:  # closed under us, or a lease lost: it comes back, nothing is lost
-            log.warning("could not finish %s (%s); it will be handed out again", request.url, exc)
+        except Exception as exc:  # closed under us, a lease lost, a request changed: it comes back
+            log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
+                        type(exc).__name__, exc)
             outcome = ""
         with self.lock:
             self.busy -= 1
             idle = self.busy == 0
             self.stats.handled += 1
+            reached = self.max_requests is not None and self.stats.handled >= self.max_requests
             if outcome:
                 setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
-        if self.max_requests is not None and self.taken >= self.max_requests:
+        if reached:
             self.halt("max_requests")
         elif idle:
             self.idle()  # the last request in hand: the crawl may be finished now
@@ -204,7 +207,11 @@ class _Run:
             self.took()
             error: BaseException | None = None
             try:
-                self.handler(request, frontier)
+                result = self.handler(request, frontier)
+                if inspect.isawaitable(result):
+                    if inspect.iscoroutine(result):
+                        result.close()
+                    raise TypeError("the handler returned an awaitable: make it an async def function")
             except Exception as exc:  # any error of the handler is retried, then recorded
                 error = exc
             if self.hard.is_set():
@@ -289,7 +296,8 @@ def crawl(
     _check("backoff", backoff, none=False)
     if not callable(handler):
         raise TypeError(f"crawl(): handler must be callable, got {type(handler).__name__}")
-    is_async = inspect.iscoroutinefunction(handler)
+    is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        type(handler).__call__)  # an object with an async __call__
     show = sys.stderr.isatty() if progress is None else progress
     result = CrawlStats()
     first = time.monotonic()

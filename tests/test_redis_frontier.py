@@ -206,3 +206,15 @@ def test_pending_requests_and_seen_fingerprints_read_the_whole_crawl(open_crawl)
     assert f.drop() > 0
     with pytest.raises(FrontierClosed):
         f.pop()
+
+
+def test_a_priority_changed_out_of_range_is_named(open_crawl):
+    f = open_crawl()
+    f.push(Request("https://a.example/"))
+    r = f.pop()
+    r.priority = 2**31
+    with pytest.raises(ValueError, match="priority"):
+        f.retry(r)
+    r.priority = 0
+    f.retry(r)  # still leased: nothing was changed by the refused call
+    assert f.pop().attempts == 1

@@ -120,8 +120,8 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
     with RedisFrontier(redis_url, crawl=crawl_name) as check:
         stats = check.stats()
         assert check.finished and stats["done"] == total
-        # a pop whose reply the victim got but had not logged when it was killed is reclaimed too
-        assert reclaimed <= stats["reclaimed"] <= reclaimed + len(dead)
+        # pops whose reply the victim got but had not logged when it was killed (up to 8 at once) are reclaimed too
+        assert reclaimed <= stats["reclaimed"] <= reclaimed + 8 * len(dead)
 
 
 def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_path):

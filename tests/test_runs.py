@@ -228,3 +228,30 @@ def test_a_status_line_and_logs_tell_how_the_run_goes(tmp_path, capsys, caplog):
     line = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
     assert "pending 0" in line and "done 4" in line and "failed 0" in line and "/s" in line
     assert "run 1 ended (finished): 4 handled, 4 done" in caplog.text
+
+
+def test_review_findings_max_requests_async_objects_and_huge_backoff(tmp_path):
+    with Frontier(tmp_path / "a", delay=0.2) as frontier:  # max_requests counts handled requests
+        frontier.push_many(Request(f"https://a.example/{i}") for i in range(20))
+        stats = crawl(frontier, lambda r, f: None, workers=4, max_requests=4, progress=False)
+        assert stats.handled == 4 and stats.stopped_by == "max_requests"
+
+    class Handler:  # an object whose __call__ is async is run as a task, not dropped
+        def __init__(self):
+            self.calls = 0
+
+        async def __call__(self, request, frontier):
+            self.calls += 1
+
+    handler = Handler()
+    with Frontier(tmp_path / "b") as frontier:
+        frontier.push_many(Request(f"https://b.example/{i}") for i in range(3))
+        assert crawl(frontier, handler, workers=2, progress=False).done == 3 and handler.calls == 3
+
+    def boom(request, frontier):
+        raise OSError("down")
+
+    with Frontier(tmp_path / "c") as frontier:  # a backoff beyond the longest delay is capped, not a hang
+        frontier.push(Request("https://c.example/"))
+        stats = crawl(frontier, boom, workers=2, retries=3, backoff=2e10, duration=1.0, progress=False)
+        assert stats.retried == 1 and stats.stopped_by == "duration"

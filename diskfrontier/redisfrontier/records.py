@@ -7,7 +7,7 @@ import struct
 
 from ..codec import decode_request, encode_request
 from ..errors import FrontierError
-from ..request import Request
+from ..request import Request, _check_priority
 
 _HEAD = struct.Struct(">iBHd")  # priority, flags (1: dont_filter), attempts, not_before
 _DONT_FILTER = 1
@@ -16,6 +16,7 @@ FP_SIZE = 20  # Scrapy's sha1 fingerprints: split into a bucket and a field, and
 
 def pack_body(request: Request, record: bytes, attempts: int, not_before: float) -> bytes:
     """The body of ``request`` in the crawl's ``req`` hash."""
+    _check_priority(request.priority)  # a plain attribute: it may have been changed since the Request was made
     slot = request.slot.encode()
     fingerprint = request.fingerprint
     return b"".join((
