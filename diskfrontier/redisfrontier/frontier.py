@@ -13,9 +13,13 @@ from typing import Any
 
 from ..errors import FrontierClosed, FrontierError, NotInFlight
 from ..failures import FailedRequest
+from ..frontier import _attempts
+from ..frontier import _check_host as _host
+from ..frontier import _check_seconds as _seconds
+from ..frontier import _check_time as _time
 from ..hosts import HostInfo
-from ..journal import MAX_ATTEMPTS, MAX_SECONDS, MAX_TIME
-from ..request import Request, check_slot
+from ..journal import MAX_ATTEMPTS
+from ..request import Request
 from . import lua
 from .connection import (
     LeaseExpired,
@@ -35,27 +39,8 @@ _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
 
 
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
-        raise ValueError(f"{name} must be a number of seconds from 0 to {MAX_SECONDS:.0e}, got {value!r}")
-    return float(value)
-
-
-def _time(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIME:
-        raise ValueError(f"{name} must be a time.time() value from 0 to {MAX_TIME:.0e}, got {value!r}")
-    return float(value)
-
-
 def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def _host(host: Any) -> str:
-    name = check_slot(host, "host")
-    if name is None:
-        raise TypeError("host must be a str (a host name or slot), got None")
-    return name
 
 
 class RedisFrontier:
@@ -180,10 +165,7 @@ class RedisFrontier:
             key, field = self._seen_keys.of(request.fingerprint)
         if not_before is None:
             not_before = 0.0 if request.not_before is None else _time("Request.not_before", request.not_before)
-        attempts = request.attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
-            raise ValueError(f"Request.attempts must be a whole number of at least 0, got {attempts!r}")
-        body = pack_body(request, encode(request) if record is None else record, min(attempts, MAX_ATTEMPTS),
+        body = pack_body(request, encode(request) if record is None else record, _attempts(request.attempts),
                          not_before)
         return [key, field, request.slot, request.priority, body, repr(not_before)]
 
