@@ -197,9 +197,13 @@ class _Run:
                 request = frontier.pop(timeout=_IDLE_POLL)
             except FrontierError as exc:
                 self.unreserve()
+                if self.hard.is_set():
+                    return  # the run was left at once and the frontier closed under this thread: not an error
                 log.error("pop failed: %s", exc)
                 self.halt(f"error: {exc}")
                 return
+            if self.hard.is_set():
+                return  # left at once: a request popped now stays in flight and comes back
             if request is None:
                 self.unreserve()
                 self.idle()

@@ -101,6 +101,57 @@ def test_politeness_is_shared_by_clients(open_crawl):
     assert c.per_host is None and a.stats()["per_host"] is None
 
 
+def test_changed_crawl_settings_apply_at_once_to_hosts_already_placed(open_crawl):
+    first = open_crawl(delay=60.0, per_host=1)
+    first.push_many(Request(f"https://h{i}.example/{k}") for i in range(3) for k in range(4))
+    held = [first.pop() for _ in range(3)]
+    assert len({r.slot for r in held}) == 3 and first.pop() is None  # each host waits a minute, one in flight
+    wider = open_crawl(per_host=2)
+    assert wider.pop() is None  # the delay still holds them
+    faster = open_crawl(delay=0.0)  # a lowered delay wakes them now, not a minute later
+    held += [faster.pop() for _ in range(3)]
+    assert all(held) and faster.pop() is None  # two in flight each
+    widest = open_crawl(per_host=3)  # a raised per_host frees them without waiting for a done
+    held += [widest.pop() for _ in range(3)]
+    assert all(held) and widest.pop() is None
+    open_crawl(per_host=4)  # every host ready again, keyed by priority: LIFO puts h2's request first
+    widest.done(next(r for r in widest.in_flight if r.slot == "h0.example"))
+    idle = open_crawl(prefer="idle")  # keyed again by requests in flight: h0 has the fewest
+    assert idle.pop().slot == "h0.example"
+
+
+def test_close_gives_back_what_a_pop_under_way_in_another_thread_leases(open_crawl):
+    import threading
+
+    a = open_crawl(lease=300)
+    a.push_many(Request(f"https://h{i}.example/") for i in range(5000))
+    taken: list = []
+    errors: list = []
+    go = threading.Event()
+
+    def popper():
+        go.set()
+        try:
+            while True:
+                got = a.pop_many(1)
+                taken.extend(got)
+                if not got:
+                    return
+        except FrontierClosed as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=popper)
+    thread.start()
+    go.wait()
+    while len(taken) < 50:
+        time.sleep(0.001)
+    a.close()
+    thread.join(10)
+    assert errors and 50 <= len(taken) < 5000
+    b = open_crawl()
+    assert b.stats()["in_flight"] == 0 and len(b) == 5000  # nothing left leased until its lease runs out
+
+
 def test_settings_of_the_crawl_are_checked(open_crawl, redis_url, crawl_name):
     open_crawl(order="fifo")
     with pytest.raises(FrontierError, match="FIFO"):

@@ -33,6 +33,7 @@ from .connection import (
 from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
 
 FORMAT = "1"
+_CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
 _MAX_ERROR = 4000  # bytes of a failure's error text kept
 _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
@@ -100,6 +101,9 @@ class RedisFrontier:
         self._closed = True
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._pops_done = threading.Condition(self._lock)  # close() waits for the pops under way
+        self._popping = 0
+        self._closing = False
         self._held: dict[int, tuple[Request, bytes, bytes]] = {}  # local number -> (request, id, lease token)
         self._count = 0
         self._client_id = f"{secrets.token_hex(6)}-{os.getpid()}"
@@ -108,7 +112,7 @@ class RedisFrontier:
         check_server(self._redis, url, self.crawl)
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
                          for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE",
-                                     "REQUEUE_FAILED")}
+                                     "REQUEUE_FAILED", "REPLACE")}
         answer = self._run("open", "OPEN", [
             FORMAT, order or "", "" if delay is None else repr(delay), "" if per_host is None else str(per_host),
             prefer or "", str(bucket_bits(expected_urls)), "create" if create else "open", new_order])
@@ -127,6 +131,23 @@ class RedisFrontier:
         self._seen_keys = SeenKeys(int(answer[5]))
         self._prefix = f"df:{{{self.crawl}}}:"
         self._closed = False
+        if answer[6]:
+            self._place_hosts_again()
+
+    def _place_hosts_again(self) -> None:
+        """Place every host of the crawl again under its changed settings, ``BATCH`` hosts a
+        script call (a lowered delay wakes a host at once, a raised ``per_host`` frees a held one,
+        a changed ``prefer`` re-keys the ready hosts). If this client dies half-way, the hosts
+        not reached are placed again when anything touches them."""
+        batch: list[bytes] = []
+        with talking(self.url, "open"):
+            for host in self._redis.sscan_iter(f"{self._prefix}hosts", count=BATCH):
+                batch.append(host)
+                if len(batch) == BATCH:
+                    self._scripts["REPLACE"](keys=[self._meta], args=batch)
+                    batch = []
+            if batch:
+                self._scripts["REPLACE"](keys=[self._meta], args=batch)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -268,22 +289,31 @@ class RedisFrontier:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be a whole number of at least 1, got {count!r}")
         self._check_open()
-        answer = self._run("pop", "POP", [count, repr(self.lease), self._client_id])
-        got = int(answer[0])
-        self._state = None
-        if got < count:
-            event, now, pending, inflight = answer[1].decode().split(" ")
-            self._state = (float(event) if event else None, float(now), int(pending), int(inflight))
-        out = []
         with self._lock:
-            for k in range(got):
-                rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
-                request = unpack_body(body, f"request {rid.decode()} of crawl {self.crawl!r}")
-                self._count += 1
-                request._seq = self._count
-                self._held[self._count] = (request, rid, token)
-                out.append(request)
-        return out
+            if self._closing:
+                raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
+            self._popping += 1
+        try:
+            answer = self._run("pop", "POP", [count, repr(self.lease), self._client_id])
+            got = int(answer[0])
+            self._state = None
+            if got < count:
+                event, now, pending, inflight = answer[1].decode().split(" ")
+                self._state = (float(event) if event else None, float(now), int(pending), int(inflight))
+            out = []
+            with self._lock:
+                for k in range(got):
+                    rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
+                    request = unpack_body(body, f"request {rid.decode()} of crawl {self.crawl!r}")
+                    self._count += 1
+                    request._seq = self._count
+                    self._held[self._count] = (request, rid, token)
+                    out.append(request)
+            return out
+        finally:
+            with self._lock:
+                self._popping -= 1
+                self._pops_done.notify_all()
 
     _state: tuple[float | None, float, int, int] | None = None
 
@@ -603,6 +633,9 @@ class RedisFrontier:
         if os.getpid() != self._pid:
             self._closed = True
             return
+        with self._lock:  # a pop under way in another thread leases what it gets: give that back too
+            self._closing = True
+            self._pops_done.wait_for(lambda: self._popping == 0, timeout=_CLOSE_WAIT)
         try:
             held = self.in_flight
             for at in range(0, len(held), BATCH):

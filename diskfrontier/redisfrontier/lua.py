@@ -354,11 +354,13 @@ return 1
 
 # ARGV: format version, order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
 # default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for.
-# Returns {1, order, delay, per_host, prefer, bits}, {0} (no such crawl, not created) or
-# {-1, version} (a format this version cannot read).
+# Returns {1, order, delay, per_host, prefer, bits, changed}, {0} (no such crawl, not created) or
+# {-1, version} (a format this version cannot read); changed is 1 when delay, per_host or prefer
+# of an existing crawl changed, so that its hosts must be placed again (REPLACE).
 OPEN = r"""
 local META = KEYS[1]
 local version, order, delay, per_host, prefer, bits, mode, new_order = unpack(ARGV)
+local changed = 0
 if redis.call('EXISTS', META) == 0 then
   if mode ~= 'create' then return {0} end
   redis.call('HSET', META, 'v', version, 'order', order ~= '' and order or new_order,
@@ -368,12 +370,26 @@ if redis.call('EXISTS', META) == 0 then
 else
   local have = redis.call('HGET', META, 'v')
   if have ~= version then return {-1, have or ''} end
+  local before = redis.call('HMGET', META, 'delay', 'per_host', 'prefer')
   if delay ~= '' then redis.call('HSET', META, 'delay', delay) end
   if per_host ~= '' then redis.call('HSET', META, 'per_host', per_host) end
   if prefer ~= '' then redis.call('HSET', META, 'prefer', prefer) end
+  local after = redis.call('HMGET', META, 'delay', 'per_host', 'prefer')
+  if tonumber(before[1]) ~= tonumber(after[1]) or tonumber(before[2]) ~= tonumber(after[2])
+     or before[3] ~= after[3] then
+    changed = 1
+  end
 end
 local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits')
-return {1, s[1], s[2], s[3], s[4], s[5]}
+return {1, s[1], s[2], s[3], s[4], s[5], changed}
+"""
+
+# ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).
+REPLACE = _COMMON + r"""
+local cs = crawl_settings()
+local now = clock()
+for _, host in ipairs(ARGV) do place(host, now, cs) end
+return #ARGV
 """
 
 # ARGV: at most how many (0: all). Failed requests are pending again (attempts 0), oldest
