@@ -153,7 +153,11 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
 @JSON_OPTION
 @one_line_errors
 def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_json: bool) -> None:
-    """Show the next requests in pop order, without consuming them.
+    """Show the next requests in queue order, without consuming them.
+
+    Queue order is priority, then LIFO/FIFO, with the requests waiting for a time last (each
+    with its time). It is the pop order while no host rule holds a request back; a delay,
+    per_host, a block or a budget may hand them out in another order (see `hosts`).
 
     A Redis crawl (a URL and --crawl) hands out the best request of a host that is ready,
     so its pending requests (not those leased) are shown by priority, highest first,
@@ -360,7 +364,13 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
             frontier.unblock(host)
         if budget is not None or no_budget:
             frontier.set_budget(host, budget)
-        info = next((h for h in frontier.hosts() if h.host == host), None)
+        known = frontier.hosts()
+        info = next((h for h in known if h.host == host), None)
+    changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
+    if changed and (info is None or not (info.pending or info.in_flight or info.done)):
+        near = next((h.host for h in known if h.host.lower() == host.lower() and h.host != host), None)
+        hint = f" (did you mean {near}?)" if near else " (a URL's host is its slot, lower-cased and without port)"
+        click.echo(f"note: {host} has no requests in this crawl yet; the setting waits for them{hint}", err=True)
     if as_json:
         click.echo(json.dumps(None if info is None else _json_host(info.to_dict()), indent=2))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -186,3 +187,38 @@ def dedupe_survives(jobdir: str, model: Model) -> int:
         accepted = [url for url in model.pushed if frontier.push(Request(url))]
     assert not accepted, f"dedupe lost across restarts for {len(accepted)} URLs, e.g. {accepted[:3]}"
     return len(model.pushed)
+
+
+def kill_after_acks(args: list[str], acks: int) -> tuple[list[dict], dict | None]:
+    """Run a child that logs each call as a JSON line ``B {op}`` when it begins and ``A {op}``
+    when it returned; SIGKILL it once ``acks`` calls returned.
+
+    Returns the calls it confirmed (the lines written before it died included) and the call
+    it had begun and not confirmed, if any (a kill may land anywhere inside that one)."""
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, encoding="utf-8")
+    assert child.stdout is not None
+    lines = []
+    count = 0
+    for line in child.stdout:
+        lines.append(line)
+        count += line.startswith("A ")
+        if count >= acks:
+            break
+    os.kill(child.pid, signal.SIGKILL)
+    lines += child.stdout.readlines()  # what it wrote before it died
+    child.wait()
+    child.stdout.close()
+    assert count >= acks, f"the child stopped after {count} calls"
+    acked: list[dict] = []
+    begun: dict | None = None
+    for line in lines:
+        if not line.endswith("\n"):
+            break  # cut short by the kill: its call is the one under way, seen in its B line
+        tag, _, body = line.partition(" ")
+        op = json.loads(body)
+        if tag == "B":
+            begun = op
+        else:
+            begun = None
+            acked.append(op)
+    return acked, begun

@@ -60,6 +60,18 @@ def test_host_changes_settings_that_last(tmp_path):
         assert {h.host: h.blocked_until for h in f.hosts()}["b.example"] == out["blocked_until"]
 
 
+def test_a_setting_for_a_host_without_requests_is_kept_with_a_note(tmp_path):
+    job = str(tmp_path / "job")
+    make(job)
+    result = CliRunner().invoke(main, ["host", job, "A.example", "--delay", "3"], catch_exceptions=False)
+    assert result.exit_code == 0 and "did you mean a.example?" in result.stderr
+    assert "no requests" in run("host", job, "robots.example", "--budget", "5").stderr
+    assert "note" not in run("host", job, "a.example", "--delay", "1").stderr
+    assert "note" not in run("host", job, "A.example").stderr  # only shown, not changed
+    rows = {r["host"]: r for r in json.loads(run("hosts", job, "--json").output)}
+    assert rows["A.example"]["delay"] == 3 and rows["robots.example"]["budget"] == 5  # kept for later
+
+
 def test_host_refuses_bad_input_and_a_live_directory(tmp_path):
     job = str(tmp_path / "job")
     make(job)

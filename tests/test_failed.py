@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import msgpack
 import pytest
 from click.testing import CliRunner
+from crashkit import kill_after_acks
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier import checkpoint as checkpoint_module
@@ -314,36 +315,8 @@ class Model:
 
 
 def run_child(job: str, seed: int, round_no: int, acks: int) -> tuple[list[dict], dict | None]:
-    """Run the child until it has confirmed ``acks`` calls and SIGKILL it; its confirmed calls and
-    the call it had begun and not confirmed, if any."""
-    child = subprocess.Popen([sys.executable, CHILD, job, str(seed), str(round_no)], stdout=subprocess.PIPE,
-                             text=True, encoding="utf-8")
-    assert child.stdout is not None
-    lines = []
-    count = 0
-    for line in child.stdout:
-        lines.append(line)
-        count += line.startswith("A ")
-        if count >= acks:
-            break
-    os.kill(child.pid, signal.SIGKILL)
-    lines += child.stdout.readlines()  # what it wrote before it died
-    child.wait()
-    child.stdout.close()
-    assert count >= acks, f"the child stopped after {count} calls"
-    acked: list[dict] = []
-    begun: dict | None = None
-    for line in lines:
-        if not line.endswith("\n"):
-            break  # cut short by the kill: its call is the one under way, seen in its B line
-        tag, _, body = line.partition(" ")
-        op = json.loads(body)
-        if tag == "B":
-            begun = op
-        else:
-            begun = None
-            acked.append(op)
-    return acked, begun
+    """Run the child until it has confirmed ``acks`` calls and SIGKILL it."""
+    return kill_after_acks([CHILD, job, str(seed), str(round_no)], acks)
 
 
 def observed(job: str) -> Model:

@@ -3,16 +3,13 @@ times, delays, blocks, budgets and done counts as they were acknowledged."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
+from crashkit import kill_after_acks
 
 from diskfrontier import Frontier
 from diskfrontier.jobinfo import pending_requests
@@ -58,35 +55,11 @@ class Model:
 
 
 def run_child(job: str, seed: int, acks: int) -> tuple[Model, dict | None]:
-    """Run the child until it has confirmed ``acks`` calls and kill it with SIGKILL.
-
-    Returns the model of every call it confirmed (the lines it wrote before it died
-    included) and the call it had begun and not confirmed, if any.
-    """
-    child = subprocess.Popen([sys.executable, CHILD, job, str(seed)], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    lines = []
-    count = 0
-    for line in child.stdout:
-        lines.append(line)
-        count += line.startswith("A ")
-        if count >= acks:
-            break
-    os.kill(child.pid, signal.SIGKILL)
-    lines += child.stdout.readlines()  # what it wrote before it died
-    child.wait()
-    child.stdout.close()
+    """Run the child until it has confirmed ``acks`` calls and kill it with SIGKILL: the model of
+    every call it confirmed, and the call it had begun and not confirmed, if any."""
+    acked, begun = kill_after_acks([CHILD, job, str(seed)], acks)
     model = Model()
-    begun: dict | None = None
-    for line in lines:
-        if not line.endswith("\n"):
-            break  # a line cut short by the kill: its call is the one under way, seen in its B line
-        tag, _, body = line.partition(" ")
-        op = json.loads(body)
-        if tag == "B":
-            begun = op
-            continue
-        begun = None
+    for op in acked:
         if op["op"] != "pop":
             model.apply(op)
     return model, begun
