@@ -364,12 +364,13 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
             frontier.unblock(host)
         if budget is not None or no_budget:
             frontier.set_budget(host, budget)
-        known = frontier.hosts()
-        info = next((h for h in known if h.host == host), None)
-    changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
-    if changed and (info is None or not (info.pending or info.in_flight or info.done)):
-        near = next((h.host for h in known if h.host.lower() == host.lower() and h.host != host), None)
-        hint = f" (did you mean {near}?)" if near else " (a URL's host is its slot, lower-cased and without port)"
+        info = frontier.host(host)
+        changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
+        unknown = changed and (info is None or not (info.pending or info.in_flight or info.done))
+        lower = frontier.host(host.lower()) if unknown and host.lower() != host else None
+    if unknown:
+        hint = (f" (did you mean {lower.host}?)" if lower is not None
+                else " (a URL's host is its slot, lower-cased and without port)")
         click.echo(f"note: {host} has no requests in this crawl yet; the setting waits for them{hint}", err=True)
     if as_json:
         click.echo(json.dumps(None if info is None else _json_host(info.to_dict()), indent=2))

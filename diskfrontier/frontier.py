@@ -1170,6 +1170,20 @@ class Frontier:
                    or (hid in hot and hot[hid].has_settings)]
             return sorted(out, key=lambda info: info.host)
 
+    def host(self, name: str) -> HostInfo | None:
+        """One host as ``hosts()`` tells of it, found without listing the others; None if it has
+        no pending, in-flight or done requests and no setting."""
+        name = _check_host(name)
+        with self._mutex:
+            self._check_open()
+            schedule = self._hosts
+            counts, hot = schedule.counts, schedule.hot
+            hid = counts.find(name.encode("utf-8"))
+            if hid < 0 or not (counts.pending[hid] or counts.inflight[hid] or counts.done[hid]
+                               or (hid in hot and hot[hid].has_settings)):
+                return None
+            return schedule.info(hid)
+
     def _count_pending(self, priority: int, delta: int) -> None:
         count = self._pending.get(priority, 0) + delta
         if count:

@@ -230,6 +230,13 @@ def test_hosts_count_pending_in_flight_and_done(backend):
     assert sum(p for p, _, _ in info.values()) == 3
     assert sum(i for _, i, _ in info.values()) == 1 and sum(d for _, _, d in info.values()) == 1
     assert info[held.slot][1] == 1
+    for host in f.hosts():  # one host found alone is the host in the list
+        assert f.host(host.host) == host
+    assert f.host("never.example") is None
+    f.set_budget("never.example", 3)  # a setting alone makes a host worth showing
+    assert f.host("never.example").budget == 3 and f.host("never.example").pending == 0
+    with pytest.raises(ValueError):
+        f.host("")
 
 
 class ContractModel(RuleBasedStateMachine):

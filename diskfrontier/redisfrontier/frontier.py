@@ -588,23 +588,21 @@ class RedisFrontier:
             for at in range(0, len(names), 1000):
                 pipe = self._redis.pipeline(transaction=False)
                 for name in names[at:at + 1000]:
-                    pipe.hmget(p + "h:" + name, "p", "i", "d", "dl", "b", "bu", "t")
+                    pipe.hmget(p + "h:" + name, *_HOST_FIELDS)
                 rows += pipe.execute()
-        out = []
-        for name, row in zip(names, rows, strict=True):
-            pending, inflight, done = (int(v or 0) for v in row[:3])
-            delay = default_delay if row[3] is None else float(row[3])
-            blocked = float(row[4]) if row[4] is not None else None
-            if blocked is not None and blocked >= _FOREVER:
-                blocked = math.inf
-            budget = int(row[5]) if row[5] is not None else None
-            ready_at = None
-            if pending:
-                last = float(row[6]) if row[6] is not None and delay > 0 else 0.0
-                ready_at = max(last + delay if last else 0.0, blocked or 0.0)
-            if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None:
-                out.append(HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget))
-        return out
+        infos = (_host_info(name, row, default_delay) for name, row in zip(names, rows, strict=True))
+        return [info for info in infos if info is not None]
+
+    def host(self, name: str) -> HostInfo | None:
+        """One host as ``hosts()`` tells of it (one round trip); None if the crawl has nothing of it."""
+        name = _host(name)
+        self._check_open()
+        with talking(self.url, "host"):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hget(self._meta, "delay")
+            pipe.hmget(self._prefix + "h:" + name, *_HOST_FIELDS)
+            delay, row = pipe.execute()
+        return _host_info(name, row, float(delay or 0))
 
     def drop(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
@@ -646,6 +644,26 @@ class RedisFrontier:
         finally:
             self._closed = True
             self._redis.close()
+
+
+_HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t")  # a host hash's fields, in the order _host_info reads them
+
+
+def _host_info(name: str, row: list[Any], default_delay: float) -> HostInfo | None:
+    """The ``HostInfo`` of a host hash's fields; None if it holds nothing worth showing."""
+    pending, inflight, done = (int(v or 0) for v in row[:3])
+    delay = default_delay if row[3] is None else float(row[3])
+    blocked = float(row[4]) if row[4] is not None else None
+    if blocked is not None and blocked >= _FOREVER:
+        blocked = math.inf
+    budget = int(row[5]) if row[5] is not None else None
+    ready_at = None
+    if pending:
+        last = float(row[6]) if row[6] is not None and delay > 0 else 0.0
+        ready_at = max(last + delay if last else 0.0, blocked or 0.0)
+    if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None:
+        return HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget)
+    return None
 
 
 __all__ = ["LeaseExpired", "RedisFrontier", "RedisMisconfigured"]
