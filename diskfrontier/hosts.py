@@ -155,7 +155,7 @@ class Host:
 
     Its counts are in the schedule's ``HostTable``, under ``hid``."""
 
-    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "next_time", "buffer", "token")
+    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "next_time", "buffer", "token", "entry")
 
     def __init__(self, hid: int, name: str) -> None:
         self.hid = hid
@@ -167,6 +167,7 @@ class Host:
         # a heap of keys (top priority - priority) << 64 | order, or a _BigBuffer once it is large
         self.buffer: Buffer | None = None
         self.token = 0  # the heap entry that is this host's current one
+        self.entry: tuple | None = None  # that entry while it is in a heap
 
     @property
     def has_settings(self) -> bool:
@@ -229,6 +230,7 @@ class HostSchedule:
                 and host.next_time <= now):
             self.hot.pop(host.hid, None)
             host.token = -1  # any heap entry of it is stale
+            host.entry = None
 
     def delay_of(self, host: Host) -> float:
         """The delay in effect for ``host``."""
@@ -267,17 +269,33 @@ class HostSchedule:
         return max(host.next_time, host.blocked_until)
 
     def place(self, host: Host, now: float) -> None:
-        """Put ``host`` in the heap its state calls for (its older entries become stale)."""
-        self._tokens += 1
-        token = host.token = self._tokens
+        """Put ``host`` in the heap its state calls for (its older entries become stale).
+
+        A host whose entry in a heap already says what a new one would (the same wake time,
+        or the same rank, priority and ready time) keeps it: otherwise a host blocked for long
+        would leave a stale entry behind for every request pulled into its buffer."""
+        entry = host.entry
         if not host.buffer or self.held_by_count(host):
+            self._tokens += 1
+            host.token, host.entry = self._tokens, None
             return
         wake = self.wake_time(host)
         if wake > now:
-            heapq.heappush(self.sleeping, (wake, token, host))
+            if entry is not None and len(entry) == 3 and entry[0] == wake:
+                return
+            self._tokens += 1
+            token = host.token = self._tokens
+            host.entry = entry = (wake, token, host)
+            heapq.heappush(self.sleeping, entry)
         else:
-            heapq.heappush(self.ready, (self.counts.inflight[host.hid] if self.idle_first else 0,
-                                        buffer_top(host.buffer) >> 64, wake, token, host))
+            rank = self.counts.inflight[host.hid] if self.idle_first else 0
+            part = buffer_top(host.buffer) >> 64
+            if entry is not None and len(entry) == 5 and entry[0] == rank and entry[1] == part and entry[2] == wake:
+                return
+            self._tokens += 1
+            token = host.token = self._tokens
+            host.entry = entry = (rank, part, wake, token, host)
+            heapq.heappush(self.ready, entry)
 
     def wake(self, now: float) -> None:
         """Move the hosts whose wake time has come from the sleeping heap to the ready one."""
@@ -285,6 +303,7 @@ class HostSchedule:
         while sleeping and sleeping[0][0] <= now:
             _, token, host = heapq.heappop(sleeping)
             if token == host.token:
+                host.entry = None  # out of the heap
                 self.place(host, now)
 
     def best(self) -> Host | None:
@@ -367,6 +386,8 @@ class HostSchedule:
                 out.append(self.unkey(key))
             host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0
+        for host in self.hot.values():
+            host.entry = None  # the heaps are empty now
         for host in list(self.hot.values()):
             self.cool(host, now)
         return out

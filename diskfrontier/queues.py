@@ -219,8 +219,18 @@ class BatchedFifoQueue(FifoDiskQueue):
         return True
 
 
+_SPARE = 4  # emptied queues kept open for their priority's next push (each holds a descriptor)
+
+
 class OffsetQueues:
-    """A priority queue of journal offsets over queuelib disk queues."""
+    """A priority queue of journal offsets over queuelib disk queues.
+
+    queuelib closes a queue that a pop empties (removing its file) and makes a new one at
+    the next push to that priority: a file created and unlinked per request when the
+    frontier runs near empty, or when host buffers pull each request as it comes. The last
+    few emptied queues are kept open instead, out of queuelib's map, and taken back by the
+    next push of their priority; an empty queue's file is removed when it is closed.
+    """
 
     def __init__(self, directory: str, order: str, startprios: Iterable[int] = ()) -> None:
         if order not in ORDERS:
@@ -231,6 +241,7 @@ class OffsetQueues:
         check_tree(directory)  # queuelib opens its files by name: no link may be among them
         self._queue_class = BatchedLifoQueue if order == "lifo" else BatchedFifoQueue
         self.pq = PriorityQueue(cast(Any, self._factory), [-p for p in startprios])
+        self._spare: dict[int, ByteQueue] = {}  # key -> an emptied queue, oldest first
 
     def _factory(self, key: int) -> ByteQueue:
         path = queue_path(self.directory, -key)
@@ -239,13 +250,29 @@ class OffsetQueues:
         except (struct.error, ValueError, KeyError, TypeError) as exc:
             raise JobDirCorrupt(path, 0, f"unreadable queue header ({exc})") from None
 
+    def _revive(self, key: int) -> ByteQueue | None:
+        """The kept empty queue of ``key``, put back in queuelib's map; None if there is none."""
+        queue = self._spare.pop(key, None)
+        if queue is not None:
+            self.pq.queues[key] = queue
+        return queue
+
+    def _keep(self, key: int, queue: ByteQueue) -> None:
+        """Keep an emptied queue open for the next push of its priority (closing the oldest kept)."""
+        spare = self._spare
+        spare[key] = queue
+        if len(spare) > _SPARE:
+            spare.pop(next(iter(spare))).close()
+
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
         pq, key = self.pq, -priority
         queue = pq.queues.get(key)
         if queue is None:
-            pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
-            return
+            queue = self._revive(key)
+            if queue is None:
+                pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
+                return
         queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
         if pq.curprio is None or key < pq.curprio:
             pq.curprio = key
@@ -253,6 +280,8 @@ class OffsetQueues:
     def push_many(self, offsets: list[int], priority: int) -> None:
         """``push`` each of ``offsets`` (all of one priority), in order."""
         pack = OFFSET.pack
+        if -priority not in self.pq.queues:
+            self._revive(-priority)
         self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
         if len(offsets) > 1:
             cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
@@ -267,6 +296,7 @@ class OffsetQueues:
         if not offsets:
             return
         key = -priority
+        self._revive(key)
         if self.order != "lifo" or key in self.pq.queues:
             for offset in offsets:
                 self.push(offset, priority)
@@ -286,11 +316,13 @@ class OffsetQueues:
         pq = self.pq
         if pq.curprio is None:
             return None
-        queue = pq.queues[pq.curprio]
-        if len(queue) > 1:  # the usual case, without queuelib's bookkeeping of an emptied queue
-            data = queue.pop()
-        else:
-            data = pq.pop()
+        key = pq.curprio
+        queue = pq.queues[key]
+        data = queue.pop()
+        if not len(queue):  # emptied: kept open for the next push (queuelib would close it)
+            del pq.queues[key]
+            self._keep(key, queue)
+            pq.curprio = min(pq.queues) if pq.queues else None
         return _OFFSET_UNPACK(data)[0] if data is not None else None
 
     def take_all(self, priority: int) -> list[int]:
@@ -320,7 +352,7 @@ class OffsetQueues:
         a child that exits normally would flush the parent's unwritten bytes into them.
         """
         files: list[Any] = []
-        for queue in self.pq.queues.values():
+        for queue in [*self.pq.queues.values(), *self._spare.values()]:
             if isinstance(queue, BatchedLifoQueue):
                 files.append(queue.disk.f)
             else:
@@ -335,6 +367,8 @@ class OffsetQueues:
 
     def close(self) -> list[int]:
         """Close every queue (queuelib writes the headers); return the active priorities."""
+        while self._spare:
+            self._spare.popitem()[1].close()  # empty: its file is removed
         return sorted((-k for k in self.pq.close()), reverse=True)
 
     @staticmethod

@@ -524,3 +524,15 @@ def test_the_behaviour_suite_passes_with_the_host_layer_on():
         cwd=here, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+def test_a_long_blocked_host_keeps_one_heap_entry_however_many_requests_it_buffers(tmp_path):
+    with Frontier(tmp_path / "job", per_host=1) as f:
+        f.block("big.example", time.time() + 3600)
+        for i in range(300):  # each pushed request is pulled into the blocked host's buffer by the next pop
+            f.push(Request(f"https://big.example/{i}"))
+            assert f.pop() is None
+        assert f.stats()["buffered"] == 300
+        assert len(f._hosts.sleeping) == 1  # not one stale entry per request pulled
+        f.unblock("big.example")
+        assert f.pop().url == "https://big.example/299"  # LIFO within the host

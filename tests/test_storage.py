@@ -457,3 +457,28 @@ def test_after_a_kill_the_open_checkpoint_holds_the_crc_of_the_journal_below_its
     assert cursor["journal_crc"] == zlib.crc32(journal[:cursor["journal_floor"]])
     with Frontier(job) as f:
         assert f.recovery == "rebuilt" and len(f) == 50
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_an_emptied_queue_is_kept_open_for_its_next_push_and_removed_at_close(tmp_path, order):
+    from diskfrontier.queues import _SPARE, OffsetQueues, queue_path
+
+    directory = str(tmp_path / "q")
+    queues = OffsetQueues(directory, order)
+    made = []
+    real_factory = queues._factory
+    queues.pq.qfactory = lambda key: made.append(key) or real_factory(key)
+    for offset in range(100):  # a frontier running near empty: one in, one out
+        queues.push(8 + offset, 0)
+        assert queues.pop() == 8 + offset and queues.pop() is None
+    assert made == [0] and os.path.exists(queue_path(directory, 0))  # one queue made, never re-made
+    for priority in range(1, _SPARE + 3):  # more emptied priorities than are kept: the oldest are closed
+        queues.push(1000 + priority, priority)
+        assert queues.pop() == 1000 + priority
+    kept = sorted(p for p in range(_SPARE + 3) if os.path.exists(queue_path(directory, p)))
+    assert len(kept) == _SPARE and kept == list(range(3, _SPARE + 3))
+    queues.push_many([5000, 5001], 4)  # a kept queue taken back by push_many, in order
+    assert [queues.pop(), queues.pop()] == ([5001, 5000] if order == "lifo" else [5000, 5001])
+    queues.push(6000, 5)
+    assert queues.close() == [5]  # the kept empty queues are closed: their files removed
+    assert sorted(os.listdir(directory)) == ["p5"]
