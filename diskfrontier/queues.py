@@ -254,7 +254,7 @@ class OffsetQueues:
         """The kept empty queue of ``key``, put back in queuelib's map; None if there is none."""
         queue = self._spare.pop(key, None)
         if queue is not None:
-            self.pq.queues[key] = queue
+            self.pq.queues[key] = cast(Any, queue)
         return queue
 
     def _keep(self, key: int, queue: ByteQueue) -> None:
@@ -267,7 +267,7 @@ class OffsetQueues:
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
         pq, key = self.pq, -priority
-        queue = pq.queues.get(key)
+        queue: Any = pq.queues.get(key)
         if queue is None:
             queue = self._revive(key)
             if queue is None:
@@ -321,7 +321,7 @@ class OffsetQueues:
         data = queue.pop()
         if not len(queue):  # emptied: kept open for the next push (queuelib would close it)
             del pq.queues[key]
-            self._keep(key, queue)
+            self._keep(key, cast(ByteQueue, queue))
             pq.curprio = min(pq.queues) if pq.queues else None
         return _OFFSET_UNPACK(data)[0] if data is not None else None
 
