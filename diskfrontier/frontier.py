@@ -45,7 +45,7 @@ from .compaction import Compacted, install, write_compacted
 from .delayed import DelayedRequests
 from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from .failures import FailedRequest
-from .hosts import Host, HostInfo, HostSchedule
+from .hosts import Host, HostInfo, HostSchedule, buffer_top
 from .hoststate import HostFileUnusable, load_host_state, save_host_state
 from .jobdir import Layout, Lock, read_meta, write_meta
 from .journal import (
@@ -151,6 +151,7 @@ class Frontier:
         self._delayed = DelayedRequests()
         self._delayed_due: float | None = None  # the earliest due time held back, when any is
         self._pulled: tuple[int, bytes | memoryview] | None = None  # the last record read to learn its host
+        self._peeked: tuple[int, int] | None = None  # (offset, host id) of the queues' top, read by _fill
         self._compacting = False
         self._counters = dict.fromkeys(
             ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost",
@@ -482,13 +483,14 @@ class Frontier:
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
                 self._seen.add(request.fingerprint, key)
+            hid = self._hosts.counts.add(slot)
             if due:
                 self._hold(due, offset, priority)
             else:
-                self._queues.push(offset, priority)
+                self._enqueue(offset, priority, hid)
             pending = self._pending
             pending[priority] = pending.get(priority, 0) + 1
-            self._hosts.counts.pending[self._hosts.counts.add(slot)] += 1
+            self._hosts.counts.pending[hid] += 1
             self._counters["pushed"] += 1
             self._records["pushes"] += 1
             self._live_bytes += len(framed)
@@ -498,6 +500,18 @@ class Frontier:
             raise
         if self._waiters:
             self._cond.notify_all()
+
+    def _enqueue(self, offset: int, priority: int, hid: int) -> None:
+        """Queue a request pushed or given back now. LIFO: a host with buffered requests takes it
+        into its buffer, where it comes before them as it would in a LIFO queue (in the queues it
+        would wait behind them)."""
+        hosts = self._hosts
+        if hosts.hot and hosts.lifo:
+            host = hosts.hot.get(hid)
+            if host is not None and host.buffer:
+                hosts.buffer(host, priority, offset, time.time())
+                return
+        self._queues.push(offset, priority)
 
     def _hold(self, due: float, offset: int, priority: int) -> None:
         """Keep the request at ``offset`` out of the queues until ``due``."""
@@ -533,14 +547,21 @@ class Frontier:
         try:
             seen_add = self._seen.add
             groups: dict[int, list[int]] = {}  # offsets per priority, in push order
-            counts = self._hosts.counts
+            hosts = self._hosts
+            counts = hosts.counts
             add_host, host_pending = counts.add, counts.pending
+            buffering = hosts.lifo and hosts.hot  # see _enqueue
             for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
-                host_pending[add_host(request.slot.encode())] += 1
+                hid = add_host(request.slot.encode())
+                host_pending[hid] += 1
                 if held and at in held:
                     self._hold(held[at], at, request.priority)
+                    self._count_pending(request.priority, 1)
+                    continue
+                if buffering and (host := hosts.hot.get(hid)) is not None and host.buffer:
+                    hosts.buffer(host, request.priority, at, now)
                     self._count_pending(request.priority, 1)
                     continue
                 group = groups.get(request.priority)
@@ -724,7 +745,7 @@ class Frontier:
         try:
             for offset, priority, _due in self._delayed.release(now):
                 hosts.buffer(hosts.host(hosts.counts.add(_slot_in(journal.read_body(offset)))), priority, offset,
-                             now)
+                             now, waited=True)
         except BaseException as exc:
             self._interrupted("pop", exc)
             raise
@@ -763,17 +784,50 @@ class Frontier:
         idle_first = hosts.idle_first
         pulled = 0
         while pq.curprio is not None:
-            if hosts.best() is not None:
+            best = hosts.best()
+            body = None
+            if best is not None:
                 rank, key = hosts.ready[0][0], hosts.ready[0][1]
                 if top + pq.curprio >= key and (rank == 0 or pulled >= _PULL_FOR_IDLE):
-                    return  # with prefer="idle", a while longer for a host with nothing in flight
+                    body = self._same_host_first(best, top + pq.curprio == key)
+                    if body is None:
+                        return  # with prefer="idle", a while longer for a host with nothing in flight
             pulled += idle_first
             priority = -pq.curprio
             offset = queues.pop()
             assert offset is not None
-            body = journal.read_body(offset)
+            if body is None:
+                body = journal.read_body(offset)
             hosts.buffer(hosts.host(hosts.counts.add(_slot_in(body))), priority, offset, now)
             self._pulled = (offset, body)
+
+    def _same_host_first(self, best: Host, same_priority: bool) -> bytes | memoryview | None:
+        """The body of the queues' next request if it is ``best``'s own and comes before the
+        request that waited for a time that ``best`` would hand out (same priority, earlier in
+        journal order: LIFO, pushed after it; FIFO, before it); else None.
+
+        So within a host the order stays priority, then LIFO/FIFO, as a rebuild from the journal
+        gives it. (A request of the host further down the queues, behind other hosts', is not
+        looked for.)"""
+        hosts = self._hosts
+        if not same_priority or not hosts.waited:
+            return None
+        assert best.buffer
+        top = buffer_top(best.buffer)
+        if top not in hosts.waited:
+            return None  # pulled from the queues, or pushed while the host had a buffer: nothing of
+            # its host at this priority in the queues comes before it
+        offset, curprio = self._queues.peek(), self._queues.pq.curprio
+        assert offset is not None and curprio is not None
+        if hosts.key(-curprio, offset) > top:
+            return None
+        peeked = self._peeked
+        if peeked is not None and peeked[0] == offset and peeked[1] != best.hid:
+            return None  # read before: another host's
+        body = self._journal.read_body(offset)
+        hid = hosts.counts.add(_slot_in(body))
+        self._peeked = (offset, hid)
+        return body if hid == best.hid else None
 
     def _load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
         if body is None:
@@ -898,7 +952,7 @@ class Frontier:
                 if due:
                     self._hold(due, offset, priority)
                 else:
-                    self._queues.push(offset, priority)
+                    self._enqueue(offset, priority, request._hid)
                 self._count_pending(priority, 1)
                 request.attempts = attempts
                 request.not_before = due or None
@@ -1034,9 +1088,10 @@ class Frontier:
             counts = self._hosts.counts
             for target, offset, body, (priority, slot) in zip(targets, offsets, bodies, heads, strict=True):
                 del self._failed[target]
-                self._queues.push(offset, priority)
+                hid = counts.add(slot)
+                self._enqueue(offset, priority, hid)
                 self._count_pending(priority, 1)
-                counts.pending[counts.add(slot)] += 1
+                counts.pending[hid] += 1
                 self._records["pushes"] += 1
                 self._live_bytes += _HEADER + len(body)
             self._last_record = offsets[-1]
@@ -1283,7 +1338,7 @@ class Frontier:
                 else:
                     self._queues.push(offset, priority)
             self._delayed_due = self._delayed.next_due()
-            self._pulled = None
+            self._pulled = self._peeked = None
             self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync, crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
@@ -1367,7 +1422,7 @@ class Frontier:
     def _return_buffers(self) -> None:
         """Put the requests of the host buffers back into their priority queues, in journal order."""
         drained = self._hosts.drain(time.time())
-        self._pulled = None
+        self._pulled = self._peeked = None
         groups: dict[int, list[int]] = {}
         for priority, offset in drained:
             groups.setdefault(priority, []).append(offset)

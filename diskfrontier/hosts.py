@@ -209,6 +209,7 @@ class HostSchedule:
         self.ready: list[tuple[int, int, float, int, Host]] = []
         self.sleeping: list[tuple[float, int, Host]] = []  # (wake time, token, host)
         self.buffered = 0
+        self.waited: set[int] = set()  # buffer keys of requests that came out of the delayed arrays
         self._tokens = 0
         self.active = delay > 0 or per_host is not None or self.idle_first
 
@@ -326,9 +327,12 @@ class HostSchedule:
         return sleeping[0][0]
 
     # ------------------------------------------------------------------ buffers
-    def buffer(self, host: Host, priority: int, offset: int, now: float) -> None:
-        """Add a request pulled from the priority queues to its host's buffer."""
+    def buffer(self, host: Host, priority: int, offset: int, now: float, *, waited: bool = False) -> None:
+        """Add a request to its host's buffer: pulled from the priority queues, pushed for a host
+        whose requests are buffered (LIFO), or due after waiting for a time (``waited``)."""
         key = self.key(priority, offset)
+        if waited:
+            self.waited.add(key)
         buffer = host.buffer
         self.buffered += 1
         if buffer is None:
@@ -353,6 +357,8 @@ class HostSchedule:
         key = heapq.heappop(buffer) if type(buffer) is list else buffer.pop()
         if not buffer:
             host.buffer = None
+        if self.waited:
+            self.waited.discard(key)
         return self.unkey(key)
 
     def handed_out(self, hid: int, now: float) -> None:
@@ -386,6 +392,7 @@ class HostSchedule:
                 out.append(self.unkey(key))
             host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0
+        self.waited.clear()
         for host in self.hot.values():
             host.entry = None  # the heaps are empty now
         for host in list(self.hot.values()):

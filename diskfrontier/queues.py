@@ -325,6 +325,14 @@ class OffsetQueues:
             pq.curprio = min(pq.queues) if pq.queues else None
         return _OFFSET_UNPACK(data)[0] if data is not None else None
 
+    def peek(self) -> int | None:
+        """The offset ``pop`` would return next, left in place; None if the queues are empty."""
+        pq = self.pq
+        if pq.curprio is None:
+            return None
+        data = pq.queues[pq.curprio].peek()
+        return _OFFSET_UNPACK(data)[0] if data is not None else None
+
     def take_all(self, priority: int) -> list[int]:
         """Remove the queue of ``priority`` and return its offsets, in the order they would be popped."""
         pq = self.pq

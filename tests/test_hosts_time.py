@@ -536,3 +536,39 @@ def test_a_long_blocked_host_keeps_one_heap_entry_however_many_requests_it_buffe
         assert len(f._hosts.sleeping) == 1  # not one stale entry per request pulled
         f.unblock("big.example")
         assert f.pop().url == "https://big.example/299"  # LIFO within the host
+
+
+def _pulled_then_newer(f):
+    """LIFO, delay: a/1 is pulled into a's buffer while a waits; a/3 is pushed after it."""
+    f.push(Request("https://a.example/1"))
+    f.push(Request("https://a.example/2"))
+    first = f.pop()
+    assert first.url == "https://a.example/2"
+    f.done(first)
+    assert f.pop() is None
+    f.push(Request("https://a.example/3"))
+    time.sleep(0.25)
+
+
+def _retried_behind_older(f):
+    """FIFO, the defaults: b/1 comes back from a retry behind b/2, which was pushed before the retry."""
+    f.push(Request("https://b.example/1"))
+    f.push(Request("https://b.example/2"))
+    f.retry(f.pop(), delay=0.1)
+    time.sleep(0.15)
+
+
+@pytest.mark.parametrize(("order", "delay", "setup"), [("lifo", 0.2, _pulled_then_newer),
+                                                      ("fifo", 0.0, _retried_behind_older)])
+def test_within_a_host_the_running_order_is_the_order_a_rebuild_gives(tmp_path, order, delay, setup):
+    orders = []
+    for stop in ("live", "kill"):
+        f = Frontier(tmp_path / stop, order=order, delay=delay)
+        setup(f)
+        if stop == "kill":
+            crash(f)
+            f = Frontier(tmp_path / stop, order=order, delay=delay)
+        orders.append([f.pop(timeout=1).url, f.pop(timeout=1).url])
+        f.close()
+    assert orders[0] == orders[1]
+    assert orders[0][0].endswith("/3" if order == "lifo" else "/2")
