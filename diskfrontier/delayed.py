@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
+from collections.abc import Iterator
 
 _BUCKET_SECONDS = 1.0
 
@@ -91,6 +92,22 @@ class DelayedRequests:
                 del self.by_priority[priority]
         self._count -= len(out)
         return out
+
+    def first(self, count: int) -> Iterator[tuple[int, int, float]]:
+        """Up to ``count`` requests held, earliest first: (offset, priority, due), without taking
+        them out or sorting every bucket (the heap of bucket keys is walked in order)."""
+        keys, buckets = self._keys, self._buckets
+        walk = [(keys[0], 0)] if keys else []
+        while walk and count > 0:
+            key, at = heapq.heappop(walk)
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(keys):
+                    heapq.heappush(walk, (keys[child], child))
+            bucket = buckets[key]
+            entries = zip(bucket.offsets, bucket.priorities, bucket.due, strict=True)
+            for entry in heapq.nsmallest(count, entries, key=lambda e: (e[2], e[0])):
+                yield entry
+                count -= 1
 
     def items(self) -> list[tuple[int, int, float]]:
         """Every request held: (offset, priority, due), earliest first."""

@@ -92,6 +92,7 @@ _PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
 _PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
 _PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
+_HELD_LOOK = 256  # requests waiting for a time whose hosts are looked at by next_ready()
 _REQUEUE_BATCH = 1024  # RETRY records per journal write in requeue_failed
 _NAN = float("nan")
 
@@ -364,10 +365,14 @@ class Frontier:
         now on cannot lose it (with ``fsync=True``, neither can a power cut).
         ``not_before`` (a ``time.time()`` value): not handed out before then.
         ``memory_only=True`` keeps it in memory without trying to store it (the caller
-        knows it cannot be): served in priority order in this run, lost at close.
+        knows it cannot be): served in priority order in this run, lost at close, outside
+        the host rules and times (so it cannot take a ``not_before``). A request that cannot
+        be stored is kept the same way (its ``not_before`` is not kept; a warning says so).
         """
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
+        if memory_only and (not_before is not None or request.not_before is not None):
+            raise ValueError("a request kept in memory only cannot wait for a time: push it without not_before")
         due = 0.0 if not_before is None else _check_time("not_before", not_before)
         fingerprint = request.fingerprint  # computed outside the lock: it is the costly part
         key = key_of(fingerprint)
@@ -382,7 +387,8 @@ class Frontier:
             try:
                 record = encode_request(request)
             except Unencodable as exc:
-                self._push_memory(request, str(exc))
+                kept = "" if not due and request.not_before is None else "; its not_before is not kept"
+                self._push_memory(request, f"{exc}{kept}")
                 return True
             self._store_one(request, record, key, due)
             return True
@@ -601,7 +607,8 @@ class Frontier:
                     try:
                         stored.append((request, encode_request(request)))
                     except Unencodable as exc:
-                        memory.append((request, str(exc)))
+                        kept = "" if request.not_before is None else "; its not_before is not kept"
+                        memory.append((request, f"{exc}{kept}"))
             except BaseException:
                 self._counters["duplicates"] = counted  # nothing was pushed
                 raise
@@ -673,6 +680,8 @@ class Frontier:
     def _next_event(self) -> float | None:
         """The earliest time something held back by time becomes ready, or None."""
         due = self._delayed_due
+        if due is not None and self._hosts.hot:
+            due = self._next_due_not_held()
         wake = self._hosts.next_wake() if self._hosts.active else None
         if due is None:
             return wake
@@ -687,7 +696,7 @@ class Frontier:
             if self._hosts.active:
                 return self._pop_polite(now)
         else:
-            now = 0.0  # with no host rule and nothing waiting for a time, the clock is not needed
+            now = time.time()  # kept as the host's last hand-out: a delay set later counts from it
         disk_top = self._queues.pq.curprio  # -priority, as queuelib keys it
         memory_top = self._memq.curprio
         if disk_top is None and memory_top is None:
@@ -704,6 +713,20 @@ class Frontier:
             self._interrupted("pop", exc)
             raise
         return request
+
+    def _next_due_not_held(self) -> float | None:
+        """The earliest due time of a request waiting for a time whose host waiting alone can
+        free (not blocked for ever, not at its budget with nothing in flight); None if there is
+        none. Past ``_HELD_LOOK`` requests of held hosts, the next one's time is given (a waiter
+        wakes then, lets them into their hosts' buffers and looks again)."""
+        hosts, journal = self._hosts, self._journal
+        for looked, (offset, _priority, due) in enumerate(self._delayed.first(_HELD_LOOK + 1)):
+            if looked == _HELD_LOOK:
+                return due
+            host = hosts.hot.get(hosts.counts.find(_slot_in(journal.read_body(offset))))
+            if host is None or not hosts.held_for_ever(host):
+                return due
+        return None
 
     def _pop_memory(self) -> Request:
         request = self._memq.pop()
@@ -731,6 +754,7 @@ class Frontier:
             counts = hosts.counts
             counts.pending[hid] -= 1
             counts.inflight[hid] += 1
+            counts.last[hid] = now
 
     def _release_due(self, now: float) -> None:
         """Move the requests whose time has come from the delayed arrays into their hosts' buffers.
@@ -910,7 +934,8 @@ class Frontier:
         """Give an in-flight request back, ready after ``delay`` seconds, with ``attempts`` one higher.
 
         One RETRY record: a crash at any point leaves the request either in flight (it
-        comes back at the next open) or pending again, never lost. The request is stored
+        comes back at the next open) or pending again, never lost. (A request kept in
+        memory only comes back at once: no time is kept for it.) The request is stored
         as it is now (a changed ``meta`` is kept).
         """
         self._requeue(request, "retry", RETRY, _check_seconds("delay", delay), 1)

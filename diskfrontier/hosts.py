@@ -155,7 +155,7 @@ class Host:
 
     Its counts are in the schedule's ``HostTable``, under ``hid``."""
 
-    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "next_time", "buffer", "token", "entry")
+    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "buffer", "token", "entry")
 
     def __init__(self, hid: int, name: str) -> None:
         self.hid = hid
@@ -163,7 +163,6 @@ class Host:
         self.delay: float | None = None  # None: the frontier's delay
         self.blocked_until = 0.0
         self.budget: int | None = None
-        self.next_time = 0.0  # the last hand-out plus the delay
         # a heap of keys (top priority - priority) << 64 | order, or a _BigBuffer once it is large
         self.buffer: Buffer | None = None
         self.token = 0  # the heap entry that is this host's current one
@@ -228,7 +227,7 @@ class HostSchedule:
     def cool(self, host: Host, now: float) -> None:
         """Let go of the ``Host`` of a host that nothing holds back any more (its counts stay)."""
         if (host.buffer is None and not host.has_settings and not self.counts.inflight[host.hid]
-                and host.next_time <= now):
+                and self.counts.last[host.hid] + self.delay_of(host) <= now):
             self.hot.pop(host.hid, None)
             host.token = -1  # any heap entry of it is stale
             host.entry = None
@@ -265,9 +264,18 @@ class HostSchedule:
             return True
         return host.budget is not None and self.counts.done[host.hid] + inflight >= host.budget
 
+    def held_for_ever(self, host: Host) -> bool:
+        """True if nothing but a call (unblock, a budget raised, a request given back) can let
+        ``host`` hand out again: blocked for ever, or at its budget with nothing in flight."""
+        if host.blocked_until == math.inf:
+            return True
+        hid = host.hid
+        return (host.budget is not None and not self.counts.inflight[hid]
+                and self.counts.done[hid] >= host.budget)
+
     def wake_time(self, host: Host) -> float:
         """When the delay and the block of ``host`` let it have its next hand-out."""
-        return max(host.next_time, host.blocked_until)
+        return max(self.counts.last[host.hid] + self.delay_of(host), host.blocked_until)
 
     def place(self, host: Host, now: float) -> None:
         """Put ``host`` in the heap its state calls for (its older entries become stale).
@@ -366,10 +374,9 @@ class HostSchedule:
         counts = self.counts
         counts.pending[hid] -= 1
         counts.inflight[hid] += 1
+        counts.last[hid] = now
         if self.active:
-            host = self.host(hid)
-            host.next_time = now + self.delay_of(host)
-            self.place(host, now)
+            self.place(self.host(hid), now)
 
     def returned(self, hid: int, *, done: bool, pending: int) -> None:
         """A request of host ``hid`` is no longer in flight: done (counted) and/or pending again."""

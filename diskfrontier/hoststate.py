@@ -10,14 +10,15 @@ each request's slot and not_before, and the FAIL records).
 The file is the magic ``DFHOST\\x00\\x01``, a u32 (little-endian) length and that many
 bytes of a msgpack map ``{"hosts": H, "names": bytes of the names, "delayed": D,
 "settings": [[host index, delay or nil, blocked_until, budget or nil], ...],
-"failed": F}``, then raw little-endian arrays: every host name (UTF-8) one after the
-other, where each name ends (H u64), each host's pending (H u32) and done (H u64)
-counts, then the delayed requests' due times (D f64), journal offsets (D u64) and
+"failed": F, "last": true}``, then raw little-endian arrays: every host name (UTF-8) one
+after the other, where each name ends (H u64), each host's pending (H u32) and done (H
+u64) counts, then the delayed requests' due times (D f64), journal offsets (D u64) and
 priorities (D i32), then the failed requests' journal offsets (F u64) and the offsets
-of their FAIL records (F u64), in FAIL order. The arrays are read straight into the
-table's arrays, without a Python object per host. A file without ``"failed"`` (written
-before FAIL records existed, so by a release that could not have written one) has no
-failed requests.
+of their FAIL records (F u64), in FAIL order, then (with ``"last"``) each host's last
+hand-out time (H f64, 0 for never), so that a delay still counts from it after a clean
+restart. The arrays are read straight into the table's arrays, without a Python object
+per host. A file without ``"failed"`` or ``"last"`` (written before they existed) has no
+failed requests and no hand-out times.
 """
 
 from __future__ import annotations
@@ -95,10 +96,10 @@ def save_host_state(
     blob, ends, pending, done = schedule.counts.parts()
     settings = [[h.hid, h.delay, h.blocked_until, h.budget] for h in schedule.hot.values() if h.has_settings]
     head = msgpack.packb({"hosts": len(ends), "names": len(blob), "delayed": len(due), "settings": settings,
-                          "failed": len(targets)}, use_bin_type=True)
+                          "failed": len(targets), "last": True}, use_bin_type=True)
     data = b"".join([HOSTS_MAGIC, _LENGTH.pack(len(head)), head, blob, _little(ends), _little(pending),
                      _little(done), _little(due), _little(offsets), _little(priorities), _little(targets),
-                     _little(fail_records)])
+                     _little(fail_records), _little(schedule.counts.last)])
     write_atomic(path, data)
     return HostFileRecord(len(data), zlib.crc32(data))
 
@@ -136,11 +137,12 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
         head = msgpack.unpackb(view[at:at + length], raw=False, strict_map_key=False)
         at += length
         hosts, names, held, failed = head["hosts"], head["names"], head["delayed"], head.get("failed", 0)
+        lasts = hosts if head.get("last") is True else 0
         blob = bytearray(view[at:at + names])
         at += names
-        arrays = {}
+        arrays: dict[str, array[Any]] = {}
         for name, typecode, count in [*((n, t, hosts) for n, t in _SECTIONS), *((n, t, held) for n, t in _DELAYED),
-                                      *((n, t, failed) for n, t in _FAILED)]:
+                                      *((n, t, failed) for n, t in _FAILED), ("last", "d", lasts)]:
             values = array(typecode)
             size = values.itemsize * count
             values.frombytes(view[at:at + size])
@@ -151,6 +153,10 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
         if at != len(data) or len(blob) != names:
             raise ValueError("the arrays do not fill the file")
         counts = HostTable.from_parts(blob, arrays["ends"], arrays["pending"], arrays["done"])
+        if lasts:
+            if not all(0.0 <= t <= MAX_TIME for t in arrays["last"]):
+                raise ValueError("a host's last hand-out time is out of range")
+            counts.last = arrays["last"]
         settings = [_setting(row, len(counts)) for row in head["settings"]]
         delayed = DelayedRequests.from_arrays(arrays["due"].tobytes(), arrays["offsets"].tobytes(),
                                               arrays["priorities"].tobytes())

@@ -1,4 +1,4 @@
-"""``HostTable``: every host's name and counts in flat arrays, about 50 bytes a host.
+"""``HostTable``: every host's name, counts and last hand-out in flat arrays, about 60 bytes a host.
 
 A crawl may know millions of hosts, most of them with a few pending requests and
 nothing else going on. A Python object and a dict entry per host would cost ~250 bytes
@@ -21,7 +21,7 @@ _RECENT = 4096  # names looked up lately, kept in a dict for speed (emptied when
 class HostTable:
     """Host names and their pending, in-flight and done counts, by id (ids are never reused)."""
 
-    __slots__ = ("_blob", "_ends", "_hashes", "_slots", "_mask", "recent", "pending", "inflight", "done")
+    __slots__ = ("_blob", "_ends", "_hashes", "_slots", "_mask", "recent", "pending", "inflight", "done", "last")
 
     def __init__(self) -> None:
         self._blob = bytearray()  # every name, UTF-8, one after the other
@@ -35,6 +35,7 @@ class HostTable:
         self.pending = array("I")
         self.inflight = array("I")
         self.done = array("Q")
+        self.last = array("d")  # when each host last had a request handed out (time.time(); 0: never)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -76,6 +77,7 @@ class HostTable:
         self.pending.append(0)
         self.inflight.append(0)
         self.done.append(0)
+        self.last.append(0.0)
         self._slots[i] = hid
         if 4 * len(self._ends) > 3 * self._mask:
             self._grow()
@@ -132,6 +134,7 @@ class HostTable:
         table._ends = ends
         table.pending, table.done = pending, done
         table.inflight = array("I", bytes(4 * len(ends)))
+        table.last = array("d", bytes(8 * len(ends)))
         hashes = table._hashes
         start = 0
         for end in ends:

@@ -267,13 +267,15 @@ def test_set_delay_block_and_budget_hold_and_survive_a_clean_close_and_a_kill(tm
         while (r := f.pop()) is not None:
             got.append(r.slot)
         assert sorted(got) == ["a.example", "c.example"]  # a: one, then its delay; b: blocked; c: its budget
-    for _ in range(2):
+    for clean in (True, False):
         with Frontier(job) as f:
             info = {h.host: h for h in f.hosts()}
             assert info["a.example"].delay == 2.5
             assert info["b.example"].blocked_until == pytest.approx(until)
             assert info["c.example"].budget == 1
-            assert sorted(r.slot for r in iter(f.pop, None)) == ["a.example", "c.example"]
+            # a's last hand-out is kept by a clean close (its delay still runs), not by a kill
+            want = ["c.example"] if clean else ["a.example", "c.example"]
+            assert sorted(r.slot for r in iter(f.pop, None)) == want
         kill_child_holding(job)
     with Frontier(job) as f:
         assert f.recovery == "rebuilt"
@@ -572,3 +574,67 @@ def test_within_a_host_the_running_order_is_the_order_a_rebuild_gives(tmp_path, 
         f.close()
     assert orders[0] == orders[1]
     assert orders[0][0].endswith("/3" if order == "lifo" else "/2")
+
+
+def test_a_delay_set_after_a_hand_out_counts_from_that_hand_out(tmp_path):
+    with Frontier(tmp_path / "raise") as f:  # the defaults: the host layer is off until the delay is set
+        f.push_many([Request("https://a.example/2"), Request("https://a.example/1"),
+                     Request("https://a.example/robots.txt")])
+        robots = f.pop()
+        handed = time.time()
+        f.set_delay("a.example", 30.0)  # robots.txt says Crawl-delay: 30
+        f.done(robots)
+        assert f.pop() is None
+        assert handed + 29 < f.next_ready() <= time.time() + 30
+    with Frontier(tmp_path / "lower", delay=60.0) as f:
+        f.push_many([Request("https://b.example/1"), Request("https://b.example/2")])
+        f.done(f.pop())
+        assert f.pop() is None
+        f.set_delay("b.example", 0.0)  # a lowered delay frees the host at once
+        assert f.pop().url == "https://b.example/1"
+
+
+def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job, delay=30.0) as f:
+        f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
+        f.done(f.pop())
+    with Frontier(job, delay=30.0) as f:  # the delay counts from the hand-out before the close
+        assert f.pop() is None and f.next_ready() > time.time() + 25
+    with Frontier(job, delay=0.0) as f:
+        assert f.pop().url == "https://a.example/1"
+
+
+def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(tmp_path, monkeypatch):
+    import diskfrontier.frontier as frontier_module
+
+    now = time.time()
+    with Frontier(tmp_path / "job") as f:
+        f.push_many([Request(f"https://blocked.example/{i}") for i in range(3)])
+        f.push(Request("https://spent.example/0"), not_before=now + 2)
+        for i in range(3):
+            f.push(Request(f"https://blocked.example/later{i}"), not_before=now + 1 + i / 10)
+        f.block("blocked.example", math.inf)
+        f.set_budget("spent.example", 0)
+        assert f.next_ready() is None
+        started = time.monotonic()
+        assert f.pop(timeout=None) is None and time.monotonic() - started < 0.5  # at once, not in 2 s
+        f.push(Request("https://free.example/0"), not_before=now + 50)
+        assert f.next_ready() == pytest.approx(now + 50)  # the first that waiting alone can free
+        monkeypatch.setattr(frontier_module, "_HELD_LOOK", 2)  # past the look-ahead: the next one's time
+        assert f.next_ready() == pytest.approx(now + 1.2)
+        f.unblock("blocked.example")
+        monkeypatch.setattr(frontier_module, "_HELD_LOOK", 256)
+        assert f.next_ready() <= time.time()  # blocked.example's requests are ready now
+
+
+def test_a_request_kept_in_memory_cannot_wait_for_a_time(tmp_path, caplog):
+    with Frontier(tmp_path / "job") as f:
+        with pytest.raises(ValueError, match="memory only"):
+            f.push(Request("https://a.example/1"), memory_only=True, not_before=time.time() + 60)
+        assert len(f) == 0
+        unstorable = Request("https://a.example/2", meta={"object": object()})
+        with caplog.at_level("WARNING", logger="diskfrontier"):
+            assert f.push(unstorable, not_before=time.time() + 60)
+        assert "not_before is not kept" in caplog.text
+        assert f.pop() is unstorable  # served now, in memory
