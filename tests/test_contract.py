@@ -221,6 +221,18 @@ def test_threads_share_one_frontier_and_nothing_is_handed_out_twice(backend):
     assert len(seen) == 600 and len(set(seen)) == 600 and f.finished
 
 
+def test_a_delay_set_after_a_hand_out_counts_from_it(backend):
+    f = backend.open()
+    f.push_many(Request(f"https://a.example/{i}") for i in range(2))
+    handed = time.time()
+    first = f.pop()
+    f.set_delay("a.example", 30.0)  # a Crawl-delay read from the first response
+    f.done(first)
+    assert f.pop() is None and handed + 29 < f.next_ready() < time.time() + 31
+    f.set_delay("a.example", 0.0)
+    assert f.pop() is not None
+
+
 def test_hosts_count_pending_in_flight_and_done(backend):
     f = backend.open()
     f.push_many(Request(f"https://h{i % 2}.example/{i}") for i in range(5))
