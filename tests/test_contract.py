@@ -233,6 +233,19 @@ def test_a_delay_set_after_a_hand_out_counts_from_it(backend):
     assert f.pop() is not None
 
 
+def test_a_request_waiting_for_a_time_on_a_host_held_for_ever_is_not_waited_for(backend):
+    f = backend.open()
+    f.push(Request("https://blocked.example/0"), not_before=time.time() + 3)
+    f.push(Request("https://spent.example/0"), not_before=time.time() + 3)
+    f.block("blocked.example", math.inf)
+    f.set_budget("spent.example", 0)
+    assert f.next_ready() is None
+    started = time.monotonic()
+    assert f.pop(timeout=None) is None and time.monotonic() - started < 1.5  # at once, not in 3 s
+    f.push(Request("https://free.example/0"), not_before=time.time() + 60)
+    assert f.next_ready() > time.time() + 50
+
+
 def test_hosts_count_pending_in_flight_and_done(backend):
     f = backend.open()
     f.push_many(Request(f"https://h{i % 2}.example/{i}") for i in range(5))

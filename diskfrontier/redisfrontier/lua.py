@@ -127,10 +127,33 @@ local function release(now, limit, touched)
   for _, host in ipairs(hosts) do touched[host] = true end
 end
 
+-- True if only a call can let a host hand out again: blocked for ever, or at its budget with
+-- nothing leased.
+local function held_for_ever(host)
+  local h = redis.call('HMGET', P .. 'h:' .. host, 'b', 'bu', 'd', 'i')
+  if (tonumber(h[1]) or 0) >= FOREVER then return true end
+  local budget = tonumber(h[2])
+  return budget ~= nil and (tonumber(h[4]) or 0) == 0 and (tonumber(h[3]) or 0) >= budget
+end
+
+-- The due time of the first request waiting for a time whose host waiting alone can free
+-- (nil if none); past 64 of held hosts, the next one's time.
+local function next_due()
+  local first = redis.call('ZRANGE', DELAYED, 0, 64, 'WITHSCORES')
+  for k = 1, #first, 2 do
+    if k > 128 then return tonumber(first[k + 1]) end
+    local body = redis.call('HGET', REQ, first[k])
+    if not body then return tonumber(first[k + 1]) end
+    local _, host = head(body)
+    if not held_for_ever(host) then return tonumber(first[k + 1]) end
+  end
+  return nil
+end
+
 -- The earliest time anything held back by time may become ready (an empty string if none).
 local function next_event()
-  local best = nil
-  for _, key in ipairs({WAIT, DELAYED, LEASE}) do
+  local best = next_due()
+  for _, key in ipairs({WAIT, LEASE}) do
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #first > 0 then
       local t = tonumber(first[2])
