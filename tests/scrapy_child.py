@@ -4,7 +4,8 @@ Usage: scrapy_child.py JOBDIR BASE_URL SCHEDULER STATS_FILE [NAME=VALUE ...]
 
 SCHEDULER is "diskfrontier" (diskfrontier.scrapy.Scheduler) or "scrapy" (Scrapy's own).
 NAME=VALUE pairs are Scrapy settings (values parsed as JSON when they can be), except
-``unserializable=1``, which makes the spider yield one request whose callback is a lambda.
+``unserializable=1``, which makes the spider yield one request whose callback is a lambda,
+and ``heartbeat=S``, which sets the seconds between the engine's own looks at the scheduler.
 At close the crawl's stats are written to STATS_FILE as JSON.
 """
 
@@ -58,6 +59,10 @@ def main() -> None:
         name, _, value = pair.partition("=")
         if name == "unserializable":
             spider_args[name] = value
+            continue
+        if name == "heartbeat":  # seconds between the engine's own looks at the scheduler (Scrapy: 5)
+            from scrapy.core.engine import ExecutionEngine
+            ExecutionEngine._SLOT_HEARTBEAT_INTERVAL = float(value)
             continue
         try:
             settings[name] = json.loads(value)

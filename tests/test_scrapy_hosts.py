@@ -31,9 +31,11 @@ def test_retry_after_blocks_the_slot_and_the_retry_replaces_the_request(tmp_path
     stats_path = str(tmp_path / "stats.json")
     job = str(tmp_path / "job")
     with site:
-        proc = start_crawl(job, site, "diskfrontier", stats_path, "RETRY_ENABLED=true",
+        # The engine's own heartbeat is turned off: only the scheduler's wake-up at the end of the
+        # block brings the engine back to the blocked slot.
+        proc = start_crawl(job, site, "diskfrontier", stats_path, "RETRY_ENABLED=true", "heartbeat=3600",
                            'DOWNLOADER_MIDDLEWARES={"diskfrontier.scrapy.RetryAfterMiddleware": 560}')
-        log = finish(proc)
+        log = finish(proc, timeout=60)
         assert proc.returncode == 0, log[-3000:]
         times = [t for _host, path, t in site.log if path == "/page/3"]
     assert len(times) == 2 and times[1] - times[0] >= 1.0  # the slot was blocked for Retry-After

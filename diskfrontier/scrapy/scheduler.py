@@ -22,13 +22,17 @@ Settings::
     DISKFRONTIER_PREFETCH = 16                  # on Redis: requests leased per round trip, and finished
                                                 # requests acknowledged together (at most this many, or
                                                 # after a second)
+    DISKFRONTIER_POLL = 1.0                     # on Redis: seconds between looks for work while this
+                                                # process has none (other processes may push)
 
 Each request is queued under its download slot (``download_slot`` in its meta, else its
 host name, as Scrapy's downloader keys its slots); the downloader still enforces
 ``DOWNLOAD_DELAY`` and its concurrency limits. A retry made by Scrapy's
 ``RetryMiddleware`` (a copy of a request in progress, with ``retry_times`` one higher)
 replaces the original in one journal record (``Frontier.retry``) instead of being a new
-request beside it. ``diskfrontier.scrapy.RetryAfterMiddleware`` blocks a slot for the
+request beside it. When nothing is ready, the scheduler wakes the engine at the time the next
+request becomes ready (Scrapy's engine would otherwise look again only on its 5-second
+heartbeat). ``diskfrontier.scrapy.RetryAfterMiddleware`` blocks a slot for the
 time a 429 or 503 response's ``Retry-After`` asks.
 
 Requests are stored as Scrapy's own request dict (``Request.to_dict``) in msgpack, never
@@ -84,6 +88,7 @@ from ..request import Request, check_slot, host_of
 from ..scrapy_records import frontier_request, route_priority, scrapy_dict
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
+from .wake import EngineWake
 
 logger = logging.getLogger("diskfrontier.scrapy")
 
@@ -150,6 +155,7 @@ class Scheduler(BaseScheduler):
         crawl: str | None = None,
         lease: float = 300.0,
         prefetch: int = 16,
+        poll: float = 1.0,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -179,6 +185,10 @@ class Scheduler(BaseScheduler):
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"DISKFRONTIER_PREFETCH must be a whole number of at least 1, got {prefetch!r}")
         self.prefetch = prefetch
+        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
+            raise ValueError(f"DISKFRONTIER_POLL must be a number of seconds above 0, got {poll!r}")
+        self.poll = float(poll)
+        self._wake = EngineWake(crawler)
         self._prefetched: collections.deque[Request] = collections.deque()  # leased, not yet handed out
         self._unacked: list[Request] = []  # finished by the engine, done() not sent yet
         self._acked_at = 0.0
@@ -214,6 +224,7 @@ class Scheduler(BaseScheduler):
             crawl=settings.get("DISKFRONTIER_CRAWL") or None,
             lease=settings.getfloat("DISKFRONTIER_LEASE", 300.0),
             prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
+            poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
         )
 
     # ------------------------------------------------------------------ open / close
@@ -260,6 +271,7 @@ class Scheduler(BaseScheduler):
         """Mark what the engine finished, checkpoint, and release JOBDIR."""
         if self.frontier is None:
             return
+        self._wake.cancel()
         self._mark_finished()
         if self.url is not None:
             self._acknowledge(force=True)
@@ -347,6 +359,7 @@ class Scheduler(BaseScheduler):
             self._count("scheduler/dequeued")
             self._completion.handed_out(request, stored)
             return request
+        self._wake_when_ready()
         return None
 
     def block_slot(self, slot: str, until: float) -> None:
@@ -397,6 +410,20 @@ class Scheduler(BaseScheduler):
         if not self._prefetched:
             self._prefetched.extend(self.frontier.pop_many(self.prefetch))
         return self._prefetched.popleft() if self._prefetched else None
+
+    def _wake_when_ready(self) -> None:
+        """Nothing can be handed out now: have the engine ask again when the next request is ready
+        (on Redis, also every ``DISKFRONTIER_POLL`` seconds: other processes may push)."""
+        if self.url is None:
+            when = self.frontier.next_ready()
+            if when is not None:
+                self._wake.at(when)
+            return
+        if self._wake.pending:  # at most ``poll`` seconds away
+            return
+        when = self.frontier.next_ready()
+        soonest = time.time() + self.poll
+        self._wake.at(soonest if when is None else min(when, soonest))
 
     def _mark_finished(self) -> None:
         finished = self._completion.finished()
