@@ -40,7 +40,7 @@ def outstanding(lines: list[list[str]]) -> set[str]:
 
 
 def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_url, crawl_name, tmp_path):
-    total, hosts, delay = 20_000, 100, 0.02
+    total, hosts, delay = 12_000, 100, 0.02
     with RedisFrontier(redis_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:
         assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
     logs = {name: str(tmp_path / f"{name}.log") for name in ("a", "b", "c", "late")}
