@@ -1494,6 +1494,9 @@ class Frontier:
                 fsync_path(os.path.join(root, name))
 
     def _release_files(self) -> None:
+        queues = getattr(self, "_queues", None)
+        if queues is not None:
+            queues.abandon()  # after a dirty close, or a checkpoint that failed half-way
         for part in ("_journal", "_seen"):
             obj = getattr(self, part, None)
             if obj is not None:

@@ -240,9 +240,11 @@ class HostSchedule:
         """What ``Frontier.hosts()`` tells of host ``hid``."""
         counts, host = self.counts, self.hot.get(hid)
         pending = counts.pending[hid]
-        if host is None:
+        if host is None:  # its last hand-out (kept across a clean close) may still hold it back
+            last = counts.last[hid]
+            ready_at = (last + self.delay if last else 0.0) if pending else None
             return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay,
-                            0.0 if pending else None, None, None)
+                            ready_at, None, None)
         return HostInfo(host.name, pending, counts.inflight[hid], counts.done[hid], self.delay_of(host),
                         self.wake_time(host) if pending else None, host.blocked_until or None, host.budget)
 

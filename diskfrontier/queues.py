@@ -12,6 +12,7 @@ larger priorities come first, as in Scrapy. The file of priority P is ``p<P>``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -378,6 +379,19 @@ class OffsetQueues:
         while self._spare:
             self._spare.popitem()[1].close()  # empty: its file is removed
         return sorted((-k for k in self.pq.close()), reverse=True)
+
+    def abandon(self) -> None:
+        """Close every queue's files without writing anything more (the job directory is to be
+        rebuilt from its journal, or ``close`` has run already: then this does nothing)."""
+        queues = [*self.pq.queues.values(), *self._spare.values()]
+        self._spare.clear()
+        for queue in queues:
+            for holder in (queue, getattr(queue, "disk", None)):
+                for name in ("f", "headf", "tailf"):
+                    file = getattr(holder, name, None)
+                    if file is not None:
+                        with contextlib.suppress(OSError):
+                            file.close()
 
     @staticmethod
     def write_active(path: str, priorities: list[int]) -> None:

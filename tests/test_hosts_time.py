@@ -600,7 +600,9 @@ def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
         f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
         f.done(f.pop())
     with Frontier(job, delay=30.0) as f:  # the delay counts from the hand-out before the close
-        assert f.pop() is None and f.next_ready() > time.time() + 25
+        ready_at = f.host("a.example").ready_at  # before a pop has looked at the host
+        assert ready_at > time.time() + 25 and [h.ready_at for h in f.hosts()] == [ready_at]
+        assert f.pop() is None and f.next_ready() == pytest.approx(ready_at)
     with Frontier(job, delay=0.0) as f:
         assert f.pop().url == "https://a.example/1"
 

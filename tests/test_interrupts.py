@@ -282,3 +282,29 @@ def test_a_frontier_that_cannot_go_on_says_so(tmp_path, monkeypatch):
     f.close()
     monkeypatch.undo()
     assert len(pending_urls(job)) == 10
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_closing_after_an_interrupted_call_leaves_no_descriptor_open(tmp_path, monkeypatch, order):
+    job = tmp_path / "job"
+    with Frontier(job, order=order) as f:
+        f.push_many(Request(f"https://a.example/{i}", priority=i % 7) for i in range(700))
+    before = set(os.listdir("/proc/self/fd"))
+    f = Frontier(job)
+    for _ in range(350):  # priorities emptied on the way: their queues are kept open as spares
+        f.done(f.pop())
+    popped = f.pop()
+
+    class Interrupting(dict):
+        def __delitem__(self, key):
+            raise KeyboardInterrupt
+
+    f._inflight = Interrupting(f._inflight)
+    with pytest.raises(KeyboardInterrupt):
+        f.done(popped)
+    assert f.stats()["dirty"]
+    f._inflight = dict(f._inflight)
+    f.close()  # no checkpoint: the queue files are to be rebuilt, but their descriptors are closed
+    assert set(os.listdir("/proc/self/fd")) == before
+    with Frontier(job) as again:
+        assert again.recovery == "rebuilt" and len(again) == 700 - 351

@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+import redis
 from redisserver import RedisServer
 
 from diskfrontier import (
@@ -158,6 +159,15 @@ def test_settings_of_the_crawl_are_checked(open_crawl, redis_url, crawl_name):
         open_crawl(order="lifo")
     with pytest.raises(FrontierError, match="no crawl"):
         RedisFrontier(redis_url, crawl=crawl_name + "-missing", create=False)
+    watcher = redis.Redis.from_url(redis_url)
+    clients = len(watcher.client_list())
+    failures = []  # their tracebacks keep the half-made objects alive: no garbage collector's help
+    for _ in range(5):  # an open that fails leaves no connection behind
+        with pytest.raises(FrontierError, match="FIFO") as failure:
+            RedisFrontier(redis_url, crawl=crawl_name, order="lifo")
+        failures.append(failure)
+    assert len(watcher.client_list()) == clients
+    watcher.close()
     with pytest.raises(ValueError):
         RedisFrontier(redis_url, crawl="bad{name}")
     with pytest.raises(ValueError):

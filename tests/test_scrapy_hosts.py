@@ -53,3 +53,23 @@ def test_retry_after_blocks_the_slot_and_the_retry_replaces_the_request(tmp_path
 ])
 def test_retry_after_values(value, want):
     assert retry_after_seconds(value, now=1445412480.0 + 60) == want
+
+
+def test_on_redis_the_engine_wakes_when_a_blocked_slot_frees_not_at_the_next_poll(tmp_path, redis_server):
+    """The same Retry-After crawl on Redis, with the heartbeat off and a poll of a minute: the
+    pop that found nothing saw when the block ends, and the engine is woken then."""
+    client = redis_server.client()
+    client.flushall()
+    site = MultiHostSite(40, hosts=4, unavailable=frozenset({"/page/3"}), retry_after=1)
+    with site:
+        proc = start_crawl(str(tmp_path / "job"), site, "diskfrontier", str(tmp_path / "stats.json"),
+                           f"DISKFRONTIER_URL={redis_server.url}", "DISKFRONTIER_CRAWL=hosts", "RETRY_ENABLED=true",
+                           "heartbeat=3600", "DISKFRONTIER_POLL=60",
+                           'DOWNLOADER_MIDDLEWARES={"diskfrontier.scrapy.RetryAfterMiddleware": 560}')
+        log = finish(proc, timeout=45)  # a wake at the next poll would take 60 s
+        assert proc.returncode == 0, log[-3000:]
+        times = [t for _host, path, t in site.log if path == "/page/3"]
+    client.flushall()
+    assert len(times) == 2 and times[1] - times[0] >= 1.0
+    assert set(site.fetched()) == {f"/page/{n}" for n in range(40)}
+    assert read_stats(str(tmp_path / "stats.json"))["diskfrontier/retried"] == 1

@@ -109,6 +109,15 @@ class RedisFrontier:
         self._client_id = f"{secrets.token_hex(6)}-{os.getpid()}"
         self._redis = connect(url)
         self._meta = f"df:{{{self.crawl}}}:meta"
+        try:
+            self._open(url, order, delay, per_host, prefer, expected_urls, create, new_order)
+        except BaseException:
+            self._closed = True
+            self._redis.close()  # the caller never gets this object to close
+            raise
+
+    def _open(self, url: str, order: str | None, delay: float | None, per_host: int | None, prefer: str | None,
+              expected_urls: int, create: bool, new_order: str) -> None:
         check_server(self._redis, url, self.crawl)
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
                          for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE",
@@ -130,9 +139,9 @@ class RedisFrontier:
         self.prefer = answer[4].decode()
         self._seen_keys = SeenKeys(int(answer[5]))
         self._prefix = f"df:{{{self.crawl}}}:"
-        self._closed = False
         if answer[6]:
             self._place_hosts_again()
+        self._closed = False
 
     def _place_hosts_again(self) -> None:
         """Place every host of the crawl again under its changed settings, ``BATCH`` hosts a
@@ -316,6 +325,14 @@ class RedisFrontier:
                 self._pops_done.notify_all()
 
     _state: tuple[float | None, float, int, int] | None = None
+
+    def _event_seen(self) -> float | None:
+        """When something held back by time becomes ready (``time.time()`` terms), as the last
+        ``pop_many`` that came back short saw it; None if it saw nothing waiting, or none came back short."""
+        state = self._state
+        if state is None or state[0] is None:
+            return None
+        return time.time() + max(0.0, state[0] - state[1])
 
     # ------------------------------------------------------------------ done, retry, extend
     def _take(self, request: Request, what: str) -> tuple[int, bytes, bytes]:

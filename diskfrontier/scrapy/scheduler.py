@@ -419,9 +419,7 @@ class Scheduler(BaseScheduler):
             if when is not None:
                 self._wake.at(when)
             return
-        if self._wake.pending:  # at most ``poll`` seconds away
-            return
-        when = self.frontier.next_ready()
+        when = self.frontier._event_seen()  # seen by the pop that just came back empty
         soonest = time.time() + self.poll
         self._wake.at(soonest if when is None else min(when, soonest))
 
