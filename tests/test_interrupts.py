@@ -63,6 +63,20 @@ def test_interrupt_inside_push_many_bookkeeping_leaves_nothing_blocked(tmp_path,
     assert sorted(pending_urls(job)) == sorted(urls)  # the journal write went through: all of it is pending
 
 
+class _Interrupting(dict):
+    def __delitem__(self, key):
+        raise KeyboardInterrupt
+
+
+def interrupt_done(f: Frontier, popped: Request) -> None:
+    """A Ctrl-C inside ``f.done(popped)``: the DONE record is written, the bookkeeping is cut short."""
+    f._inflight = _Interrupting(f._inflight)
+    with pytest.raises(KeyboardInterrupt):
+        f.done(popped)
+    assert f.stats()["dirty"]
+    f._inflight = dict(f._inflight)
+
+
 def test_interrupt_inside_pop_and_done_keeps_every_request(tmp_path, monkeypatch):
     job = tmp_path / "job"
     with Frontier(job) as f:
@@ -75,15 +89,7 @@ def test_interrupt_inside_pop_and_done_keeps_every_request(tmp_path, monkeypatch
         done.add(r.url)
     popped = f.pop()
 
-    class Interrupting(dict):
-        def __delitem__(self, key):
-            raise KeyboardInterrupt
-
-    f._inflight = Interrupting(f._inflight)
-    with pytest.raises(KeyboardInterrupt):
-        f.done(popped)  # the DONE record is written; the bookkeeping is cut short
-    assert f.stats()["dirty"]
-    f._inflight = dict(f._inflight)
+    interrupt_done(f, popped)
     f.close()
     done.add(popped.url)
     got = pending_urls(job)
@@ -295,15 +301,7 @@ def test_closing_after_an_interrupted_call_leaves_no_descriptor_open(tmp_path, m
         f.done(f.pop())
     popped = f.pop()
 
-    class Interrupting(dict):
-        def __delitem__(self, key):
-            raise KeyboardInterrupt
-
-    f._inflight = Interrupting(f._inflight)
-    with pytest.raises(KeyboardInterrupt):
-        f.done(popped)
-    assert f.stats()["dirty"]
-    f._inflight = dict(f._inflight)
+    interrupt_done(f, popped)
     f.close()  # no checkpoint: the queue files are to be rebuilt, but their descriptors are closed
     assert set(os.listdir("/proc/self/fd")) == before
     with Frontier(job) as again:
