@@ -1220,7 +1220,7 @@ class Frontier:
 
     def _set_host(self, host: Host, delay: float | None, blocked_until: float, budget: int | None) -> None:
         """Write a HOST record with these settings, then apply them."""
-        body = host_body(host.name.encode(), _NAN if delay is None else delay, blocked_until,
+        body = host_body(self._hosts.counts.name_bytes(host.hid), _NAN if delay is None else delay, blocked_until,
                          -1 if budget is None else budget, self._hosts.counts.done[host.hid])
         journal = self._journal
         offset = journal.size

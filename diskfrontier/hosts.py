@@ -30,7 +30,7 @@ import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .hosttable import HostTable
 from .request import PRIORITY_MAX
@@ -135,35 +135,42 @@ class _BigBuffer:
                 yield part << 64 | low
 
 
-Buffer = list[int] | _BigBuffer
+# One key alone (the usual case: a host with one request buffered costs no list), a heap of
+# keys, or a _BigBuffer once it is large. A key is never 0 (see HostSchedule.key).
+Buffer = int | list[int] | _BigBuffer
 
 
 def buffer_top(buffer: Buffer) -> int:
     """The best (smallest) key of a non-empty host buffer."""
-    return buffer[0] if type(buffer) is list else buffer.top()  # type: ignore[union-attr]
+    kind = type(buffer)
+    if kind is int:
+        return buffer  # type: ignore[return-value]
+    return buffer[0] if kind is list else buffer.top()  # type: ignore[index,union-attr]
 
 
 def buffer_keys(buffer: Buffer | None) -> Iterator[int]:
     """Every key of a host buffer, in no order."""
     if buffer is None:
         return iter(())
-    return iter(buffer) if type(buffer) is list else buffer.keys()  # type: ignore[union-attr]
+    kind = type(buffer)
+    if kind is int:
+        return iter((buffer,))  # type: ignore[arg-type]
+    return iter(buffer) if kind is list else buffer.keys()  # type: ignore[arg-type,union-attr]
 
 
 class Host:
     """A host that politeness is working on: its settings, last hand-out and buffer.
 
-    Its counts are in the schedule's ``HostTable``, under ``hid``."""
+    Its name and counts are in the schedule's ``HostTable``, under ``hid``."""
 
-    __slots__ = ("hid", "name", "delay", "blocked_until", "budget", "buffer", "token", "entry")
+    __slots__ = ("hid", "delay", "blocked_until", "budget", "buffer", "token", "entry")
 
-    def __init__(self, hid: int, name: str) -> None:
+    def __init__(self, hid: int) -> None:
         self.hid = hid
-        self.name = name
         self.delay: float | None = None  # None: the frontier's delay
         self.blocked_until = 0.0
         self.budget: int | None = None
-        # a heap of keys (top priority - priority) << 64 | order, or a _BigBuffer once it is large
+        # keys (top priority - priority) << 64 | order: one alone, a heap, or a _BigBuffer
         self.buffer: Buffer | None = None
         self.token = 0  # the heap entry that is this host's current one
         self.entry: tuple | None = None  # that entry while it is in a heap
@@ -210,6 +217,7 @@ class HostSchedule:
         self.buffered = 0
         self.waited: set[int] = set()  # buffer keys of requests that came out of the delayed arrays
         self._tokens = 0
+        self._parts: dict[int, int] = {}
         self.active = delay > 0 or per_host is not None or self.idle_first
 
     # ------------------------------------------------------------------ the table
@@ -221,7 +229,7 @@ class HostSchedule:
         """The ``Host`` of id ``hid``, made if politeness was not working on it."""
         host = self.hot.get(hid)
         if host is None:
-            host = self.hot[hid] = Host(hid, self.counts.name(hid))
+            host = self.hot[hid] = Host(hid)
         return host
 
     def cool(self, host: Host, now: float) -> None:
@@ -245,12 +253,12 @@ class HostSchedule:
             ready_at = (last + self.delay if last else 0.0) if pending else None
             return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay,
                             ready_at, None, None)
-        return HostInfo(host.name, pending, counts.inflight[hid], counts.done[hid], self.delay_of(host),
+        return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay_of(host),
                         self.wake_time(host) if pending else None, host.blocked_until or None, host.budget)
 
     # ------------------------------------------------------------------ order keys
     def key(self, priority: int, offset: int) -> int:
-        """A host buffer's heap key: higher priority first, then newest (LIFO) or oldest (FIFO) push."""
+        """A host buffer's heap key, never 0: higher priority first, then newest (LIFO) or oldest (FIFO) push."""
         return (_PRIORITY_TOP - priority) << 64 | (_OFFSET_MASK - offset if self.lifo else offset)
 
     def unkey(self, key: int) -> tuple[int, int]:
@@ -301,6 +309,7 @@ class HostSchedule:
         else:
             rank = self.counts.inflight[host.hid] if self.idle_first else 0
             part = buffer_top(host.buffer) >> 64
+            part = self._parts.setdefault(part, part)  # one int object per priority, not one per host
             if entry is not None and len(entry) == 5 and entry[0] == rank and entry[1] == part and entry[2] == wake:
                 return
             self._tokens += 1
@@ -346,14 +355,17 @@ class HostSchedule:
         buffer = host.buffer
         self.buffered += 1
         if buffer is None:
-            host.buffer = [key]
+            host.buffer = key
             self.place(host, now)
             return
         top = buffer_top(buffer)
-        if type(buffer) is list:
-            heapq.heappush(buffer, key)
-            if len(buffer) > _SMALL:
-                host.buffer = _BigBuffer(buffer)
+        kind = type(buffer)
+        if kind is int:
+            host.buffer = [top, key] if top < key else [key, top]  # a sorted list is a heap
+        elif kind is list:
+            heapq.heappush(buffer, key)  # type: ignore[arg-type]
+            if len(buffer) > _SMALL:  # type: ignore[arg-type]
+                host.buffer = _BigBuffer(buffer)  # type: ignore[arg-type]
         else:
             buffer.push(key)  # type: ignore[union-attr]
         if key < top:
@@ -364,9 +376,14 @@ class HostSchedule:
         self.buffered -= 1
         buffer = host.buffer
         assert buffer
-        key = heapq.heappop(buffer) if type(buffer) is list else buffer.pop()
-        if not buffer:
-            host.buffer = None
+        kind = type(buffer)
+        key: int
+        if kind is int:
+            key, host.buffer = cast(int, buffer), None
+        else:
+            key = heapq.heappop(buffer) if kind is list else buffer.pop()  # type: ignore[arg-type,union-attr]
+            if not buffer:
+                host.buffer = None
         if self.waited:
             self.waited.discard(key)
         return self.unkey(key)
