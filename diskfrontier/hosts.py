@@ -38,6 +38,7 @@ from .request import PRIORITY_MAX
 _PRIORITY_TOP = PRIORITY_MAX
 _OFFSET_MASK = (1 << 64) - 1
 _SMALL = 64  # a host buffer holding more keys than this becomes a _BigBuffer
+_PARTS_KEPT = 4096  # priority parts shared by the ready heap's entries
 
 
 class _Run:
@@ -250,7 +251,7 @@ class HostSchedule:
         pending = counts.pending[hid]
         if host is None:  # its last hand-out (kept across a clean close) may still hold it back
             last = counts.last[hid]
-            ready_at = (last + self.delay if last else 0.0) if pending else None
+            ready_at = (last + self.delay if last and self.delay > 0 else 0.0) if pending else None
             return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay,
                             ready_at, None, None)
         return HostInfo(counts.name(hid), pending, counts.inflight[hid], counts.done[hid], self.delay_of(host),
@@ -309,7 +310,10 @@ class HostSchedule:
         else:
             rank = self.counts.inflight[host.hid] if self.idle_first else 0
             part = buffer_top(host.buffer) >> 64
-            part = self._parts.setdefault(part, part)  # one int object per priority, not one per host
+            parts = self._parts
+            if len(parts) >= _PARTS_KEPT:  # priorities that change over a long crawl
+                parts.clear()
+            part = parts.setdefault(part, part)  # one int object per priority, not one per host
             if entry is not None and len(entry) == 5 and entry[0] == rank and entry[1] == part and entry[2] == wake:
                 return
             self._tokens += 1
@@ -419,6 +423,7 @@ class HostSchedule:
             host.buffer = None
         self.ready, self.sleeping, self.buffered = [], [], 0
         self.waited.clear()
+        self._parts.clear()
         for host in self.hot.values():
             host.entry = None  # the heaps are empty now
         for host in list(self.hot.values()):

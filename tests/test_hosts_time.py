@@ -594,6 +594,13 @@ def test_a_delay_set_after_a_hand_out_counts_from_that_hand_out(tmp_path):
         assert f.pop().url == "https://b.example/1"
 
 
+def test_a_host_without_a_delay_is_ready_at_once_after_a_hand_out(tmp_path):
+    with Frontier(tmp_path / "job") as f:  # no host rule: the host layer is off
+        f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
+        f.done(f.pop())
+        assert f.host("a.example").ready_at == 0.0  # as on Redis: ready, no time to wait for
+
+
 def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
     job = tmp_path / "job"
     with Frontier(job, delay=30.0) as f:
