@@ -45,6 +45,7 @@ class ByteQueue(Protocol):
     def pop(self) -> bytes | None: ...
     def peek(self) -> bytes | None: ...
     def close(self) -> None: ...
+    def abandon(self) -> None: ...
     def __len__(self) -> int: ...
 
 
@@ -149,6 +150,11 @@ class BatchedLifoQueue:
         self.top = []
         self.disk.close()
 
+    def abandon(self) -> None:
+        """Close the file without writing its header (the queue is to be rebuilt from the journal)."""
+        with contextlib.suppress(OSError):  # a flush that fails (a full disk) still closes the file
+            self.disk.f.close()
+
     def __len__(self) -> int:
         return len(self.top) + self.disk.size
 
@@ -205,6 +211,12 @@ class BatchedFifoQueue(FifoDiskQueue):
                 self.headf = self._openchunk(hnum, "ab+")
             self.info["size"] += count
             self.info["head"] = [hnum, hpos]
+
+    def abandon(self) -> None:
+        """Close the chunk files without writing the info file (the queue is to be rebuilt from the journal)."""
+        for chunk in (self.headf, self.tailf):
+            with contextlib.suppress(OSError):
+                chunk.close()
 
     def _refill(self) -> bool:
         tnum, tcnt, toffset = self.info["tail"]
@@ -383,15 +395,10 @@ class OffsetQueues:
     def abandon(self) -> None:
         """Close every queue's files without writing anything more (the job directory is to be
         rebuilt from its journal, or ``close`` has run already: then this does nothing)."""
-        queues = [*self.pq.queues.values(), *self._spare.values()]
+        queues = [*cast(dict[int, ByteQueue], self.pq.queues).values(), *self._spare.values()]
         self._spare.clear()
         for queue in queues:
-            for holder in (queue, getattr(queue, "disk", None)):
-                for name in ("f", "headf", "tailf"):
-                    file = getattr(holder, name, None)
-                    if file is not None:
-                        with contextlib.suppress(OSError):
-                            file.close()
+            queue.abandon()
 
     @staticmethod
     def write_active(path: str, priorities: list[int]) -> None:

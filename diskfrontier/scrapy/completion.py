@@ -27,14 +27,18 @@ from scrapy import Request as ScrapyRequest
 from ..request import Request
 
 
-def engine_in_progress(crawler: Any) -> Container[ScrapyRequest] | None:
-    """The engine's set of requests being downloaded or handled, or None if it cannot be found."""
+def engine_slot(crawler: Any) -> Any:
+    """The engine's slot of the open spider (its requests in progress, its ``nextcall``), or None."""
     try:
         engine = crawler.engine
     except (AttributeError, RuntimeError):  # Scrapy 2.14+ raises until the crawl has started
         return None
-    slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
-    in_progress = getattr(slot, "inprogress", None)
+    return getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+
+
+def engine_in_progress(crawler: Any) -> Container[ScrapyRequest] | None:
+    """The engine's set of requests being downloaded or handled, or None if it cannot be found."""
+    in_progress = getattr(engine_slot(crawler), "inprogress", None)
     return in_progress if isinstance(in_progress, (set, frozenset)) else None
 
 

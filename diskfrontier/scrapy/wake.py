@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .completion import engine_slot
+
 # A wake-up sooner than this after the last is not worth a pass of the engine.
 SHORTEST = 0.01
 
@@ -50,11 +52,6 @@ class EngineWake:
         self._due = due
         self._call = _call_later(delay, self._fire)
 
-    @property
-    def pending(self) -> bool:
-        """True while a wake-up is scheduled."""
-        return self._call is not None
-
     def cancel(self) -> None:
         """Drop the pending wake-up (at close)."""
         if self._call is not None:
@@ -63,11 +60,6 @@ class EngineWake:
 
     def _fire(self) -> None:
         self._call = None
-        try:
-            engine = self.crawler.engine
-        except (AttributeError, RuntimeError):
-            return
-        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
-        nextcall = getattr(slot, "nextcall", None)
+        nextcall = getattr(engine_slot(self.crawler), "nextcall", None)
         if nextcall is not None:  # None once the spider has closed
             nextcall.schedule()
