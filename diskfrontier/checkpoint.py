@@ -10,6 +10,10 @@ file, the size and crc of ``requests.hosts``, the bytes of the pending PUSH reco
 pending count per priority, which must equal the journal's PUSH count minus its DONE
 count.
 
+Every cursor names the job directory's ``id`` (``frontier.json``): a cursor that names
+another one (copied from a sibling directory) is not this directory's checkpoint, and is
+read as damaged.
+
 At the next open the queue files are used as they are only if the checkpoint is
 clean, intact and every figure matches the files; anything else (a crash, a damaged
 or missing cursor, a file that changed) means the queues are rebuilt from the
@@ -28,6 +32,7 @@ from typing import Any
 
 from .atomic import write_json_atomic
 from .hoststate import HostFileRecord
+from .jobdir import ID_PATTERN as _ID
 from .safefs import open_file
 from .seenindex import IndexRecord
 
@@ -52,6 +57,7 @@ class Checkpoint:
     hosts_file: HostFileRecord | None = None  # requests.hosts as a clean close wrote it
     pid: int | None = None
     problem: str | None = None
+    ident: str | None = None  # the job directory id it names
 
     @property
     def clean(self) -> bool:
@@ -91,8 +97,11 @@ def _tail(value: dict[str, Any]) -> tuple[int, int] | None:
     return tail[0], tail[1]
 
 
-def read_checkpoint(path: str) -> Checkpoint:
-    """Read the cursor; a missing, damaged or inconsistent one comes back as not clean, with the reason."""
+def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
+    """Read the cursor; a missing, damaged or inconsistent one comes back as not clean, with the reason.
+
+    ``ident``: the job directory's id (None for a directory of format 3 or older, which has none).
+    """
     try:
         with open_file(path) as f:
             value = json.loads(f.read(1 << 20))
@@ -101,10 +110,17 @@ def read_checkpoint(path: str) -> Checkpoint:
         crc = value.pop("crc", None)
         if crc != _crc(value):
             raise ValueError("its checksum does not match its content")
+        if ident is not None and value.get("id") != ident:
+            raise ValueError(f"it names the job directory {value.get('id')!r}, not this one ({ident})")
         state = value.get("state")
         if state not in ("open", "clean", "repaired"):
             raise ValueError(f"unknown state {state!r}")
         saved = Checkpoint(state=state, pid=value.get("pid") if isinstance(value.get("pid"), int) else None)
+        named = value.get("id")
+        if named is not None:
+            if not isinstance(named, str) or not _ID.fullmatch(named):
+                raise ValueError(f"its id {named!r} is not 16 hex digits")
+            saved.ident = named
         if "seen_index" in value:
             saved.seen_index = IndexRecord.from_json(value["seen_index"])
         if "journal_crc" in value:
@@ -136,17 +152,25 @@ def read_checkpoint(path: str) -> Checkpoint:
         return Checkpoint(state="damaged", problem=f"unreadable requests.cursor ({exc})")
 
 
-def _write(path: str, value: dict[str, Any]) -> None:
+def named_id(path: str) -> str | None:
+    """The job directory id that the intact cursor at ``path`` names, None if it names none (or is not intact)."""
+    saved = read_checkpoint(path, None)
+    return saved.ident
+
+
+def _write(path: str, ident: str | None, value: dict[str, Any]) -> None:
+    if ident is not None:
+        value["id"] = ident
     value["time"] = time.time()
     value["crc"] = _crc(value)
     write_json_atomic(path, value)
 
 
 def write_open(
-    path: str, journal_floor: int, seen_tail: tuple[int, int] | None, seen_index: IndexRecord | None = None,
-    journal_crc: int | None = None,
+    path: str, ident: str | None, journal_floor: int, seen_tail: tuple[int, int] | None,
+    seen_index: IndexRecord | None = None, journal_crc: int | None = None,
 ) -> None:
-    """Mark the directory as open: from now on the queue files are not to be trusted.
+    """Mark the directory (whose id is ``ident``) as open: from now on the queue files are not to be trusted.
 
     ``journal_crc``: the crc32 of the journal's first ``journal_floor`` bytes, if known.
     """
@@ -157,20 +181,20 @@ def write_open(
         value["seen_tail"] = list(seen_tail)
     if seen_index is not None:
         value["seen_index"] = seen_index.to_json()
-    _write(path, value)
+    _write(path, ident, value)
 
 
 def write_clean(
-    path: str, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int], pending: dict[int, int],
-    queues: dict[int, int], pushes: int, dones: int, live_bytes: int, hosts_file: HostFileRecord,
-    seen_index: IndexRecord | None = None, journal_crc: int | None = None,
+    path: str, ident: str | None, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int],
+    pending: dict[int, int], queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
+    hosts_file: HostFileRecord, seen_index: IndexRecord | None = None, journal_crc: int | None = None,
 ) -> None:
     """Mark a clean close: the queue files and requests.hosts match this journal and seen file."""
     extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
     extra["hosts_file"] = hosts_file.to_json()
     if journal_crc is not None:
         extra["journal_crc"] = journal_crc
-    _write(path, {**extra,
+    _write(path, ident, {**extra,
         "state": "clean", "journal_bytes": journal_bytes, "last_record": last_record,
         "seen_bytes": seen_tail[0], "seen_tail": list(seen_tail),
         "journal_pushes": pushes, "journal_dones": dones, "live_bytes": live_bytes,
@@ -179,6 +203,6 @@ def write_clean(
     })
 
 
-def write_repaired(path: str) -> None:
+def write_repaired(path: str, ident: str | None) -> None:
     """Mark the directory as repaired: the queues must be rebuilt at the next open."""
-    _write(path, {"state": "repaired"})
+    _write(path, ident, {"state": "repaired"})

@@ -61,11 +61,13 @@ class Compacted:
 
 
 def write_compacted(
-    path: str, tmp_path: str, *, floor: int = 0, progress: Progress | None = None, hosts: tuple[bytes, ...] = (),
+    path: str, tmp_path: str, *, salt: int, floor: int = 0, progress: Progress | None = None,
+    hosts: tuple[bytes, ...] = (),
 ) -> Compacted:
     """Write the failed requests of the journal at ``path``, then ``hosts`` (HOST bodies), then its pending
     requests, to ``tmp_path``."""
-    state = read_state(path, floor=floor, progress=None if progress is None else _first_half(progress), offsets=False)
+    state = read_state(path, salt=salt, floor=floor, progress=None if progress is None else _first_half(progress),
+                       offsets=False)
     alive, end, size = state.alive_in_order(), state.scan.end, state.scan.size
     kept: list[tuple[int, int, float]] = []
     failed: dict[int, int] = {}
@@ -80,14 +82,14 @@ def write_compacted(
         old = open_fd(path, os.O_RDONLY)
         try:
             for target, record_at in state.failed.items():
-                body = read_record(old, target, path)
+                body = read_record(old, target, path, salt)
                 record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
-                info = read_fail(old, record_at, path, target)
-                out += frame(position, record)
+                info = read_fail(old, record_at, path, target, salt)
+                out += frame(position, record, salt)
                 moved = position
                 position += FRAME.size + len(record)
                 failure = fail_body(moved, info.failed_at, info.error.encode("utf-8"))
-                out += frame(position, failure)
+                out += frame(position, failure, salt)
                 failed[moved] = last = position
                 position += FRAME.size + len(failure)
                 if len(out) >= _WRITE_CHUNK:
@@ -98,11 +100,11 @@ def write_compacted(
             os.close(old)
         host_start = position
         for host in hosts:
-            out += frame(position, host)
+            out += frame(position, host, salt)
             last = position
             position += FRAME.size + len(host)
         host_bytes = position - host_start
-        for count, (offset, body) in enumerate(JournalScan(path, floor=floor)):
+        for count, (offset, body) in enumerate(JournalScan(path, salt=salt, floor=floor)):
             if offset >= end:
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
@@ -117,7 +119,7 @@ def write_compacted(
             _, priority, _, _, _, _, not_before = PUSH_HEAD.unpack_from(body)
             kept.append((position, priority, not_before))
             record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
-            out += frame(position, record)
+            out += frame(position, record, salt)
             last = position
             position += FRAME.size + len(record)
             if len(out) >= _WRITE_CHUNK:

@@ -47,7 +47,8 @@ from .errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, S
 from .failures import FailedRequest
 from .hosts import Host, HostInfo, HostSchedule, buffer_top
 from .hoststate import HostFileUnusable, load_host_state, save_host_state
-from .jobdir import Layout, Lock, read_meta, write_meta
+from .identity import foreign_meta, foreign_meta_problem
+from .jobdir import FORMAT_VERSION, Layout, Lock, read_meta, salt_of, write_meta
 from .journal import (
     FLAG_DONT_FILTER,
     FRAME,
@@ -201,30 +202,39 @@ class Frontier:
                 )
             if not os.path.exists(layout.journal):
                 raise JobDirCorrupt(layout.journal, 0, "the journal is missing, so pending requests cannot be read")
-            if meta["version"] < 3:
+            if meta["version"] < FORMAT_VERSION:
                 upgrade_journal(layout, progress)
                 meta = read_meta(layout)
+            named = foreign_meta(layout, meta["id"])
+            if named is not None:
+                problem, advice = foreign_meta_problem(meta["id"], named)
+                raise JobDirCorrupt(layout.meta, 0, problem, hint=advice)
             fresh = False
         else:
             if _just_created(layout.journal):
                 os.unlink(layout.journal)  # a creation killed before frontier.json was written
             if os.path.lexists(layout.journal):
+                named = checkpoint.named_id(layout.cursor) or "<the id its requests.cursor names>"
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
-                                         '"diskfrontier", "version": 3, "order": "lifo"} (or "fifo")')
+                                         f'"diskfrontier", "version": 4, "order": "lifo", "id": "{named}"}} '
+                                         '(or "fifo")')
             self._set_aside_foreign_queue()
             JournalWriter.create(layout.journal)
             meta = write_meta(layout, order or "lifo")
             fresh = True
         self.order: str = meta["order"]
+        self._ident: str = meta["id"]
+        self._salt = salt_of(meta)
         self._hosts = HostSchedule(self.order, self._delay, self._per_host, self._prefer)
         if os.path.lexists(layout.compacting):
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
-        saved = checkpoint.read_checkpoint(layout.cursor)
+        saved = checkpoint.read_checkpoint(layout.cursor, self._ident)
         self._floor = saved.floor
-        checkpoint.write_open(layout.cursor, saved.floor, saved.seen_tail, saved.seen_index, saved.journal_crc)
+        checkpoint.write_open(layout.cursor, self._ident, saved.floor, saved.seen_tail, saved.seen_index,
+                              saved.journal_crc)
         self._floor_crc = saved.journal_crc
-        self._seen = SeenFile(layout.seen)
+        self._seen = SeenFile(layout.seen, self._salt)
         loaded = self._seen.open(require_sums=not fresh, tail=saved.seen_tail, index=saved.seen_index)
         if loaded.torn:
             log.warning("cut %d bytes of torn tail from %s", loaded.torn, layout.seen)
@@ -239,8 +249,8 @@ class Frontier:
             self._rebuild(reason, progress)
         self._counters["torn_bytes_cut"] += loaded.torn
         self._seen.flush()
-        checkpoint.write_open(layout.cursor, self._journal.size, self._seen.tail(), self._seen.index_record,
-                              self._journal.crc)
+        checkpoint.write_open(layout.cursor, self._ident, self._journal.size, self._seen.tail(),
+                              self._seen.index_record, self._journal.crc)
         self._floor, self._floor_crc = self._journal.size, self._journal.crc
         self._hosts.active = self._hosts.active or bool(self._hosts.hot)  # a host with a setting
         self._delayed_due = self._delayed.next_due()
@@ -257,13 +267,13 @@ class Frontier:
 
     def _distrust_reason(self, saved: checkpoint.Checkpoint) -> str | None:
         """Why the queue files cannot be used as they are, or None if they can."""
-        distrust = distrust_reason(self.layout, saved, self._seen.end)
+        distrust = distrust_reason(self.layout, saved, self._seen.end, self._salt)
         return None if distrust is None else f"{distrust[0]}: {distrust[1]}"
 
     def _open_trusted(self, saved: checkpoint.Checkpoint) -> None:
         size = os.path.getsize(self.layout.journal)
         crc = MAGIC_CRC if size == len(MAGIC) else saved.journal_crc if saved.clean else None
-        self._journal = JournalWriter(self.layout.journal, size, fsync=self.fsync, crc=crc)
+        self._journal = JournalWriter(self.layout.journal, size, salt=self._salt, fsync=self.fsync, crc=crc)
         try:
             self._queues = OffsetQueues(self.layout.queue_dir, self.order, saved.queues)
         except JobDirCorrupt as exc:
@@ -306,7 +316,7 @@ class Frontier:
             self._journal.close()
         OffsetQueues.wipe(self.layout.queue_dir)
         self._queues = OffsetQueues(self.layout.queue_dir, self.order)
-        state, added = rebuild(self.layout.journal, self._queues, self._seen, floor=self._floor,
+        state, added = rebuild(self.layout.journal, self._queues, self._seen, salt=self._salt, floor=self._floor,
                                floor_crc=self._floor_crc, progress=progress, now=time.time())
         self._live_bytes = state.live_bytes
         self._failed = state.failed
@@ -330,7 +340,8 @@ class Frontier:
             aside = save_torn_tail(self.layout.journal, state.scan.end)
             log.warning("cut %d bytes of torn tail from %s (kept in %s)", torn, self.layout.journal, aside)
             self._counters["torn_bytes_cut"] += torn
-        self._journal = JournalWriter(self.layout.journal, state.scan.end, fsync=self.fsync, crc=state.end_crc)
+        self._journal = JournalWriter(self.layout.journal, state.scan.end, salt=self._salt, fsync=self.fsync,
+                                      crc=state.end_crc)
         self._pending = dict(state.counts)
         self._records = {"pushes": state.pushes, "dones": state.dones}
         self._last_record = state.last_record
@@ -481,10 +492,11 @@ class Frontier:
         if (due and due > time.time()) or request.attempts:
             due = due if due > time.time() else 0.0
             framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
-                                             slot=slot, attempts=_attempts(request.attempts), not_before=due))
+                                             slot=slot, attempts=_attempts(request.attempts), not_before=due),
+                           self._salt)
         else:
             due = 0.0
-            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot, record)
+            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot, record, self._salt)
         journal.write(framed)
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
@@ -534,18 +546,19 @@ class Frontier:
         offset = self._journal.size
         now = time.time()
         held: dict[int, float] = {}  # offset -> due, for requests with a not_before still ahead
+        salt = self._salt
         for request, record in accepted:
             due = request.not_before
             if due is None and not request.attempts:
                 framed = push_frame(offset, request.priority, request.dont_filter, request.fingerprint,
-                                    request.slot.encode(), record)
+                                    request.slot.encode(), record, salt)
             else:
                 due = _check_time("Request.not_before", due) if due is not None and due > now else 0.0
                 if due:
                     held[offset] = due
                 framed = frame(offset, push_body(request.priority, request.dont_filter, request.fingerprint, record,
                                                  slot=request.slot.encode(), attempts=_attempts(request.attempts),
-                                                 not_before=due))
+                                                 not_before=due), salt)
             frames.append(framed)
             offsets.append(offset)
             offset += len(framed)
@@ -904,7 +917,7 @@ class Frontier:
             if seq >= 0:
                 journal = self._journal
                 offset = journal.size
-                journal.write(done_frame(offset, seq))
+                journal.write(done_frame(offset, seq, self._salt))
             try:
                 if seq >= 0:
                     self._records["dones"] += 1
@@ -967,7 +980,7 @@ class Frontier:
             offset = journal.size
             framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
                                              slot=request.slot.encode(), attempts=attempts, not_before=due,
-                                             kind=kind, target=seq))
+                                             kind=kind, target=seq), self._salt)
             journal.write(framed)
             try:
                 self._live_bytes += len(framed) - self._inflight.pop(seq)._size
@@ -999,7 +1012,7 @@ class Frontier:
                 seqs.append(self._in_flight_seq(request, "done_many", seqs))
             on_disk = [seq for seq in seqs if seq >= 0]
             if on_disk:
-                data, offsets = frame_all(self._journal.size, [done_body(seq) for seq in on_disk])
+                data, offsets = frame_all(self._journal.size, [done_body(seq) for seq in on_disk], self._salt)
                 self._journal.write(data)
             try:
                 if on_disk:
@@ -1047,7 +1060,7 @@ class Frontier:
                 return
             journal = self._journal
             offset = journal.size
-            journal.write(frame(offset, fail_body(seq, time.time(), text)))
+            journal.write(frame(offset, fail_body(seq, time.time(), text), self._salt))
             try:
                 self._records["dones"] += 1
                 self._live_bytes -= self._inflight.pop(seq)._size
@@ -1107,7 +1120,7 @@ class Frontier:
             bodies.append(push_body(priority, bool(flags & FLAG_DONT_FILTER), bytes(body[_PUSH_HEAD_SIZE:start]),
                                     record, slot=bytes(body[start:start + slotlen]), kind=RETRY, target=target))
             heads.append((priority, bytes(body[start:start + slotlen])))
-        data, offsets = frame_all(journal.size, bodies)
+        data, offsets = frame_all(journal.size, bodies, self._salt)
         journal.write(data)
         try:
             counts = self._hosts.counts
@@ -1224,7 +1237,7 @@ class Frontier:
                          -1 if budget is None else budget, self._hosts.counts.done[host.hid])
         journal = self._journal
         offset = journal.size
-        journal.write(frame(offset, body))
+        journal.write(frame(offset, body, self._salt))
         try:
             self._last_record = offset
             host.delay, host.blocked_until, host.budget = delay, blocked_until, budget
@@ -1341,14 +1354,14 @@ class Frontier:
         self._compacting = True
         try:
             hosts = tuple(self._host_records())
-            result = write_compacted(layout.journal, layout.compacting, floor=self._floor, progress=progress,
-                                     hosts=hosts)
+            result = write_compacted(layout.journal, layout.compacting, salt=self._salt, floor=self._floor,
+                                     progress=progress, hosts=hosts)
         finally:
             self._compacting = False
         try:
             # valid for the old journal and the new
-            checkpoint.write_open(layout.cursor, result.bytes_after, self._seen.tail(), self._seen.index_record,
-                                  result.crc)
+            checkpoint.write_open(layout.cursor, self._ident, result.bytes_after, self._seen.tail(),
+                                  self._seen.index_record, result.crc)
             self._queues.close()
             self._journal.close()
             install(layout.journal, layout.compacting)
@@ -1364,7 +1377,8 @@ class Frontier:
                     self._queues.push(offset, priority)
             self._delayed_due = self._delayed.next_due()
             self._pulled = self._peeked = None
-            self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync, crc=result.crc)
+            self._journal = JournalWriter(layout.journal, result.bytes_after, salt=self._salt, fsync=self.fsync,
+                                          crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
             raise
@@ -1438,7 +1452,7 @@ class Frontier:
         pending = {p: n for p, n in self._pending.items() if n}
         hosts_file = save_host_state(self.layout.hosts, self._hosts, self._delayed, self._failed)
         checkpoint.write_clean(
-            self.layout.cursor, journal_bytes=self._journal.size, last_record=self._last_record,
+            self.layout.cursor, self._ident, journal_bytes=self._journal.size, last_record=self._last_record,
             seen_tail=self._seen.tail(), pending=pending,
             queues={p: queue_crc(self.layout.queue_dir, p) for p in queued},
             pushes=self._records["pushes"], dones=self._records["dones"], live_bytes=self._live_bytes,

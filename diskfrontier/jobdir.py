@@ -1,9 +1,9 @@
 """The job directory: its file names, ``frontier.json`` and the ``lock``.
 
-Format 3 (docs/format.md describes every file)::
+Format 4 (docs/format.md describes every file)::
 
     JOBDIR/
-      frontier.json        {"format": "diskfrontier", "version": 3, "order", "created", ...}
+      frontier.json        {"format": "diskfrontier", "version": 4, "order", "id", "created", ...}
       lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
       requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
@@ -13,13 +13,20 @@ Format 3 (docs/format.md describes every file)::
       requests.cursor      the checkpoint (checkpoint.py)
       requests.hosts       the host table and delayed requests at the last clean close (hoststate.py)
 
-Format 1 and 2 directories are upgraded in place when they are opened (upgrade.py).
+Format 1, 2 and 3 directories are upgraded in place when they are opened (upgrade.py).
+
+``id`` is 16 random hex digits made when the directory is created. Folded to 32 bits it is
+the directory's *salt* (``salt_of``), which every journal record's checksums and every
+seen-file block's checksum hold, so that a record taken from another job directory (even
+one built by the same steps, byte for byte) is damage here, not data.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +37,9 @@ from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; im
 from .safefs import DIRECTORY, FILE, open_file
 
 FORMAT_NAME = "diskfrontier"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # 1 and 2 are upgraded on open
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # 1 to 3 are upgraded on open
+ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 FINGERPRINT_VERSION = "scrapy-sha1-1"
 
 
@@ -93,8 +101,9 @@ class Layout:
 
 
 _META_HINT = (
-    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 3, '
-    '"order": "lifo"} (or "fifo": FIFO queues are folders in requests.queue/)'
+    'restore it from a backup, or write it anew as {"format": "diskfrontier", "version": 4, '
+    '"order": "lifo", "id": ID} (or "fifo": FIFO queues are folders in requests.queue/), where ID is the "id" '
+    'that requests.cursor names'
 )
 
 
@@ -117,13 +126,39 @@ def read_meta(layout: Layout) -> dict[str, Any]:
         )
     if meta.get("order") not in ("lifo", "fifo"):
         raise JobDirCorrupt(layout.meta, 0, f"unknown queue order {meta.get('order')!r}", hint=_META_HINT)
+    if (version == FORMAT_VERSION or "id" in meta) and not (isinstance(meta.get("id"), str) and ID_PATTERN.fullmatch(
+            meta["id"]) and fold_id(meta["id"])):
+        raise JobDirCorrupt(layout.meta, 0, f"its id {meta.get('id')!r} is not 16 hex digits", hint=_META_HINT)
     return meta
+
+
+def new_id() -> str:
+    """A new job directory id: 16 random hex digits whose salt is not 0."""
+    while True:
+        made = secrets.token_hex(8)
+        if fold_id(made):
+            return made
+
+
+def fold_id(made: str) -> int:
+    """An id (16 hex digits) folded to the 32-bit salt that checksums hold."""
+    value = int(made, 16)
+    return (value ^ (value >> 32)) & 0xFFFFFFFF
+
+
+def salt_of(meta: dict[str, Any]) -> int:
+    """The salt of the files of a job directory described by ``meta`` (checked by ``read_meta``): its ``id``
+    folded to 32 bits in format 4; 0 in formats 1 to 3, whose checksums hold none (an upgrade under way may
+    have given ``frontier.json`` an id already: its files get the salt when the upgrade writes them)."""
+    if meta.get("version") != FORMAT_VERSION:
+        return 0
+    return fold_id(meta["id"])
 
 
 def write_meta(layout: Layout, order: str) -> dict[str, Any]:
     """Write a new ``frontier.json``."""
     meta = {
-        "format": FORMAT_NAME, "version": FORMAT_VERSION, "order": order,
+        "format": FORMAT_NAME, "version": FORMAT_VERSION, "order": order, "id": new_id(),
         "fingerprint": FINGERPRINT_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -20,7 +20,7 @@ from .codec import decode_request
 from .errors import FrontierError, JobDirCorrupt
 from .failures import FailedRequest
 from .hoststate import HostFileUnusable, HostState, load_host_state
-from .jobdir import FORMAT_VERSION, Layout, probe_lock, read_meta
+from .jobdir import FORMAT_VERSION, Layout, probe_lock, read_meta, salt_of
 from .journal import MAGIC, parse_push, read_fail, read_record, record_end
 from .queues import distrust_reason, queue_offsets
 from .request import Request
@@ -70,6 +70,11 @@ def _require_jobdir(layout: Layout) -> dict[str, Any]:
     return read_meta(layout)
 
 
+def _ident(meta: dict[str, Any]) -> str | None:
+    """The id that the directory's cursor must name (None before format 4)."""
+    return meta["id"] if meta["version"] == FORMAT_VERSION else None
+
+
 def inspect_jobdir(path: str) -> JobInfo:
     """Describe the job directory at ``path`` without changing it.
 
@@ -80,7 +85,8 @@ def inspect_jobdir(path: str) -> JobInfo:
     layout = Layout(path)
     meta = _require_jobdir(layout)
     holder = probe_lock(layout.lock)
-    saved = checkpoint.read_checkpoint(layout.cursor)
+    salt = salt_of(meta)
+    saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
     journal_bytes = os.lstat(layout.journal).st_size
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
     if holder is not None:
@@ -96,7 +102,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         created=meta.get("created", ""), pending=0, journal_bytes=journal_bytes,
         queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=seen_bytes)
     host_state = _host_state(layout, saved) if label == "clean" else None
-    if host_state is not None and record_end(layout.journal, saved.last_record) == journal_bytes:
+    if host_state is not None and record_end(layout.journal, saved.last_record, salt) == journal_bytes:
         by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes
         info.seen = _seen_count(layout.seen, seen_bytes)
         info.hosts = sum(1 for pending in host_state.counts.pending if pending)
@@ -105,7 +111,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.done = sum(host_state.counts.done) - info.failed
     else:
         now = time.time()
-        state = read_state(layout.journal, sizes=True, offsets=False, hosts=True)
+        state = read_state(layout.journal, salt=salt, sizes=True, offsets=False, hosts=True)
         by_priority = state.counts
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
@@ -151,9 +157,9 @@ def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> tuple[dict[int, int
     read as they are."""
     if meta["version"] != FORMAT_VERSION or probe_lock(layout.lock) is not None:
         return None
-    saved = checkpoint.read_checkpoint(layout.cursor)
+    saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
-    if distrust_reason(layout, saved, seen_bytes) is not None:
+    if distrust_reason(layout, saved, seen_bytes, salt_of(meta)) is not None:
         return None
     host_state = _host_state(layout, saved)
     if host_state is None:
@@ -179,6 +185,7 @@ class PendingRequests:
         self.layout = Layout(path)
         meta = _require_jobdir(self.layout)
         self.version: int = meta["version"]
+        self.salt = salt_of(meta)
         lifo = meta["order"] == "lifo"
         self._parts: list[tuple[int, Callable[[], Iterable[int]]]] = []  # (count, offsets in order) per priority
         found = _trusted_queues(self.layout, meta)
@@ -192,7 +199,7 @@ class PendingRequests:
             if held:  # the requests waiting for a time, in the order they become due
                 self._parts.append((len(held), functools.partial(iter, held)))
             return
-        pending = read_state(self.layout.journal).pending
+        pending = read_state(self.layout.journal, salt=self.salt).pending
         for p in sorted(pending, reverse=True):
             if priority is None or p == priority:
                 offsets = pending[p]
@@ -208,14 +215,14 @@ class PendingRequests:
         try:
             for _, offsets in self._parts:
                 for offset in offsets():
-                    yield _request_at(fd, offset, path, self.version)
+                    yield _request_at(fd, offset, path, self.salt, self.version)
         finally:
             os.close(fd)
 
 
-def _request_at(fd: int, offset: int, path: str, version: int) -> Request:
+def _request_at(fd: int, offset: int, path: str, salt: int, version: int) -> Request:
     """The request of the record at ``offset`` of the journal open as ``fd``, checked against its crc."""
-    pushed = parse_push(read_record(fd, offset, path, version), version)
+    pushed = parse_push(read_record(fd, offset, path, salt, version), version)
     try:
         request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None)
         if pushed.slot:
@@ -241,17 +248,19 @@ class FailedRequests:
         self.layout = layout = Layout(path)
         meta = _require_jobdir(layout)
         self._entries: list[tuple[int, int]] = []  # (request offset, FAIL record offset)
-        if meta["version"] != FORMAT_VERSION:
+        self.version: int = meta["version"]
+        self.salt = salt = salt_of(meta)
+        if self.version < 3:
             return  # formats 1 and 2 have no FAIL records
-        saved = checkpoint.read_checkpoint(layout.cursor)
+        saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
         journal_bytes = os.lstat(layout.journal).st_size
         host_state = None
         if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(layout.lock) is None:
             host_state = _host_state(layout, saved)
-        if host_state is not None and record_end(layout.journal, saved.last_record) == journal_bytes:
+        if host_state is not None and record_end(layout.journal, saved.last_record, salt) == journal_bytes:
             self._entries = list(host_state.failed.items())
         else:
-            self._entries = list(read_state(layout.journal, offsets=False).failed.items())
+            self._entries = list(read_state(layout.journal, salt=salt, offsets=False).failed.items())
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -261,8 +270,8 @@ class FailedRequests:
         fd = open_fd(path, os.O_RDONLY)
         try:
             for target, record_at in self._entries:
-                info = read_fail(fd, record_at, path, target)
-                request = _request_at(fd, target, path, FORMAT_VERSION)
+                info = read_fail(fd, record_at, path, target, self.salt, self.version)
+                request = _request_at(fd, target, path, self.salt, self.version)
                 request.not_before = None
                 yield FailedRequest(request, info.error, info.failed_at)
         finally:
@@ -295,10 +304,10 @@ def host_table(path: str) -> list[HostRow]:
     (read-only: from ``requests.hosts`` after a clean close, else from one scan of the journal)."""
     layout = Layout(path)
     meta = _require_jobdir(layout)
-    if meta["version"] < FORMAT_VERSION:
+    if meta["version"] < 3:
         raise FrontierError(f"{path} is a format-{meta['version']} job directory, which has no hosts: open it "
                             f"once (any command that opens it, or Frontier()) to upgrade it")
-    saved = checkpoint.read_checkpoint(layout.cursor)
+    saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
     journal_bytes = os.lstat(layout.journal).st_size
     host_state = _host_state(layout, saved) if saved.clean and saved.journal_bytes == journal_bytes else None
     if host_state is not None and probe_lock(layout.lock) is None:
@@ -311,7 +320,7 @@ def host_table(path: str) -> list[HostRow]:
                 rows.append(HostRow(counts.name(hid), counts.pending[hid], counts.done[hid], own_delay,
                                     until or None, own_budget))
         return rows
-    state = read_state(layout.journal, offsets=False, hosts=True)
+    state = read_state(layout.journal, salt=salt_of(meta), offsets=False, hosts=True)
     rows = []
     for hid, raw in enumerate(state.host_names):
         record = state.host_settings.get(hid)
@@ -347,12 +356,13 @@ def all_seen_fingerprints(path: str) -> Iterator[bytes]:
     A fingerprint may come twice (in the seen file and in the journal's tail)."""
     yield from seen_fingerprints(path)
     layout = Layout(path)
-    saved = checkpoint.read_checkpoint(layout.cursor)
+    meta = _require_jobdir(layout)
+    saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
     journal_bytes = os.lstat(layout.journal).st_size
     if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(layout.lock) is None:
         return  # a clean close flushed the seen file: it holds them all
     tail: list[bytes] = []
-    read_state(layout.journal, fingerprint=lambda fingerprint: tail.append(bytes(fingerprint)),
+    read_state(layout.journal, salt=salt_of(meta), fingerprint=lambda fingerprint: tail.append(bytes(fingerprint)),
                fingerprints_from=saved.floor, offsets=False)
     yield from tail
 

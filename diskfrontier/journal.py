@@ -1,6 +1,6 @@
 """``requests.urls``: the recovery journal, the truth of what is pending.
 
-Format 3. The file starts with the 8-byte magic ``DFURLS\\x00\\x03``. Then records, each
+Format 4. The file starts with the 8-byte magic ``DFURLS\\x00\\x04``. Then records, each
 a 10-byte frame ``length:u32 crc32:u32 check:u16`` (big-endian) and a body of ``length``
 bytes whose first byte is its type:
 
@@ -24,11 +24,14 @@ bytes whose first byte is its type:
   bytes, possibly empty.
 
 Both checksums start from the record's identity, its byte offset folded to 32 bits
-(``offset ^ offset >> 32``): ``crc32`` is the crc32 of the body continued from it, and
+and mixed with the job directory's salt (``(offset ^ offset >> 32 ^ salt) & 0xFFFFFFFF``;
+the salt comes from the random ``id`` made when the directory was created, see
+``jobdir.salt_of``): ``crc32`` is the crc32 of the body continued from it, and
 ``check`` the low 16 bits of the crc32 of the length (u32) continued from it. So a
-record is only valid where it was written (a record copied, swapped or shifted
-elsewhere fails its check), and a damaged length field is told apart from a write cut
-short. A request's identity is the byte offset of its PUSH (or RETRY, REFETCH) record.
+record is only valid where it was written, in the directory that wrote it (a record
+copied, swapped or shifted elsewhere, or taken from a sibling directory built by the
+same steps, fails its check), and a damaged length field is told apart from a write
+cut short. A request's identity is the byte offset of its PUSH (or RETRY, REFETCH) record.
 Pending = PUSH + RETRY + REFETCH - DONE - RETRY - REFETCH - FAIL targets; a RETRY whose
 target is a failed request makes it pending again instead of finishing it. Failed =
 FAIL targets not named by a later RETRY. A DONE, RETRY, REFETCH or FAIL must name an
@@ -40,7 +43,8 @@ the file, or zeros to the end), nothing intact follows it, and it lies at or abo
 the journal's last checkpointed end (the ``floor``). Anything else is damage, named
 by its byte offset.
 
-Format 2 (``DFURLS\\x00\\x02``: the same frame, PUSH ``0x01 priority:i32 flags:u8
+Format 3 (``DFURLS\\x00\\x03``) is format 4 with no salt (the identity is the folded
+offset alone). Format 2 (``DFURLS\\x00\\x02``: the same frame, PUSH ``0x01 priority:i32 flags:u8
 fplen:u8 fingerprint request-record`` and DONE only) and format 1 (``DFURLS\\x00\\x01``,
 an 8-byte frame ``length crc32`` with the crc32 of the body alone) are read to upgrade
 them (``upgrade.py``) and never written.
@@ -60,7 +64,8 @@ from .atomic import write_all
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .safefs import open_fd, open_file
 
-MAGIC = b"DFURLS\x00\x03"
+MAGIC = b"DFURLS\x00\x04"
+MAGIC_V3 = b"DFURLS\x00\x03"
 MAGIC_V2 = b"DFURLS\x00\x02"
 MAGIC_V1 = b"DFURLS\x00\x01"
 FRAME = struct.Struct(">IIH")
@@ -97,27 +102,24 @@ MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 _CHUNK = 8 << 20
 
 
-def identity(offset: int) -> int:
-    """The 32-bit value a record's checksums start from: its offset, folded to 32 bits.
+def identity(offset: int, salt: int) -> int:
+    """The 32-bit value a record's checksums start from: its offset folded to 32 bits, xor the
+    directory's salt (``salt_of`` its id in ``frontier.json``; 0 for a format-2 or -3 journal).
 
     crc32 continued from two different values gives two different results for the same
-    bytes, so a record checks only at its own offset.
+    bytes, so a record checks only at its own offset of its own job directory.
     """
-    return (offset ^ (offset >> 32)) & 0xFFFFFFFF
+    return (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF
 
 
-def record_crc(offset: int, body: bytes | memoryview) -> int:
+def record_crc(offset: int, body: bytes | memoryview, salt: int) -> int:
     """The crc32 of a record's body, continued from its identity."""
-    return _crc32(body, identity(offset))
+    return _crc32(body, identity(offset, salt))
 
 
-def _crc_v1(_offset: int, body: bytes | memoryview) -> int:
-    return zlib.crc32(body)
-
-
-def header_check(offset: int, length: int) -> int:
+def header_check(offset: int, length: int, salt: int) -> int:
     """The 16-bit check of a frame's length field at ``offset``."""
-    return _crc32(_U32_PACK(length), identity(offset)) & 0xFFFF
+    return _crc32(_U32_PACK(length), identity(offset, salt)) & 0xFFFF
 
 
 def _body_ok_v3(body: bytes | memoryview) -> bool:
@@ -170,13 +172,19 @@ class _Rules:
     """How one format frames its records."""
 
     frame: struct.Struct
-    crc: Callable[[int, bytes | memoryview], int]
-    checked_header: bool
+    seeded: bool  # the checksums start from the record's identity (format 1: from 0, and no length check)
+    salted: bool  # the identity holds the directory's salt (format 4)
     body_ok: Callable[[bytes | memoryview], bool]
 
+    def seed(self, offset: int, salt: int) -> int:
+        """The value this format's checksums of the record at ``offset`` start from."""
+        if not self.seeded:
+            return 0
+        return identity(offset, salt if self.salted else 0)
 
-_RULES = {3: _Rules(FRAME, record_crc, True, _body_ok_v3), 2: _Rules(FRAME, record_crc, True, _body_ok_v2),
-          1: _Rules(FRAME_V1, _crc_v1, False, _body_ok_v2)}
+
+_RULES = {4: _Rules(FRAME, True, True, _body_ok_v3), 3: _Rules(FRAME, True, False, _body_ok_v3),
+          2: _Rules(FRAME, True, False, _body_ok_v2), 1: _Rules(FRAME_V1, False, False, _body_ok_v2)}
 
 
 def push_body(
@@ -214,36 +222,38 @@ def cap_error(error: str) -> bytes:
     return data[:MAX_ERROR].decode("utf-8", "ignore").encode("utf-8")
 
 
-def frame(offset: int, body: bytes) -> bytes:
-    """The record ``body`` framed to be written at ``offset``."""
-    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+def frame(offset: int, body: bytes, salt: int) -> bytes:
+    """The record ``body`` framed to be written at ``offset`` of the journal whose salt is ``salt``."""
+    seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # identity(offset, salt), inline
     length = len(body)
     return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
 
 
-def push_frame(offset: int, priority: int, flags: int, fingerprint: bytes, slot: bytes, record: bytes) -> bytes:
-    """``frame(offset, push_body(...))`` in one step, for a request that is due now and never tried."""
+def push_frame(
+    offset: int, priority: int, flags: int, fingerprint: bytes, slot: bytes, record: bytes, salt: int,
+) -> bytes:
+    """``frame(offset, push_body(...), salt)`` in one step, for a request that is due now and never tried."""
     body = _PUSH_HEAD_PACK(PUSH, priority, flags, len(fingerprint), len(slot), 0, 0.0) + fingerprint + slot + record
     length = len(body)
-    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+    seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # identity(offset, salt), inline
     return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
 
 
-def done_frame(offset: int, target: int) -> bytes:
-    """``frame(offset, done_body(target))`` in one step."""
+def done_frame(offset: int, target: int, salt: int) -> bytes:
+    """``frame(offset, done_body(target), salt)`` in one step."""
     body = _DONE_PACK(DONE, target)
-    seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+    seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # identity(offset, salt), inline
     return _FRAME_PACK(_DONE_SIZE, _crc32(body, seed), _crc32(_DONE_LENGTH, seed) & 0xFFFF) + body
 
 
-def frame_all(offset: int, bodies: list[bytes]) -> tuple[bytes, list[int]]:
+def frame_all(offset: int, bodies: list[bytes], salt: int) -> tuple[bytes, list[int]]:
     """Frame ``bodies`` to be written one after the other from ``offset``; (bytes, each offset)."""
     out = []
     offsets = []
     header = FRAME.size
     for body in bodies:
         offsets.append(offset)
-        out.append(frame(offset, body))
+        out.append(frame(offset, body, salt))
         offset += header + len(body)
     return b"".join(out), offsets
 
@@ -325,10 +335,12 @@ def done_target(body: bytes | memoryview) -> int:
 
 
 def journal_version(path: str, head: bytes, size: int) -> int:
-    """1, 2 or 3, from the file's first bytes; raises unless they are a journal magic."""
+    """1 to 4, from the file's first bytes; raises unless they are a journal magic."""
     if size == 0:
         raise JobDirCorrupt(path, 0, "the journal is empty (its header is missing)")
     if head == MAGIC:
+        return 4
+    if head == MAGIC_V3:
         return 3
     if head == MAGIC_V2:
         return 2
@@ -336,15 +348,15 @@ def journal_version(path: str, head: bytes, size: int) -> int:
         return 1
     if head[:6] == MAGIC[:6] and len(head) == len(MAGIC):
         raise FormatError(
-            f"{path}: incompatible journal version (got v{head[-1]}, can handle v1 to v3); "
+            f"{path}: incompatible journal version (got v{head[-1]}, can handle v1 to v4); "
             f"use the diskfrontier release that wrote it")
     raise JobDirCorrupt(path, 0, "not a diskfrontier journal (bad magic)")
 
 
 def check_magic(path: str, head: bytes, size: int) -> None:
-    """Raise unless ``head`` is the magic of the format written now (3)."""
+    """Raise unless ``head`` is the magic of the format written now (4)."""
     version = journal_version(path, head, size)
-    if version != 3:
+    if version != 4:
         raise FormatError(f"{path} is a format-{version} journal; open the job directory with Frontier() to "
                           f"upgrade it")
 
@@ -365,7 +377,7 @@ class ScanResult:
     size: int = 0
     end: int = 0
     torn: int = 0
-    version: int = 3
+    version: int = 4
     damage: list[Damage] = field(default_factory=list)
 
 
@@ -377,11 +389,13 @@ class JournalScan:
     any other damage raises ``JobDirCorrupt``. ``repair=True``: damage is noted in
     ``result.damage``, skipped, and the scan resynchronises on the next intact record.
     The file is read in chunks, through a descriptor that never follows a symlink; the
-    scan never writes.
+    scan never writes. ``salt``: the directory's (``jobdir.salt_of``), used by a format-4
+    journal; a record written by another job directory fails its checksums.
     """
 
-    def __init__(self, path: str, *, repair: bool = False, floor: int = 0, start: int = 0) -> None:
+    def __init__(self, path: str, *, salt: int, repair: bool = False, floor: int = 0, start: int = 0) -> None:
         self.path = path
+        self.salt = salt
         self.repair = repair
         self.floor = floor
         self.start = start  # where a scan that another reader began goes on (0: from the first record)
@@ -401,7 +415,8 @@ class JournalScan:
             yield from self._records(f, size, _RULES[self.result.version], max(len(MAGIC), self.start))
 
     def _records(self, f: IO[bytes], size: int, rules: _Rules, pos: int) -> Iterator[tuple[int, memoryview]]:
-        fmt, crc_of, checked, body_ok = rules.frame, rules.crc, rules.checked_header, rules.body_ok
+        fmt, checked, body_ok = rules.frame, rules.seeded, rules.body_ok
+        salt = self.salt if rules.salted else 0
         unpack, header = fmt.unpack_from, fmt.size
         result = self.result
         buf, base = b"", pos  # buf holds the file's bytes from offset `base`
@@ -424,7 +439,7 @@ class JournalScan:
                 fields = unpack(buf, rel)
                 length = fields[0]
                 end = pos + header + length
-                seed = (pos ^ (pos >> 32)) & 0xFFFFFFFF  # identity(pos), inline: this loop is every scan
+                seed = (pos ^ (pos >> 32) ^ salt) & 0xFFFFFFFF if checked else 0  # rules.seed(pos), inline
                 if checked and _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
                     problem = f"a damaged record frame (length field {length})"
                 elif length == 0 or length > MAX_BODY:
@@ -433,8 +448,8 @@ class JournalScan:
                     problem, cut_short = f"a record of {length} bytes runs past the end of the file", True
                 else:
                     body = view[rel + header:rel + header + length]
-                    if (_crc32(body, seed) if checked else crc_of(pos, body)) != fields[1]:
-                        problem = "checksum mismatch"
+                    if _crc32(body, seed) != fields[1]:
+                        problem = _MISMATCH
                     elif not body_ok(body):
                         problem = f"a record of type {body[0]} that is malformed or of an unknown type"
                     else:
@@ -442,7 +457,7 @@ class JournalScan:
                         pos = end
                         continue
             zeros = not cut_short and _zeros_from(f, pos)
-            nxt = size if zeros else _next_intact(f, pos + 1, size, rules)
+            nxt = size if zeros else _next_intact(f, pos + 1, size, rules, self.salt)
             if (cut_short or zeros) and nxt == size and pos >= self.floor:
                 result.torn = size - pos
                 result.end = pos
@@ -457,6 +472,8 @@ class JournalScan:
         result.end = pos
 
 
+_MISMATCH = ("checksum mismatch (damaged bytes, or a record written elsewhere: at another offset or in another job "
+             "directory)")
 _TRUNCATED_HINT = (
     "restore the job directory from a backup if you have one; 'diskfrontier verify --repair {dir}' keeps "
     "what is left, and the requests that were cut off are lost")
@@ -471,13 +488,13 @@ def _zeros_from(f: IO[bytes], pos: int) -> bool:
     return True
 
 
-def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules) -> int:
+def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules, salt: int) -> int:
     """The offset of the next intact record at or after ``pos``, or ``size`` if there is none.
 
     Only a record whose checksum (which covers its own offset) matches counts, so a
     stray byte pattern is not taken for a record.
     """
-    fmt, crc_of, checked = rules.frame, rules.crc, rules.checked_header
+    fmt, checked = rules.frame, rules.seeded
     unpack, header = fmt.unpack_from, fmt.size
     while pos + header < size:
         f.seek(pos)
@@ -487,33 +504,35 @@ def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules) -> int:
             length = fields[0]
             if not 0 < length <= MAX_BODY or pos + i + header + length > size:
                 continue
-            if checked and header_check(pos + i, length) != fields[2]:
+            seed = rules.seed(pos + i, salt)
+            if checked and _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
                 continue
             if i + header + length <= len(chunk):
                 body = memoryview(chunk)[i + header:i + header + length]
             else:
                 f.seek(pos + i + header)
                 body = memoryview(f.read(length))
-            if crc_of(pos + i, body) == fields[1] and rules.body_ok(body):
+            if _crc32(body, seed) == fields[1] and rules.body_ok(body):
                 return pos + i
         pos += max(1, min(len(chunk) - header, _CHUNK))
     return size
 
 
-def read_record(fd: int, offset: int, path: str, version: int = 3) -> memoryview:
+def read_record(fd: int, offset: int, path: str, salt: int, version: int = 4) -> memoryview:
     """The body of the PUSH (or RETRY, REFETCH) record at ``offset`` of the journal open as ``fd``, checked.
 
-    ``version``: the journal's format (1 or 2 only for read-only views of a directory not upgraded yet).
+    ``version``: the journal's format (1 to 3 only for read-only views of a directory not upgraded yet).
     """
-    body = _intact_at(fd, offset, _RULES[version])
-    if body is None or body[0] not in (CARRIES_REQUEST if version == 3 else (PUSH,)):
+    body = _intact_at(fd, offset, _RULES[version], salt)
+    if body is None or body[0] not in (CARRIES_REQUEST if version >= 3 else (PUSH,)):
         raise JobDirCorrupt(path, offset, "a queue entry does not point at an intact PUSH record")
     return body
 
 
-def read_fail(fd: int, offset: int, path: str, target: int) -> FailRecord:
-    """The FAIL record at ``offset`` of the format-3 journal open as ``fd``, checked, which must name ``target``."""
-    body = _intact_at(fd, offset, _RULES[3])
+def read_fail(fd: int, offset: int, path: str, target: int, salt: int, version: int = 4) -> FailRecord:
+    """The FAIL record at ``offset`` of the journal open as ``fd`` (format 3 or 4), checked, which must name
+    ``target``."""
+    body = _intact_at(fd, offset, _RULES[version], salt)
     if body is None or body[0] != FAIL:
         raise JobDirCorrupt(path, offset, "a failed request's entry does not point at an intact FAIL record")
     record = parse_fail(body)
@@ -523,7 +542,7 @@ def read_fail(fd: int, offset: int, path: str, target: int) -> FailRecord:
     return record
 
 
-def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
+def _intact_at(fd: int, offset: int, rules: _Rules, salt: int) -> memoryview | None:
     """The body of the intact record at ``offset``, or None."""
     fmt = rules.frame
     if offset < len(MAGIC):
@@ -533,10 +552,9 @@ def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
         return None
     fields = fmt.unpack_from(chunk)
     length = fields[0]
-    if rules.checked_header:
-        seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
-        if _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
-            return None
+    seed = rules.seed(offset, salt)
+    if rules.seeded and _crc32(_U32_PACK(length), seed) & 0xFFFF != fields[2]:
+        return None
     if not 0 < length <= MAX_BODY:
         return None
     if length + fmt.size > len(chunk):
@@ -544,19 +562,33 @@ def _intact_at(fd: int, offset: int, rules: _Rules) -> memoryview | None:
             return None  # runs past the end of the file: not a record, and not worth reading
         chunk = os.pread(fd, fmt.size + length, offset)
     body = memoryview(chunk)[fmt.size:fmt.size + length]
-    crc = _crc32(body, seed) if rules.checked_header else rules.crc(offset, body)
-    if len(body) != length or crc != fields[1] or not rules.body_ok(body):
+    if len(body) != length or _crc32(body, seed) != fields[1] or not rules.body_ok(body):
         return None
     return body
 
 
-def record_end(path: str, offset: int) -> int | None:
+def first_record_holds(path: str, salt: int) -> bool | None:
+    """Whether the first record of the format-4 journal at ``path`` is intact with ``salt``; None if the journal
+    holds no record (or is not of format 4). Tells which of two ids a job directory's records were written with."""
+    try:
+        fd = open_fd(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.pread(fd, len(MAGIC), 0) != MAGIC or os.fstat(fd).st_size <= len(MAGIC):
+            return None
+        return _intact_at(fd, len(MAGIC), _RULES[4], salt) is not None
+    finally:
+        os.close(fd)
+
+
+def record_end(path: str, offset: int, salt: int) -> int | None:
     """Where the intact record at ``offset`` ends (the magic's end for -1, "no record"); None if none is there."""
     if offset == -1:
         return len(MAGIC)
     fd = open_fd(path, os.O_RDONLY)
     try:
-        body = _intact_at(fd, offset, _RULES[3])
+        body = _intact_at(fd, offset, _RULES[4], salt)
     finally:
         os.close(fd)
     return None if body is None else offset + FRAME.size + len(body)
@@ -574,8 +606,9 @@ class JournalWriter:
     in the middle; if even that fails, every later write is refused.
     """
 
-    def __init__(self, path: str, end: int, *, fsync: bool, crc: int | None = None) -> None:
+    def __init__(self, path: str, end: int, *, salt: int, fsync: bool, crc: int | None = None) -> None:
         self.path = path
+        self.salt = salt  # folded into every record's checksums (jobdir.salt_of)
         self.fsync = fsync
         self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
         self.fd = open_fd(path, os.O_RDWR)
@@ -632,18 +665,18 @@ class JournalWriter:
         if len(chunk) >= _HEADER:  # the usual case, a record of under 512 bytes, checked inline
             length, crc, check = _FRAME_UNPACK(chunk)
             if _HEADER < length + _HEADER <= len(chunk):
-                seed = (offset ^ (offset >> 32)) & 0xFFFFFFFF  # identity(offset), inline
+                seed = (offset ^ (offset >> 32) ^ self.salt) & 0xFFFFFFFF  # identity(offset, salt), inline
                 body = chunk[_HEADER:_HEADER + length]
                 kind = body[0]
                 if (_crc32(_U32_PACK(length), seed) & 0xFFFF == check and _crc32(body, seed) == crc
                         and kind in (PUSH, RETRY, REFETCH)
                         and length > _PUSH_SIZE + body[6] + body[7] + (0 if kind == PUSH else 8)):
                     return body  # (its not_before was checked by the scan or the push that queued it)
-        return read_record(self.fd, offset, self.path)
+        return read_record(self.fd, offset, self.path, self.salt)
 
     def read_fail(self, offset: int, target: int) -> FailRecord:
         """The FAIL record at ``offset``, checked, which must name ``target``."""
-        return read_fail(self.fd, offset, self.path, target)
+        return read_fail(self.fd, offset, self.path, target, self.salt)
 
     def sync(self) -> None:
         """fsync the journal."""

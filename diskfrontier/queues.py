@@ -448,7 +448,7 @@ def queue_crc(directory: str, priority: int) -> int:
     return crc
 
 
-def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int) -> tuple[str, str] | None:
+def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int, salt: int) -> tuple[str, str] | None:
     """Why the queue files of the job directory ``layout`` cannot be used as they are, as
     ``(the file concerned, the reason)``, or None if they can.
 
@@ -463,7 +463,7 @@ def distrust_reason(layout: Any, saved: Checkpoint, seen_bytes: int) -> tuple[st
         return layout.journal, f"the journal is {journal_size} bytes, the checkpoint says {saved.journal_bytes}"
     if seen_bytes != saved.seen_bytes:
         return layout.seen, f"requests.seen is {seen_bytes} bytes, the checkpoint says {saved.seen_bytes}"
-    if record_end(layout.journal, saved.last_record) != journal_size:
+    if record_end(layout.journal, saved.last_record, salt) != journal_size:
         return layout.journal, "the journal's last record is not where the checkpoint says"
     try:
         active = read_active(layout.active) if saved.pending else []

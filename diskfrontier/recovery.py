@@ -21,7 +21,7 @@ __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
 
 def rebuild(
-    path: str, queues: OffsetQueues, seen: SeenFile, *, floor: int = 0, floor_crc: int | None = None,
+    path: str, queues: OffsetQueues, seen: SeenFile, *, salt: int, floor: int = 0, floor_crc: int | None = None,
     progress: Progress | None = None, now: float = 0.0,
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
@@ -39,7 +39,7 @@ def rebuild(
         nonlocal added
         added += seen.add(fingerprint)
 
-    state = read_state(path, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
+    state = read_state(path, salt=salt, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
                        sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)

@@ -6,8 +6,10 @@ when the directory is opened for writing, converted in place (atomically) so tha
 Scrapy 2.19 can read it as well.
 
 Scrapy's format has no checksum, so one lives beside it: ``requests.seen.sums`` holds
-the magic ``DFSEEN\\x00\\x02`` and then a crc32 for every complete 64 KiB block of the
-seen file (seeded with the block's index, so a block is only valid in its place). The
+the magic ``DFSEEN\\x00\\x03`` and then a crc32 for every complete 64 KiB block of the
+seen file, seeded with the block's index and the job directory's salt (``jobdir.salt_of``),
+so a block is only valid in its place, in its own directory. (``DFSEEN\\x00\\x02``: the
+same without the salt, in a format-3 job directory; converted by the upgrade.) The
 last, partial block is covered by a crc kept in the checkpoint. A damaged fingerprint
 would silently drop one URL's dedupe; with the sums it is named instead.
 
@@ -40,14 +42,21 @@ log = logging.getLogger("diskfrontier")
 _HEX_LINE = re.compile(rb"[0-9a-fA-F]{40}\r?\n")
 FLUSH_BYTES = 64 * 1024
 BLOCK = 1 << 16
-SUMS_MAGIC = b"DFSEEN\x00\x02"
+SUMS_MAGIC = b"DFSEEN\x00\x03"
+SUMS_MAGIC_UNSALTED = b"DFSEEN\x00\x02"
 _SUM = struct.Struct(">I")
 _INDEX = struct.Struct(">Q")
 
 
-def block_crc(index: int, data: bytes | memoryview, start: int = -1) -> int:
-    """The crc32 of block ``index`` of the seen file (``start``: a running crc to continue)."""
-    return zlib.crc32(data, zlib.crc32(_INDEX.pack(index)) if start < 0 else start)
+def sums_magic(salt: int) -> bytes:
+    """The magic of a sums file whose crcs hold ``salt`` (0: a format-3 job directory's, without one)."""
+    return SUMS_MAGIC if salt else SUMS_MAGIC_UNSALTED
+
+
+def block_crc(index: int, data: bytes | memoryview, salt: int, start: int = -1) -> int:
+    """The crc32 of block ``index`` of the seen file of the directory with ``salt`` (``start``: a running crc
+    to continue)."""
+    return zlib.crc32(data, zlib.crc32(_INDEX.pack(index), salt) if start < 0 else start)
 
 
 @dataclass
@@ -168,15 +177,18 @@ def sums_path(seen_path: str) -> str:
     return seen_path + ".sums"
 
 
-def read_sums(path: str) -> list[int] | None:
-    """The block crcs of a sums file, None if it is missing; raises JobDirCorrupt if it is not one."""
+def read_sums(path: str, salt: int) -> list[int] | None:
+    """The block crcs of a sums file, None if it is missing; raises JobDirCorrupt if it is not one of the directory
+    with ``salt``."""
     try:
         with open_file(path) as f:
             data = f.read()
     except FileNotFoundError:
         return None
-    if data[:len(SUMS_MAGIC)] != SUMS_MAGIC:
-        raise JobDirCorrupt(path, 0, "not a diskfrontier checksum file (bad magic)", hint=_SUMS_HINT.format(path=path))
+    if data[:len(SUMS_MAGIC)] != sums_magic(salt):
+        known = data[:len(SUMS_MAGIC)] in (SUMS_MAGIC, SUMS_MAGIC_UNSALTED)
+        raise JobDirCorrupt(path, 0, "a checksum file of another format than its job directory's" if known
+                            else "not a diskfrontier checksum file (bad magic)", hint=_SUMS_HINT.format(path=path))
     body = data[len(SUMS_MAGIC):]
     whole = len(body) // _SUM.size * _SUM.size  # a sum cut short by a crash is dropped
     return list(struct.unpack(f">{whole // _SUM.size}I", body[:whole]))
@@ -186,7 +198,9 @@ _SUMS_HINT = ("run 'diskfrontier verify --repair' on its job directory: it check
               "and writes the checksums anew ({path})")
 
 
-def check_blocks(path: str, data: bytes | memoryview, sums: list[int], first: int = 0) -> JobDirCorrupt | None:
+def check_blocks(
+    path: str, data: bytes | memoryview, sums: list[int], salt: int, first: int = 0,
+) -> JobDirCorrupt | None:
     """The first block of ``data`` whose crc is not its sum, as an error; None if all match.
 
     ``data`` holds the file from block ``first`` on; the blocks before it are not checked.
@@ -200,14 +214,14 @@ def check_blocks(path: str, data: bytes | memoryview, sums: list[int], first: in
             size = base + len(view)
             return JobDirCorrupt(path, size, f"the file is {size:,} bytes, shorter than its checksums "
                                              f"cover ({len(sums) * BLOCK:,}): it was truncated")
-        if block_crc(index, block) != expected:
+        if block_crc(index, block, salt) != expected:
             return JobDirCorrupt(path, index * BLOCK, f"checksum mismatch in the fingerprints of bytes "
                                                       f"{index * BLOCK:,}..{(index + 1) * BLOCK:,}")
     return None
 
 
 def check_tail(
-    path: str, view: memoryview, tail: tuple[int, int], summed: int, first: int = 0,
+    path: str, view: memoryview, tail: tuple[int, int], summed: int, salt: int, first: int = 0,
 ) -> JobDirCorrupt | None:
     """Check the partial last block as a checkpoint recorded it (``tail`` = (end, crc)), as an error or None.
 
@@ -225,7 +239,7 @@ def check_tail(
                                          f"checkpoint: it was truncated")
     if block < first:
         return None  # within what the loaded index covers
-    if block_crc(block, view[block * BLOCK - base:end - base]) != crc:
+    if block_crc(block, view[block * BLOCK - base:end - base], salt) != crc:
         return JobDirCorrupt(path, block * BLOCK, f"checksum mismatch in the fingerprints of bytes "
                                                   f"{block * BLOCK:,}..{end:,}")
     return None
@@ -244,7 +258,7 @@ class SeenCheck:
 _CHECK_CHUNK = 64 * BLOCK
 
 
-def check_seen_file(path: str, sums: list[int], tail: tuple[int, int] | None) -> SeenCheck:
+def check_seen_file(path: str, sums: list[int], tail: tuple[int, int] | None, salt: int) -> SeenCheck:
     """Check a binary seen file against its block sums and a checkpoint's tail, reading it in chunks.
 
     Memory stays at one chunk (4 MiB) whatever the file's size; for ``verify``.
@@ -270,9 +284,9 @@ def check_seen_file(path: str, sums: list[int], tail: tuple[int, int] | None) ->
                 return result
             carry, base = data[info.end:], base + info.end
             complete = len(chunk) // BLOCK
-            damage = check_blocks(path, chunk, sums[:block + complete], block)
+            damage = check_blocks(path, chunk, sums[:block + complete], salt, block)
             if damage is None and tail is not None and block <= tail[0] // BLOCK < block + -(-len(chunk) // BLOCK):
-                damage = check_tail(path, memoryview(chunk), tail, len(sums), block)
+                damage = check_tail(path, memoryview(chunk), tail, len(sums), salt, block)
             if damage is not None:
                 result.problem = damage
                 return result
@@ -301,22 +315,26 @@ def count_fingerprints(path: str) -> int:
     return count
 
 
-def sums_of(data: bytes | memoryview) -> list[int]:
+def sums_of(data: bytes | memoryview, salt: int) -> list[int]:
     """The crc of every complete block of ``data``."""
     view = memoryview(data)
-    return [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK]) for i in range(len(view) // BLOCK)]
+    return [block_crc(i, view[i * BLOCK:(i + 1) * BLOCK], salt) for i in range(len(view) // BLOCK)]
 
 
-def write_sums(path: str, sums: Iterable[int]) -> None:
+def write_sums(path: str, sums: Iterable[int], salt: int) -> None:
     """Replace the sums file atomically."""
-    write_atomic(path, SUMS_MAGIC + b"".join(_SUM.pack(s) for s in sums))
+    write_atomic(path, sums_magic(salt) + b"".join(_SUM.pack(s) for s in sums))
 
 
 class SeenFile:
-    """The seen file opened for appending, with its in-memory index and its block checksums."""
+    """The seen file opened for appending, with its in-memory index and its block checksums.
 
-    def __init__(self, path: str) -> None:
+    ``salt``: the job directory's (``jobdir.salt_of``), held by every block's checksum.
+    """
+
+    def __init__(self, path: str, salt: int) -> None:
         self.path = path
+        self.salt = salt
         self.sums_path = sums_path(path)
         self.index_path = path + ".index"
         self.index = SeenIndex()
@@ -328,7 +346,7 @@ class SeenFile:
         self.end = 0
         self._blocks = 0  # complete blocks of the seen file
         self._sums_on_disk = 0  # sums in the sums file (fewer than blocks only after a failed write)
-        self._tail_crc = block_crc(0, b"")
+        self._tail_crc = block_crc(0, b"", salt)
 
     def open(
         self, *, require_sums: bool, tail: tuple[int, int] | None = None, index: IndexRecord | None = None,
@@ -359,7 +377,7 @@ class SeenFile:
             info.end, info.torn = len(data), 0
         info.end += covered
         view = memoryview(data)[:info.end - start]
-        stored = read_sums(self.sums_path)
+        stored = read_sums(self.sums_path, self.salt)
         if stored is None and require_sums and info.end:
             raise JobDirCorrupt(self.sums_path, 0, "missing: the checksums of requests.seen are gone",
                                 hint=_SUMS_HINT.format(path=self.sums_path))
@@ -372,14 +390,15 @@ class SeenFile:
         first = start // BLOCK
         if len(sums) < first:
             return self._reopen_whole(require_sums, tail, "requests.seen.sums does not cover it")
-        damage = check_blocks(self.path, view, sums, first)
+        damage = check_blocks(self.path, view, sums, self.salt, first)
         if damage is not None:
             raise damage
         self._blocks = info.end // BLOCK
-        complete = sums + [block_crc(i, view[(i - first) * BLOCK:(i - first + 1) * BLOCK])
+        complete = sums + [block_crc(i, view[(i - first) * BLOCK:(i - first + 1) * BLOCK], self.salt)
                            for i in range(len(sums), self._blocks)]
-        self._tail_crc = block_crc(self._blocks, view[(self._blocks - first) * BLOCK:])
-        if tail is not None and (damage := check_tail(self.path, view, tail, self._blocks, first)) is not None:
+        self._tail_crc = block_crc(self._blocks, view[(self._blocks - first) * BLOCK:], self.salt)
+        if tail is not None and (damage := check_tail(self.path, view, tail, self._blocks, self.salt,
+                                                      first)) is not None:
             raise damage
         self._open_files(info.end, complete, rewrite_sums=stored is None or len(complete) != len(sums))
         if loaded is None:
@@ -431,7 +450,7 @@ class SeenFile:
 
     def _open_files(self, end: int, sums: list[int], *, rewrite_sums: bool) -> None:
         if rewrite_sums:
-            write_sums(self.sums_path, sums)
+            write_sums(self.sums_path, sums, self.salt)
         self.fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
         if os.fstat(self.fd).st_size != end:
             os.ftruncate(self.fd, end)
@@ -487,13 +506,13 @@ class SeenFile:
         while pos < len(data):
             room = BLOCK - offset % BLOCK
             piece = data[pos:pos + room]
-            self._tail_crc = block_crc(self._blocks, piece, self._tail_crc)
+            self._tail_crc = block_crc(self._blocks, piece, self.salt, self._tail_crc)
             pos += len(piece)
             offset += len(piece)
             if offset % BLOCK == 0:
                 done.append(self._tail_crc)
                 self._blocks += 1
-                self._tail_crc = block_crc(self._blocks, b"")
+                self._tail_crc = block_crc(self._blocks, b"", self.salt)
         return done
 
     def _append_sums(self, sums: list[int]) -> None:

@@ -20,7 +20,7 @@ and a one-byte code of its priority, which becomes ``DEAD`` when a DONE names it
 from these arrays at the end in C loops.
 
 The records of an intact journal are read by a tight loop here, checked as
-``JournalScan`` checks them (both checksums, seeded with the record's offset, and the
+``JournalScan`` checks them (both checksums, seeded with the record's identity, and the
 record's type and size); at the first record that is not plainly intact (damage, a
 torn tail, a record larger than a read), the rest goes to ``JournalScan``, which
 decides what it is. A format-1 journal goes to ``JournalScan`` from the start.
@@ -131,9 +131,9 @@ class JournalState:
 class _Collector:
     """The arrays a scan fills, and the DONE rule."""
 
-    def __init__(self, path: str, repair: bool, sizes: bool, hosts: bool = False, version: int = 3) -> None:
+    def __init__(self, path: str, repair: bool, sizes: bool, hosts: bool = False, version: int = 4) -> None:
         self.path, self.repair, self.version = path, repair, version
-        self.hosts = hosts and version == 3
+        self.hosts = hosts and version >= 3
         self.host_ids = array("I")
         self.host_id: dict[bytes, int] = {}
         self.host_names: list[bytes] = []
@@ -203,9 +203,9 @@ class _Collector:
         self.codes.append(code)
         if self.lengths is not None:
             self.size(FRAME.size + len(body))
-        fp_start = _FP_START if self.version == 3 else PUSH_HEAD_V2.size
+        fp_start = _FP_START if self.version >= 3 else PUSH_HEAD_V2.size
         fp_end = fp_start + body[fp_start - 1 if self.version < 3 else 6]
-        if self.version == 3:
+        if self.version >= 3:
             _, _, _, slotlen, _, not_before = _HEAD_AFTER_KIND.unpack_from(body, 1)
             if self.hosts:
                 slot = bytes(body[fp_end:fp_end + slotlen])
@@ -349,12 +349,13 @@ def _selector_table(code: int) -> bytes:
 
 
 def read_state(
-    path: str, *, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
+    path: str, *, salt: int, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
     floor_crc: int | None = None, hosts: bool = False, hold_after: float | None = None,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
+    ``salt``: the job directory's (``jobdir.salt_of``), which a format-4 journal's checksums hold.
     ``floor``: the length the journal had at its last checkpoint (a shorter file, or
     damage below it, is an error, not a torn tail). ``repair``: damage is collected in
     ``state.scan.damage`` and ``state.bad_dones`` instead of raised. ``fingerprint`` is
@@ -369,7 +370,7 @@ def read_state(
     requests whose not_before is later than this go to ``state.delayed`` instead of
     ``state.pending`` (they are still counted).
     """
-    options = _Options(floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after)
+    options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after)
     if floor_crc is not None and not repair:
         try:
             return _read_state(path, options, (floor, floor_crc))
@@ -380,6 +381,7 @@ def read_state(
 
 @dataclass(frozen=True)
 class _Options:
+    salt: int
     floor: int
     repair: bool
     fingerprint: Callable[[bytes], object] | None
@@ -398,19 +400,20 @@ class _PrefixMismatch(Exception):
 def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -> JournalState:
     state = JournalState()
     floor, fingerprint, progress = options.floor, options.fingerprint, options.progress
-    last, stop, size, end_crc, version = -1, -1, 0, None, 3
+    last, stop, size, end_crc, version = -1, -1, 0, None, 4
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size >= floor:
             version = journal_version(path, f.read(len(MAGIC)), size)
         collect = _Collector(path, options.repair, options.sizes, options.hosts, version)
-        if size >= floor and version == 3:
+        if size >= floor and version >= 3:
+            salt = options.salt if version == 4 else 0
             stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, options.fingerprints_from, progress,
-                                             trusted)
+                                             trusted, salt)
     if stop == size:  # the fast scan read every record
-        state.scan = ScanResult(size=size, end=size, version=3)
+        state.scan = ScanResult(size=size, end=size, version=version)
     else:
-        scan = JournalScan(path, repair=options.repair, floor=floor, start=max(stop, 0))
+        scan = JournalScan(path, salt=options.salt, repair=options.repair, floor=floor, start=max(stop, 0))
         pushes = len(collect.order)
         for offset, body in scan:
             last = offset
@@ -429,9 +432,9 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
 
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
-    fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None,
+    fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None, salt: int,
 ) -> tuple[int, int, int]:
-    """Read plainly intact format-3 records from the first one.
+    """Read plainly intact format-3 or -4 records from the first one (``salt``: 0 for format 3).
 
     Returns where it stopped, the last record's offset and the crc32 of the bytes up to
     where it stopped. It stops at the end of the file or at the first record it does
@@ -469,7 +472,7 @@ def _fast_scan(
                 return pos + rel, last, crc32(view[:rel], running)
             at = pos + rel
             if end > unchecked:
-                seed = (at ^ (at >> 32)) & 0xFFFFFFFF  # identity(at), inline
+                seed = (at ^ (at >> 32) ^ salt) & 0xFFFFFFFF  # identity(at, salt), inline
                 if crc32(view[body:end], seed) != crc or crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
                     _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
                     return at, last, crc32(view[:rel], running)

@@ -21,7 +21,8 @@ from . import checkpoint
 from .atomic import write_all, write_atomic
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .hoststate import HostFileUnusable, load_host_state
-from .jobdir import Layout, Lock, read_meta
+from .identity import foreign_meta, foreign_meta_problem
+from .jobdir import FORMAT_VERSION, Layout, Lock, fold_id, read_meta
 from .journal import (
     CARRIES_REQUEST,
     DONE,
@@ -85,18 +86,19 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
         lock = Lock(layout.lock)
         lock.acquire()
     try:
-        saved = checkpoint.read_checkpoint(layout.cursor)
-        version = _check_meta(layout, report)
-        state = _check_journal(layout, report, saved, repair, progress)
+        version, ident = _check_meta(layout, report)
+        salt = fold_id(ident) if ident is not None and version == FORMAT_VERSION else 0
+        saved = checkpoint.read_checkpoint(layout.cursor, ident if version == FORMAT_VERSION else None)
+        state = _check_journal(layout, report, saved, repair, progress, salt, ident)
         if version >= 2:
-            _check_seen(layout, report, saved, state, repair)
-        if state is not None and version == 3:
-            _check_queues(layout, report, saved, state)
+            _check_seen(layout, report, saved, state, repair, salt, ident)
+        if state is not None and version == FORMAT_VERSION:
+            _check_queues(layout, report, saved, state, salt)
         if saved.problem is not None and saved.state != "missing":
             report.notes.append(f"{layout.cursor}: {saved.problem}; the queues will be rebuilt from the journal at "
                                 f"the next open")
         if repair and report.findings:
-            checkpoint.write_repaired(layout.cursor)
+            checkpoint.write_repaired(layout.cursor, ident)
             report.repaired = True
     finally:
         if lock is not None:
@@ -104,37 +106,70 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
     return report
 
 
-def _check_meta(layout: Layout, report: Report) -> int:
+def _check_meta(layout: Layout, report: Report) -> tuple[int, str | None]:
+    """The directory's format and the id its records hold: ``frontier.json``'s, unless it names another
+    directory's (then the id its cursor and journal hold, and a finding); without a readable
+    ``frontier.json``, the id its cursor names (a format-4 journal cannot be checked without one)."""
     try:
-        version: int = read_meta(layout)["version"]
-        if version < 3:
-            report.notes.append(f"{layout.root}: format {version}, upgraded to format 3 when it is next opened")
-        return version
+        meta = read_meta(layout)
     except FileNotFoundError:
         report.findings.append(Finding(layout.meta, 0, "missing: not a diskfrontier job directory"))
     except FormatError:
         raise
     except FrontierError as exc:
         report.findings.append(Finding(layout.meta, 0, str(exc)))
-    return 3
+    else:
+        version: int = meta["version"]
+        if version < FORMAT_VERSION:
+            report.notes.append(f"{layout.root}: format {version}, upgraded to format {FORMAT_VERSION} when it is "
+                                f"next opened")
+            return version, None
+        ident: str = meta["id"]
+        named = foreign_meta(layout, ident)
+        if named is None:
+            return version, ident
+        problem, advice = foreign_meta_problem(ident, named)
+        report.findings.append(Finding(layout.meta, 0, f"{problem}; {advice}"))
+        return version, named
+    named = checkpoint.named_id(layout.cursor)
+    if named is None and _journal_version(layout) == FORMAT_VERSION:
+        raise UnknownId(f"{layout.root}: neither frontier.json nor requests.cursor names the job directory's id, "
+                        f"which every journal record's checksum holds, so the journal cannot be checked; restore "
+                        f"frontier.json from a backup")
+    return FORMAT_VERSION, named
+
+
+class UnknownId(FrontierError):
+    """The id that a job directory's checksums hold cannot be told, so its records cannot be checked."""
+
+
+def _journal_version(layout: Layout) -> int | None:
+    """The format of the journal's magic, None if it has none."""
+    try:
+        with open_file(layout.journal) as f:
+            return journal_version(layout.journal, f.read(len(MAGIC)), os.fstat(f.fileno()).st_size)
+    except (OSError, FrontierError):
+        return None
 
 
 def _check_journal(
-    layout: Layout, report: Report, saved: checkpoint.Checkpoint, repair: bool, progress: Progress | None
+    layout: Layout, report: Report, saved: checkpoint.Checkpoint, repair: bool, progress: Progress | None, salt: int,
+    ident: str | None,
 ) -> JournalState | None:
     if not os.path.lexists(layout.journal):
         report.findings.append(Finding(layout.journal, 0, "missing: the pending requests are gone"))
         if repair:
-            _about_to_rewrite(layout)
+            _about_to_rewrite(layout, ident)
             write_atomic(layout.journal, MAGIC)
         return None
     try:
-        state = read_state(layout.journal, floor=saved.floor, repair=True, progress=progress, offsets=False)
+        state = read_state(layout.journal, salt=salt, floor=saved.floor, repair=True, progress=progress,
+                           offsets=False)
     except JobDirCorrupt as exc:  # bad magic or empty file: nothing in it can be trusted
         report.findings.append(Finding(layout.journal, exc.offset, exc.problem))
         if repair:
             _set_aside(layout.journal)
-            _about_to_rewrite(layout)
+            _about_to_rewrite(layout, ident)
             write_atomic(layout.journal, MAGIC)
         return None
     scan = state.scan
@@ -152,31 +187,31 @@ def _check_journal(
         report.notes.append(f"{layout.journal}: a torn last record of {scan.torn} bytes at byte {scan.end} "
                             f"(normal after a crash; cut at the next open)")
     if repair and (scan.damage or state.bad_dones or scan.size < saved.floor):
-        _about_to_rewrite(layout)
-        _rewrite_journal(layout.journal, {offset for offset, _ in state.bad_dones})
-        return read_state(layout.journal, repair=True, offsets=False)
+        _about_to_rewrite(layout, ident)
+        _rewrite_journal(layout.journal, {offset for offset, _ in state.bad_dones}, salt)
+        return read_state(layout.journal, salt=salt, repair=True, offsets=False)
     return state
 
 
-def _about_to_rewrite(layout: Layout) -> None:
+def _about_to_rewrite(layout: Layout, ident: str | None) -> None:
     """Before a file is rewritten: from now on the next open rebuilds everything from zero.
 
     A rewritten journal moves records below the checkpoint's floor (recovery re-adds
     fingerprints only from the floor on) and a rewritten seen file outdates the saved
     index, so a repair killed half-way must not leave the old checkpoint standing.
     """
-    checkpoint.write_repaired(layout.cursor)
+    checkpoint.write_repaired(layout.cursor, ident)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(layout.seen_index)
 
 
-def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
+def _rewrite_journal(path: str, bad_dones: set[int], salt: int) -> None:
     """Rewrite the journal with every intact record, framed for its new place (in its own format)."""
     with open_file(path) as f:
         magic = f.read(len(MAGIC))
     out = bytearray(magic)
     moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
-    for offset, body in JournalScan(path, repair=True):
+    for offset, body in JournalScan(path, salt=salt, repair=True):
         kind = body[0]
         if kind == HOST:
             pass
@@ -198,7 +233,7 @@ def _rewrite_journal(path: str, bad_dones: set[int]) -> None:
                 body = memoryview(bytes(body[:-8]) + moved[target].to_bytes(8, "big"))
         else:
             moved[offset] = len(out)
-        out += frame(len(out), bytes(body))
+        out += frame(len(out), bytes(body), salt if magic == MAGIC else 0)
     _set_aside(path)
     write_atomic(path, bytes(out))
 
@@ -215,15 +250,16 @@ def _set_aside(path: str) -> None:
 
 
 def _check_seen(
-    layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState | None, repair: bool
+    layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState | None, repair: bool, salt: int,
+    ident: str | None,
 ) -> None:
     problems: list[Finding] = []
     try:
-        sums = read_sums(layout.seen_sums)
+        sums = read_sums(layout.seen_sums, salt)
     except JobDirCorrupt as exc:
         problems.append(Finding(exc.file, exc.offset, exc.problem))
         sums = []
-    check = check_seen_file(layout.seen, sums or [], saved.seen_tail)
+    check = check_seen_file(layout.seen, sums or [], saved.seen_tail, salt)
     if check.problem is not None:
         problems.append(Finding(check.problem.file, check.problem.offset, check.problem.problem))
     elif check.torn:
@@ -241,8 +277,8 @@ def _check_seen(
         if os.path.lexists(layout.seen):
             with open_file(layout.seen) as f:
                 data = f.read()
-        _about_to_rewrite(layout)
-        _rewrite_seen(layout, data, state)
+        _about_to_rewrite(layout, ident)
+        _rewrite_seen(layout, data, state, salt)
 
 
 def _usual_width(data: bytes) -> int:
@@ -256,7 +292,7 @@ def _usual_width(data: bytes) -> int:
     return max(widths, key=lambda w: (widths[w], w == 20)) if widths else 20
 
 
-def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> None:
+def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None, salt: int) -> None:
     """Every fingerprint that still parses, plus every fingerprint of the journal, with fresh sums."""
     width = _usual_width(data)
     out = bytearray()
@@ -271,8 +307,8 @@ def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> No
         have = {bytes(out[i + 2:i + 2 + width]) for i in range(0, len(out), 2 + width)}
         with open_file(layout.journal) as f:
             version = journal_version(layout.journal, f.read(len(MAGIC)), os.fstat(f.fileno()).st_size)
-        for _offset, body in JournalScan(layout.journal, repair=True):
-            if body[0] in CARRIES_REQUEST and (version == 3 or body[0] == PUSH):
+        for _offset, body in JournalScan(layout.journal, salt=salt, repair=True):
+            if body[0] in CARRIES_REQUEST and (version >= 3 or body[0] == PUSH):
                 pushed = parse_push(body, version)
                 if pushed.dont_filter:
                     continue
@@ -283,16 +319,18 @@ def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None) -> No
     if os.path.lexists(layout.seen):
         _set_aside(layout.seen)
     write_atomic(layout.seen, bytes(out))
-    write_sums(layout.seen_sums, sums_of(bytes(out)))
+    write_sums(layout.seen_sums, sums_of(bytes(out), salt), salt)
 
 
-def _check_queues(layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState) -> None:
+def _check_queues(
+    layout: Layout, report: Report, saved: checkpoint.Checkpoint, state: JournalState, salt: int,
+) -> None:
     if not saved.clean:
         report.notes.append(f"{layout.cursor}: {saved.problem or saved.state}; the queues will be rebuilt from the "
                             f"journal at the next open")
         return
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
-    distrust = distrust_reason(layout, saved, seen_bytes)
+    distrust = distrust_reason(layout, saved, seen_bytes, salt)
     if distrust is not None and state.scan.torn and state.scan.end == saved.journal_bytes:
         report.notes.append(f"{distrust[0]}: {distrust[1]}; the queues will be rebuilt at the next open")
     elif distrust is not None:

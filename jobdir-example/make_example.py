@@ -3,7 +3,8 @@
     python jobdir-example/make_example.py
 
 Deterministic: the same requests, the same pops and dones, every time (only the
-timestamps in frontier.json and requests.cursor differ). The result is committed so
+timestamps in frontier.json and requests.cursor, and the random id
+that both name, differ). The result is committed so
 that the README and the tests can inspect a real job directory.
 """
 

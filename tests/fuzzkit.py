@@ -57,6 +57,7 @@ from typing import NamedTuple
 # ----------------------------------------------------------------------------- fixtures
 
 SIZES = {"small": (200, 150), "big": (3300, 3000)}  # (first pushes, popped and done before a compaction)
+HOST_LETTER = "h"  # the first letter of the workload's host names: a sibling fixture ("-sibling") uses "g"
 LATER = 3600.0  # seconds: a retry or re-fetch held back this long is still held back when the cases run
 
 
@@ -95,13 +96,13 @@ def _workload(path: str, order: str, size: str, state: str) -> dict:
     # Run 1: many requests, most of them done and compacted away (their dedupe then
     # lives in requests.seen alone), then more, some in flight at a clean close.
     f = Frontier(path, order=order)
-    urls = [f"https://h{i % 5}.example/a/{i}" for i in range(first)]
+    urls = [f"https://{HOST_LETTER}{i % 5}.example/a/{i}" for i in range(first)]
     for start in range(0, first, 500):
         push_many(f, [request(u, start + j) for j, u in enumerate(urls[start:start + 500])])
     pop_done(f, finished, finished)
     f.compact()
     for i in range(60):
-        push(f, request(f"https://h{i % 3}.example/b/{i}", i))
+        push(f, request(f"https://{HOST_LETTER}{i % 3}.example/b/{i}", i))
     retried = done[:5] + [u for u in urls if pending[u]][:5]  # dont_filter re-pushes: of done and of pending URLs
     push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(retried)])
     pop_done(f, 20, 12)  # 8 in flight at the close: requeued
@@ -110,8 +111,8 @@ def _workload(path: str, order: str, size: str, state: str) -> dict:
     # Run 2: more of everything after the open.
     f = Frontier(path)
     for i in range(40):
-        push(f, request(f"https://h{i % 4}.example/c/{i}", i))
-    batch = [request(f"https://h{i % 2}.example/d/{i}", i) for i in range(25)]
+        push(f, request(f"https://{HOST_LETTER}{i % 4}.example/c/{i}", i))
+    batch = [request(f"https://{HOST_LETTER}{i % 2}.example/d/{i}", i) for i in range(25)]
     batch += [request(f"https://h1.example/d/{i}", i, dont_filter=True) for i in range(1, 25, 5)]
     push_many(f, batch)
     pop_done(f, 25, 15)  # 10 in flight
@@ -186,38 +187,38 @@ def _requeue_workload(path: str, order: str, state: str) -> dict:
     # Run 1: host settings, work with retries and re-fetches, a compaction (the pending RETRY and REFETCH
     # records become PUSH records, held ones keep their not_before), more of it, a clean close.
     f = Frontier(path, order=order)
-    f.set_delay("h0.example", 0.0)
-    f.set_budget("h1.example", 10**6)
-    f.block("h3.example", time.time() + LATER / 2)
+    f.set_delay(f"{HOST_LETTER}0.example", 0.0)
+    f.set_budget(f"{HOST_LETTER}1.example", 10**6)
+    f.block(f"{HOST_LETTER}3.example", time.time() + LATER / 2)
     f.block("never.example", math.inf)  # hosts with no request: their settings are kept all the same
     f.set_delay("slow.example", 30.0)
     f.set_budget("quota.example", 0)
-    urls = [f"https://h{i % 5}.example/a/{i}" for i in range(150)]
+    urls = [f"https://{HOST_LETTER}{i % 5}.example/a/{i}" for i in range(150)]
     for start in range(0, len(urls), 50):
         push_many(f, [request(u, start + j) for j, u in enumerate(urls[start:start + 50])])
     push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(urls[:150:15])])
     work(f, 90)
-    f.unblock("h3.example")
+    f.unblock(f"{HOST_LETTER}3.example")
     work(f, 40)
     settle(f)
     f.compact()
-    f.set_delay("h0.example", None)
-    f.set_budget("h4.example", 10**6)
-    push_many(f, [request(f"https://h{i % 3}.example/b/{i}", i) for i in range(40)])
+    f.set_delay(f"{HOST_LETTER}0.example", None)
+    f.set_budget(f"{HOST_LETTER}4.example", 10**6)
+    push_many(f, [request(f"https://{HOST_LETTER}{i % 3}.example/b/{i}", i) for i in range(40)])
     work(f, 50)  # those left in flight are requeued by the close
-    f.block("h4.example", time.time() + LATER / 2)
+    f.block(f"{HOST_LETTER}4.example", time.time() + LATER / 2)
     work(f, 10)
     f.close()
     inflight.clear()
 
     # Run 2: more of everything after the open: above the floor (the unclean tail of the crash state).
     f = Frontier(path)
-    push_many(f, [request(f"https://h{i % 4}.example/c/{i}", i) for i in range(30)])
-    f.unblock("h4.example")
-    f.block("h2.example", time.time() + LATER / 2)
-    f.set_delay("h1.example", 1.0)
+    push_many(f, [request(f"https://{HOST_LETTER}{i % 4}.example/c/{i}", i) for i in range(30)])
+    f.unblock(f"{HOST_LETTER}4.example")
+    f.block(f"{HOST_LETTER}2.example", time.time() + LATER / 2)
+    f.set_delay(f"{HOST_LETTER}1.example", 1.0)
     work(f, 40)
-    f.set_budget("h4.example", None)
+    f.set_budget(f"{HOST_LETTER}4.example", None)
     push_many(f, [request(u, i, dont_filter=True) for i, u in enumerate(sorted(held)[:6])])
     work(f, 25)
     expected = {"pending": {u: n for u, n in pending.items() if n > 0}, "held": {u: n for u, n in held.items() if n},
@@ -228,7 +229,8 @@ def _requeue_workload(path: str, order: str, state: str) -> dict:
 
 
 def _child_main(argv: list[str]) -> None:
-    path, order, size, state = argv
+    global HOST_LETTER
+    path, order, size, state, HOST_LETTER = argv
     if order == "lifo":  # the LIFO fixtures have a saved seen index (requests.seen.index); the FIFO ones none
         from diskfrontier import frontier as frontier_module
 
@@ -255,15 +257,16 @@ class Fixture:
     records: list = field(default_factory=list)  # a Record for each journal record
     floor: int = 0  # the journal length below which a cut is damage, not a torn tail
     journal_size: int = 0
+    sibling: str | None = None  # a job directory built by the same steps, with other host names of the same length
 
 
-def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
-    """Build one fixture in a child process (SIGKILLed for the crash state)."""
+def build_fixture(root: str, order: str, size: str, state: str, letter: str = "h") -> Fixture:
+    """Build one fixture in a child process (SIGKILLed for the crash state); ``letter``: see HOST_LETTER."""
     from diskfrontier import Request
 
-    name = f"{order}-{state}-{size}"
+    name = f"{order}-{state}-{size}" + ("" if letter == "h" else f"-{letter}")
     path = os.path.join(root, name)
-    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state],  # noqa: S603 - this very file
+    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state, letter],  # noqa: S603 - this file
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -283,7 +286,9 @@ def build_fixture(root: str, order: str, size: str, state: str) -> Fixture:
                  held=Counter(expected["held"]))
     fx.records = journal_map(os.path.join(path, "requests.urls"))
     fx.journal_size = os.path.getsize(os.path.join(path, "requests.urls"))
-    saved = read_checkpoint(os.path.join(path, "requests.cursor"))
+    from jobkit import dir_id
+
+    saved = read_checkpoint(os.path.join(path, "requests.cursor"), dir_id(path))
     fx.floor = saved.floor
     assert saved.state == ("clean" if state == "clean" else "open"), saved
     assert replay(fx.records) == pending, "the journal does not hold what the builder was told"
@@ -316,9 +321,10 @@ def journal_map(path: str) -> list[Record]:
     """A Record for every record of an intact journal."""
     from diskfrontier.codec import decode_request
     from diskfrontier.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
+    from jobkit import dir_salt
 
     out, urls = [], {}
-    for offset, body in JournalScan(path):
+    for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path))):
         end = offset + FRAME.size + len(body)
         if body[0] == DONE:
             target = done_target(body)
@@ -365,10 +371,10 @@ def replay_held(records: list[Record], upto: int | None = None) -> Counter:
     return Counter(record.url for record in _alive(records, upto) if record.held)
 
 
-def read_checkpoint(path: str):
+def read_checkpoint(path: str, ident: str | None):
     from diskfrontier.checkpoint import read_checkpoint as read
 
-    return read(path)
+    return read(path, ident)
 
 
 BASIC_SPECS = [("lifo", "big", "clean"), ("lifo", "big", "crash"), ("fifo", "small", "clean"),
@@ -383,7 +389,9 @@ def build_fixtures(root: str) -> list[Fixture]:
     specs = BASIC_SPECS + REQUEUE_SPECS
     out = []
     for order, size, state in specs:
-        out.append(build_fixture(root, order, size, state))
+        fx = build_fixture(root, order, size, state)
+        fx.sibling = build_fixture(root, order, size, state, "g").path
+        out.append(fx)
     for fx in out:
         if "big" in fx.name:
             assert os.path.getsize(os.path.join(fx.path, "requests.seen")) > 1 << 16
@@ -404,7 +412,7 @@ def requeue_fixtures(fixtures: list[Fixture]) -> list[Fixture]:
 
 TARGETS = ("frontier.json", "requests.urls", "requests.seen", "requests.seen.sums", "requests.seen.index",
            "requests.cursor", "requests.hosts", "active.json", "queue", "lock")
-KINDS = ("flip", "garbage", "truncate", "append", "zero", "len-ffff", "swap", "dup", "delete", "empty")
+KINDS = ("flip", "garbage", "truncate", "append", "zero", "len-ffff", "swap", "dup", "delete", "empty", "splice")
 RECORD_KINDS = ("len-ffff", "swap", "dup")
 # swap/dup of equal-sized records: where a file is made of them
 RECORD_TARGETS = {"requests.urls": RECORD_KINDS, "requests.seen": ("swap", "dup"), "queue": ("swap", "dup")}
@@ -429,8 +437,10 @@ def target_files(job: str, target: str) -> list[str]:
 def journal_records(path: str) -> list[tuple[int, int]]:
     """(offset, body length) of every intact record of a journal."""
     from diskfrontier.journal import JournalScan
+    from jobkit import dir_salt
 
-    return [(offset, len(body)) for offset, body in JournalScan(path, repair=True)]
+    return [(offset, len(body)) for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path)),
+                                                                repair=True)]
 
 
 def _records(path: str, target: str) -> list[tuple[int, int]]:
@@ -454,8 +464,15 @@ def _records(path: str, target: str) -> list[tuple[int, int]]:
     return []
 
 
-def damage(rng: random.Random, job: str, target: str, kind: str) -> tuple[str, list[tuple[int, int]]] | None:
-    """Damage one file of ``job``: (what was done, the byte ranges changed), None if the damage does not apply."""
+def damage(
+    rng: random.Random, job: str, target: str, kind: str, sibling: str | None = None,
+) -> tuple[str, list[tuple[int, int]]] | None:
+    """Damage one file of ``job``: (what was done, the byte ranges changed), None if the damage does not apply.
+
+    ``splice``: bytes of the same file of ``sibling`` (a directory built by the same steps), at the same offset,
+    over ours: a whole record where the file is made of them, a whole 64 KiB block of ``requests.seen`` with its
+    checksum from ``requests.seen.sums``, else a stretch where the two differ.
+    """
     files = [p for p in target_files(job, target) if os.path.isfile(p)]
     if kind in ("swap", "dup") and target == "queue":
         files = [p for p in files if os.path.basename(p) != "info.json"]
@@ -500,6 +517,11 @@ def damage(rng: random.Random, job: str, target: str, kind: str) -> tuple[str, l
         n = min(size - at, rng.randrange(1, 4097))
         data[at:at + n] = bytes(n)
         what, spans = f"{n} bytes zeroed at {at}", [(at, at + n)]
+    elif kind == "splice":
+        spliced = _splice(rng, job, path, target, data, sibling)
+        if spliced is None:
+            return None
+        what, spans = spliced
     elif kind == "len-ffff":
         records = _records(path, target)
         if not records:
@@ -529,6 +551,46 @@ def damage(rng: random.Random, job: str, target: str, kind: str) -> tuple[str, l
     with open(path, "wb") as f:
         f.write(data)
     return f"{rel}: {what}", spans
+
+
+def _splice(rng: random.Random, job: str, path: str, target: str, data: bytearray,
+            sibling: str | None) -> tuple[str, list[tuple[int, int]]] | None:
+    """Copy a stretch of the sibling's file over ``data`` (changed in place): (what, spans), or None."""
+    if sibling is None:
+        return None
+    rel = os.path.relpath(path, job)
+    theirs_path = os.path.join(sibling, rel)
+    if not os.path.isfile(theirs_path):
+        return None
+    with open(theirs_path, "rb") as f:
+        theirs = f.read()
+    common = min(len(data), len(theirs))
+    block = 1 << 16
+    if target == "requests.seen" and common >= block:
+        blocks = [i for i in range(common // block)
+                  if data[i * block:(i + 1) * block] != theirs[i * block:(i + 1) * block]]
+        if blocks:
+            i = rng.choice(blocks)
+            data[i * block:(i + 1) * block] = theirs[i * block:(i + 1) * block]
+            with open(os.path.join(sibling, "requests.seen.sums"), "rb") as f:
+                their_sums = f.read()
+            sums_path = os.path.join(job, "requests.seen.sums")
+            if os.path.isfile(sums_path) and len(their_sums) >= 8 + 4 * (i + 1):
+                with open(sums_path, "r+b") as f:
+                    f.seek(8 + 4 * i)
+                    f.write(their_sums[8 + 4 * i:8 + 4 * (i + 1)])
+            return f"block {i} and its checksum from the sibling", [(i * block, (i + 1) * block)]
+    spans = [(a, n) for a, n in _records(path, target) if a + n <= common and data[a:a + n] != theirs[a:a + n]]
+    if spans:
+        a, n = rng.choice(spans)
+    else:
+        differ = [i for i in range(common) if data[i] != theirs[i]]
+        if not differ:
+            return None
+        a = rng.choice(differ)
+        n = min(common - a, rng.randrange(1, 65))
+    data[a:a + n] = theirs[a:a + n]
+    return f"{n} bytes at {a} from the sibling", [(a, a + n)]
 
 
 # ----------------------------------------------------------------------------- running a case
@@ -829,7 +891,7 @@ def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, secon
     job = os.path.join(work, f"{fx.name}-{target.replace('/', '_')}-{kind}-{seed}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:
-        done = damage(rng, job, target, kind)
+        done = damage(rng, job, target, kind, fx.sibling)
         if done is None:
             return Outcome("n/a")
         what, spans = done

@@ -180,9 +180,9 @@ def test_newer_job_directory_format_is_refused(tmp_path):
     job = tmp_path / "job"
     make_job(job, clean=True)
     meta = json.loads((job / "frontier.json").read_text())
-    meta["version"] = 4
+    meta["version"] = 5
     (job / "frontier.json").write_text(json.dumps(meta))
-    with pytest.raises(FormatError, match="got v4, can handle v1 to v3"):
+    with pytest.raises(FormatError, match="got v5, can handle v1 to v4"):
         Frontier(job)
 
 

@@ -20,6 +20,7 @@ import msgpack
 import pytest
 from click.testing import CliRunner
 from crashkit import kill_after_acks
+from jobkit import dir_id, dir_salt
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier import checkpoint as checkpoint_module
@@ -397,7 +398,7 @@ def test_compaction_keeps_failed_requests_and_done_counts(tmp_path):
     with Frontier(job) as f:  # clean
         assert f.recovery == "clean" and listing(f.failed()) == expected and host_done(f) == done
     assert inspect_jobdir(job).failed == len(expected)
-    checkpoint_module.write_open(Layout(job).cursor, 0, None)  # as if killed: rebuilt from the journal
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), 0, None)  # as if killed: rebuilt from the journal
     assert listing(failed_requests(job)) == expected
     with Frontier(job) as f:
         assert f.recovery == "rebuilt" and listing(f.failed()) == expected and host_done(f) == done
@@ -459,7 +460,7 @@ def append_record(job: str, body: bytes) -> int:
     path = Layout(job).journal
     offset = os.path.getsize(path)
     with open(path, "ab") as out:
-        out.write(frame(offset, body))
+        out.write(frame(offset, body, dir_salt(job)))
     return offset
 
 
@@ -497,7 +498,7 @@ def test_a_fail_record_naming_a_request_that_is_not_pending_is_damage(tmp_path, 
         names = {"done": finished._seq, "failed": failing._seq, "nothing": finished._seq + 3}
         expected = listing(f.failed())
     size = os.path.getsize(Layout(job).journal)
-    checkpoint_module.write_open(Layout(job).cursor, size, None)  # as if the record was written before a kill
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), size, None)  # as if the record was written before a kill
     offset = append_record(job, fail_body(names.get(target, size + 100), time.time(), b"crafted"))
     if target == "later":  # a FAIL naming a byte after itself
         assert offset == size
@@ -519,7 +520,7 @@ def test_a_done_naming_a_failed_request_is_damage_and_a_retry_is_its_requeue(tmp
         f.fail(failing, "failed")
         target = failing._seq
         pushed = parse_push(bytes(f._journal.read_body(target)))
-    checkpoint_module.write_open(Layout(job).cursor, os.path.getsize(Layout(job).journal), None)
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), os.path.getsize(Layout(job).journal), None)
     offset = append_record(job, done_body(target))
     report = verify(job)
     assert [finding.offset for finding in report.findings] == [offset]
@@ -540,7 +541,7 @@ def test_verify_names_a_hosts_file_whose_failed_set_is_not_the_journals(tmp_path
     job = str(tmp_path / "job")
     failing_crawl(job)
     layout = Layout(job)
-    saved = checkpoint_module.read_checkpoint(layout.cursor)
+    saved = checkpoint_module.read_checkpoint(layout.cursor, dir_id(job))
     assert saved.hosts_file is not None
     state = load_host_state(layout.hosts, saved.hosts_file)
     wrong = dict(list(state.failed.items())[1:])  # one failure left out
@@ -562,7 +563,7 @@ def test_inspect_counts_failed_requests_from_the_checkpoint_and_from_a_scan(tmp_
     job = str(tmp_path / "job")
     failing_crawl(job)
     clean = inspect_jobdir(job)
-    checkpoint_module.write_open(Layout(job).cursor, 0, None)
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), 0, None)
     scanned = inspect_jobdir(job)
     assert clean.state == "clean" and scanned.state.startswith("needs recovery")
     assert clean.failed == scanned.failed == 5

@@ -14,6 +14,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jobkit import dir_salt
 
 from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.jobinfo import pending_requests
@@ -422,7 +423,8 @@ def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
         at = f._journal.size
     body = push_body(0, False, b"f" * 20, b"\x91\xa9https://b", slot=b"b", not_before=math.inf)
     with open(os.path.join(job, "requests.urls"), "ab") as fh:
-        fh.write(frame(at, body) + frame(at + 10 + len(body), body))  # not a torn tail: another record follows
+        salt = dir_salt(job)
+        fh.write(frame(at, body, salt) + frame(at + 10 + len(body), body, salt))  # not a torn tail: another record follows
     with pytest.raises(JobDirCorrupt) as info:
         Frontier(job)
     assert info.value.offset == at

@@ -4,6 +4,7 @@ says exactly what a scan of the journal says."""
 from __future__ import annotations
 
 import pytest
+from jobkit import dir_id
 
 import diskfrontier.jobinfo as jobinfo
 from diskfrontier import Frontier, Request
@@ -42,7 +43,7 @@ def test_inspect_of_a_clean_directory_reads_no_journal_and_agrees_with_a_scan(tm
         fast = jobinfo.inspect_jobdir(job)
     assert fast.state == "clean"
     layout = Layout(job)
-    checkpoint_module.write_open(layout.cursor, 0, None)  # as if a crawl had it open: scanned now
+    checkpoint_module.write_open(layout.cursor, dir_id(layout.root), 0, None)  # as if a crawl had it open: scanned now
     scanned = jobinfo.inspect_jobdir(job)
     assert scanned.state.startswith("needs recovery")
     for field in ("pending", "pending_by_priority", "done", "seen", "reclaimable_bytes", "journal_bytes"):
@@ -63,9 +64,9 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
     reads: list[int] = []
     real_read = jobinfo.read_record
 
-    def counted(fd, offset, path, version=2):
+    def counted(fd, offset, path, salt, version=4):
         reads.append(offset)
-        return real_read(fd, offset, path, version)
+        return real_read(fd, offset, path, salt, version)
 
     def no_scan(*args, **kwargs):
         raise AssertionError("the journal of a clean directory was scanned")

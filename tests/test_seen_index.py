@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
 from diskfrontier import frontier as frontier_module
@@ -163,7 +164,8 @@ def test_a_missing_seen_file_with_an_index_is_named(tmp_path):
 
 
 def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path, monkeypatch):
-    from diskfrontier import checkpoint, verify as verify_module
+    from diskfrontier import checkpoint
+    from diskfrontier import verify as verify_module
 
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
@@ -178,7 +180,7 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
     monkeypatch.setattr(verify_module, "_check_seen", stopped)
     with pytest.raises(KeyboardInterrupt):
         verify_module.verify(path, repair=True)
-    assert checkpoint.read_checkpoint(os.path.join(path, "requests.cursor")).state == "repaired"
+    assert checkpoint.read_checkpoint(os.path.join(path, "requests.cursor"), dir_id(path)).state == "repaired"
     assert not os.path.exists(os.path.join(path, "requests.seen.index"))
     with Frontier(path) as frontier:
         assert frontier.recovery == "rebuilt" and len(frontier) == 1999

@@ -29,11 +29,13 @@ from diskfrontier.seen import BLOCK, SeenFile, read_sums
 from diskfrontier.seenindex import SeenIndex
 from diskfrontier.state import read_state
 
+SALT = 0x5EED1234  # the salt of the journals these tests write (a job directory's comes from its id)
+
 
 def write_journal(path, bodies) -> list[int]:
     JournalWriter.create(str(path))
-    writer = JournalWriter(str(path), len(MAGIC), fsync=False)
-    data, offsets = frame_all(writer.size, bodies)
+    writer = JournalWriter(str(path), len(MAGIC), salt=SALT, fsync=False)
+    data, offsets = frame_all(writer.size, bodies, SALT)
     writer.write(data)
     writer.close()
     return offsets
@@ -47,21 +49,22 @@ def pushes(n: int, priority: int = 0) -> list[bytes]:
 def test_scan_yields_every_record_at_its_offset(tmp_path):
     path = tmp_path / "j"
     offsets = write_journal(path, pushes(50))
-    scan = JournalScan(str(path))
+    scan = JournalScan(str(path), salt=SALT)
     assert [offset for offset, _ in scan] == offsets
     assert scan.result.end == os.path.getsize(path) and scan.result.torn == 0
 
 
 def test_frames_are_bound_to_their_offset(tmp_path):
     body = push_body(0, False, b"f" * 20, b"\x91\xa1x")
-    assert frame(8, body) != frame(8 + len(body) + FRAME.size, body)
+    assert frame(8, body, SALT) != frame(8 + len(body) + FRAME.size, body, SALT)
+    assert frame(8, body, SALT) != frame(8, body, SALT ^ 1)  # and to their job directory
     path = tmp_path / "j"
     write_journal(path, pushes(3))
     data = path.read_bytes()
     first = data[8:8 + FRAME.size + len(pushes(1)[0])]
     path.write_bytes(data + first)  # an intact record copied to another place
     with pytest.raises(JobDirCorrupt) as info:
-        list(JournalScan(str(path)))
+        list(JournalScan(str(path), salt=SALT))
     assert info.value.offset == len(data)
 
 
@@ -71,7 +74,7 @@ def test_a_write_cut_short_is_a_torn_tail(tmp_path, cut):
     offsets = write_journal(path, pushes(5))
     size = os.path.getsize(path)
     os.truncate(path, size - cut)
-    scan = JournalScan(str(path))
+    scan = JournalScan(str(path), salt=SALT)
     assert [o for o, _ in scan] == offsets[:4]
     assert scan.result.end == offsets[4] and scan.result.torn == size - cut - offsets[4]
 
@@ -82,10 +85,10 @@ def test_a_torn_tail_below_the_floor_is_damage(tmp_path):
     size = os.path.getsize(path)
     os.truncate(path, size - 3)
     with pytest.raises(JobDirCorrupt):
-        list(JournalScan(str(path), floor=size))
+        list(JournalScan(str(path), salt=SALT, floor=size))
     with pytest.raises(JobDirCorrupt):
-        list(JournalScan(str(path), floor=offsets[4] + 1))
-    assert len(list(JournalScan(str(path), floor=offsets[4]))) == 4
+        list(JournalScan(str(path), salt=SALT, floor=offsets[4] + 1))
+    assert len(list(JournalScan(str(path), salt=SALT, floor=offsets[4]))) == 4
 
 
 def test_zeros_to_the_end_are_a_torn_tail(tmp_path):
@@ -93,7 +96,7 @@ def test_zeros_to_the_end_are_a_torn_tail(tmp_path):
     write_journal(path, pushes(5))
     with open(path, "ab") as f:
         f.write(b"\0" * 5000)
-    scan = JournalScan(str(path))
+    scan = JournalScan(str(path), salt=SALT)
     assert len(list(scan)) == 5 and scan.result.torn == 5000
 
 
@@ -104,7 +107,7 @@ def test_a_full_checksum_mismatch_at_the_end_is_damage_not_a_tear(tmp_path):
     data[-1] ^= 1  # every byte of the last record is there: a kill cannot leave this
     path.write_bytes(bytes(data))
     with pytest.raises(JobDirCorrupt) as info:
-        list(JournalScan(str(path)))
+        list(JournalScan(str(path), salt=SALT))
     assert info.value.offset == offsets[4]
 
 
@@ -114,7 +117,7 @@ def test_repair_scan_resynchronises_after_damage(tmp_path):
     data = bytearray(path.read_bytes())
     data[offsets[7] + 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    scan = JournalScan(str(path), repair=True)
+    scan = JournalScan(str(path), salt=SALT, repair=True)
     assert [o for o, _ in scan] == offsets[:7] + offsets[8:]
     assert [(d.offset, d.length) for d in scan.result.damage] == [(offsets[7], offsets[8] - offsets[7])]
 
@@ -124,10 +127,10 @@ def test_read_record_checks_the_crc_and_the_kind(tmp_path):
     offsets = write_journal(path, [*pushes(2), done_body(8)])
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert bytes(read_record(fd, offsets[1], str(path))) == pushes(2)[1]
+        assert bytes(read_record(fd, offsets[1], str(path), SALT)) == pushes(2)[1]
         for bad in (offsets[2], offsets[1] + 1, 10_000_000, 3):
             with pytest.raises(JobDirCorrupt):
-                read_record(fd, bad, str(path))
+                read_record(fd, bad, str(path), SALT)
     finally:
         os.close(fd)
 
@@ -136,7 +139,7 @@ def test_writer_cuts_back_a_failed_write(tmp_path, monkeypatch):
     path = tmp_path / "j"
     write_journal(path, pushes(2))
     size = os.path.getsize(path)
-    writer = JournalWriter(str(path), size, fsync=False)
+    writer = JournalWriter(str(path), size, salt=SALT, fsync=False)
     import diskfrontier.journal as journal
 
     def half_then_fail(fd, data):
@@ -145,21 +148,21 @@ def test_writer_cuts_back_a_failed_write(tmp_path, monkeypatch):
 
     monkeypatch.setattr(journal, "write_all", half_then_fail)
     with pytest.raises(OSError):
-        writer.write(frame(size, pushes(1)[0]))
+        writer.write(frame(size, pushes(1)[0], SALT))
     monkeypatch.undo()
     assert os.path.getsize(path) == size and writer.size == size
-    writer.write(frame(size, pushes(1)[0]))
+    writer.write(frame(size, pushes(1)[0], SALT))
     writer.close()
-    assert len(list(JournalScan(str(path)))) == 3
+    assert len(list(JournalScan(str(path), salt=SALT))) == 3
 
 
 def test_state_counts_pending_per_priority_in_push_order(tmp_path):
     path = tmp_path / "j"
     bodies = pushes(6, 1) + pushes(4, -2)
     offsets = write_journal(path, bodies)
-    JournalWriter(str(path), os.path.getsize(path), fsync=False).write(
-        frame_all(os.path.getsize(path), [done_body(offsets[0]), done_body(offsets[7])])[0])
-    state = read_state(str(path), sizes=True)
+    JournalWriter(str(path), os.path.getsize(path), salt=SALT, fsync=False).write(
+        frame_all(os.path.getsize(path), [done_body(offsets[0]), done_body(offsets[7])], SALT)[0])
+    state = read_state(str(path), salt=SALT, sizes=True)
     assert list(state.pending[1]) == offsets[1:6] and list(state.pending[-2]) == [offsets[6], *offsets[8:]]
     assert (state.pushes, state.dones, state.pending_count) == (10, 2, 8)
     assert state.live_bytes == sum(FRAME.size + len(bodies[i]) for i in (1, 2, 3, 4, 5, 6, 8, 9))
@@ -301,16 +304,16 @@ def test_seen_index_shards_grow_one_at_a_time():
 
 def test_seen_file_writes_a_sum_for_every_block(tmp_path):
     path = str(tmp_path / "requests.seen")
-    seen = SeenFile(path)
+    seen = SeenFile(path, SALT)
     seen.open(require_sums=False)
     count = 3 * BLOCK // 22 + 100
     for i in range(count):
         seen.add(hashlib.sha1(str(i).encode()).digest())
     seen.sync()
     seen.close()
-    sums = read_sums(path + ".sums")
+    sums = read_sums(path + ".sums", SALT)
     assert sums is not None and len(sums) == os.path.getsize(path) // BLOCK == 3
-    again = SeenFile(path)
+    again = SeenFile(path, SALT)
     again.open(require_sums=True)
     assert len(again) == count
     again.close()
@@ -320,19 +323,19 @@ def test_seen_file_writes_a_sum_for_every_block(tmp_path):
         f.seek(BLOCK + 100)
         f.write(bytes([value ^ 4]))
     with pytest.raises(JobDirCorrupt) as info:
-        SeenFile(path).open(require_sums=True)
+        SeenFile(path, SALT).open(require_sums=True)
     assert info.value.offset == BLOCK
 
 
 def test_seen_file_of_a_format2_directory_needs_its_sums(tmp_path):
     path = str(tmp_path / "requests.seen")
-    seen = SeenFile(path)
+    seen = SeenFile(path, SALT)
     seen.open(require_sums=False)
     seen.add(b"x" * 20)
     seen.close()
     os.unlink(path + ".sums")
     with pytest.raises(JobDirCorrupt, match="sums"):
-        SeenFile(path).open(require_sums=True)
+        SeenFile(path, SALT).open(require_sums=True)
 
 
 def test_a_lifo_queue_file_written_whole_is_queuelibs_own_format(tmp_path):
@@ -354,25 +357,25 @@ def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_p
     from diskfrontier.seen import check_seen_file
 
     path = str(tmp_path / "requests.seen")
-    seen = SeenFile(path)
+    seen = SeenFile(path, SALT)
     seen.open(require_sums=False)
     for i in range(200_000):  # 4.4 MB: two 4 MiB chunks, fingerprints cut by the boundary
         seen.add(hashlib.sha1(str(i).encode()).digest())
     seen.flush()
     tail = seen.tail()
     seen.close()
-    sums = read_sums(path + ".sums")
-    clean = check_seen_file(path, sums, tail)
+    sums = read_sums(path + ".sums", SALT)
+    clean = check_seen_file(path, sums, tail, SALT)
     assert clean.problem is None and clean.end == 200_000 * 22 and clean.torn == 0
     data = bytearray(open(path, "rb").read())
     data[65 * BLOCK + 5] ^= 1
     open(path, "wb").write(data)
-    found = check_seen_file(path, sums, tail)
+    found = check_seen_file(path, sums, tail, SALT)
     assert found.problem is not None and found.problem.offset == 65 * BLOCK
     data[65 * BLOCK + 5] ^= 1
     data[-3] ^= 1  # in the partial last block: the checkpoint's tail crc
     open(path, "wb").write(data)
-    assert check_seen_file(path, sums, tail).problem.offset == len(data) // BLOCK * BLOCK
+    assert check_seen_file(path, sums, tail, SALT).problem.offset == len(data) // BLOCK * BLOCK
 
 
 def test_the_scan_after_damage_keeps_priorities_right_past_255_of_them(tmp_path):
@@ -381,12 +384,12 @@ def test_the_scan_after_damage_keeps_priorities_right_past_255_of_them(tmp_path)
     path = tmp_path / "j"
     bodies = [push_body(p, False, bytes([p % 256, p // 256]) * 10, b"\x91\xa1x") for p in range(300)]
     offsets = write_journal(path, [pushes(1)[0], *bodies])
-    JournalWriter(str(path), os.path.getsize(path), fsync=False).write(
-        frame_all(os.path.getsize(path), [done_body(offsets[1 + p]) for p in range(0, 300, 3)])[0])
+    JournalWriter(str(path), os.path.getsize(path), salt=SALT, fsync=False).write(
+        frame_all(os.path.getsize(path), [done_body(offsets[1 + p]) for p in range(0, 300, 3)], SALT)[0])
     data = bytearray(path.read_bytes())
     data[offsets[0] + FRAME.size + 3] ^= 1  # the first record is damaged
     path.write_bytes(data)
-    state = read_state(str(path), repair=True)
+    state = read_state(str(path), salt=SALT, repair=True)
     assert len(state.scan.damage) == 1
     want = {p: [offsets[1 + p]] for p in range(300) if p % 3}
     assert {p: list(o) for p, o in state.pending.items()} == want
@@ -397,10 +400,10 @@ def test_a_record_longer_than_a_read_is_scanned_whole_at_the_start_of_a_read(tmp
     path = tmp_path / "j"
     big = push_body(0, False, b"b" * 20, b"\xc6" + (9 << 20).to_bytes(4, "big") + b"x" * (9 << 20))
     offsets = write_journal(path, [big, *pushes(3)])
-    assert [offset for offset, _ in JournalScan(str(path))] == offsets
-    assert [offset for offset, _ in JournalScan(str(path), repair=True)] == offsets
-    assert list(read_state(str(path)).pending[0]) == offsets
-    state = read_state(str(path), sizes=True)  # the big record's size is kept aside, not cut to 16 bits
+    assert [offset for offset, _ in JournalScan(str(path), salt=SALT)] == offsets
+    assert [offset for offset, _ in JournalScan(str(path), salt=SALT, repair=True)] == offsets
+    assert list(read_state(str(path), salt=SALT).pending[0]) == offsets
+    state = read_state(str(path), salt=SALT, sizes=True)  # the big record's size is kept aside, not cut to 16 bits
     assert state.live_bytes == os.path.getsize(path) - len(MAGIC)
 
 
@@ -408,8 +411,8 @@ def test_a_push_record_too_short_for_its_head_is_damage_not_a_crash(tmp_path):
     path = tmp_path / "j"
     write_journal(path, [*pushes(2), b"\x01\x00\x00"])
     with pytest.raises(JobDirCorrupt, match="unknown type"):
-        read_state(str(path))
-    state = read_state(str(path), repair=True)
+        read_state(str(path), salt=SALT)
+    state = read_state(str(path), salt=SALT, repair=True)
     assert len(state.scan.damage) == 1 and state.pushes == 2
 
 
@@ -421,17 +424,17 @@ def test_records_below_the_floor_are_checked_by_the_floor_crc_and_rescanned_if_i
     floor = offsets[30]
     data = path.read_bytes()
     crc = zlib.crc32(data[:floor])
-    plain = read_state(str(path), floor=floor)
-    trusted = read_state(str(path), floor=floor, floor_crc=crc)
+    plain = read_state(str(path), salt=SALT, floor=floor)
+    trusted = read_state(str(path), salt=SALT, floor=floor, floor_crc=crc)
     assert {p: list(o) for p, o in trusted.pending.items()} == {p: list(o) for p, o in plain.pending.items()}
     assert trusted.end_crc == plain.end_crc == zlib.crc32(data)
     # a wrong crc, or damage below the floor, means every record is checked: the damage is named
-    assert list(read_state(str(path), floor=floor, floor_crc=crc ^ 1).pending[1]) == offsets[:40]
+    assert list(read_state(str(path), salt=SALT, floor=floor, floor_crc=crc ^ 1).pending[1]) == offsets[:40]
     damaged = bytearray(data)
     damaged[offsets[5] + FRAME.size + 3] ^= 1
     path.write_bytes(damaged)
     with pytest.raises(JobDirCorrupt) as info:
-        read_state(str(path), floor=floor, floor_crc=crc)
+        read_state(str(path), salt=SALT, floor=floor, floor_crc=crc)
     assert info.value.offset == offsets[5]
 
 
