@@ -790,10 +790,16 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
     or empty folder, or a crawl that does not exist or holds nothing); the copy has its
     source's order (LIFO or FIFO).
 
+    DST appears only when the copy is complete: a job directory is built in a hidden folder
+    beside it (.NAME.diskfrontier-copy) and renamed at the end; a Redis crawl is marked
+    unfinished until the end, and refused by every command meanwhile. A copy stopped
+    half-way (Ctrl-C, kill -9) is redone by running the same command again.
+
     Copied: every pending request, with its priority, slot, attempts and not_before (those
     a job directory had in flight at a crash or at its close, and those leased to Redis
-    clients, come over as pending); every seen fingerprint, done requests' included; each
-    host's delay, block, budget and done count. A Redis crawl's delay, per-host limit and
+    clients, come over as pending); every failed request with its error, attempts and
+    time; every seen fingerprint, done requests' included; each host's delay, block,
+    budget and done count. A Redis crawl's delay, per-host limit and
     preference go with it to another Redis crawl (a job directory keeps none: the copy
     says what to pass to Frontier()).
 
@@ -822,6 +828,7 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
         ("pending", f"{report.queued:,} requests"
                     + (f" ({report.duplicates:,} more left out: each shared its fingerprint with another pending "
                        f"request)" if report.duplicates else "")),
+        ("failed", f"{report.failed:,} requests"),
         ("seen", f"{report.seen:,} fingerprints"),
         ("hosts", f"{report.host_settings:,} with settings, {report.host_done:,} with done counts "
                   f"({report.done:,} done)"),

@@ -13,7 +13,7 @@ from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier,
 from diskfrontier.cli import main
 from diskfrontier.copytarget import MARKER, JobDirBuild, build_path
 from diskfrontier.crawlcopy import copy_crawl
-from diskfrontier.jobinfo import failed_requests, pending_requests
+from diskfrontier.jobinfo import pending_requests
 
 PAIRS = ["job-job", "job-redis", "redis-job", "redis-redis"]
 
@@ -174,7 +174,7 @@ def test_an_interrupted_copy_to_redis_is_refused_by_every_open_until_a_rerun_red
         _interrupt_on(patch, RedisFrontier, "mark_seen")
         with pytest.raises(KeyboardInterrupt):
             copy_crawl(src, redis_url, to_crawl=crawl_name)
-    with pytest.raises(IncompleteCopy, match="is an unfinished copy of .*run the same 'diskfrontier copy' again"):
+    with pytest.raises(IncompleteCopy, match=r"is an unfinished copy of .*run the same 'diskfrontier copy' again"):
         RedisFrontier(redis_url, crawl=crawl_name, create=False)
     for command in ("inspect", "peek", "hosts", "failed", "export"):
         result = run(command, redis_url, "--crawl", crawl_name)
