@@ -39,6 +39,7 @@ from .cli_support import (
     require_jobdir,
     shown_url,
     table,
+    whole_file,
 )
 from .crawlcopy import REDIS_MAX_BUDGET, copy_crawl
 from .demo import run_demo
@@ -105,7 +106,9 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     rows += [
         ("done", f"{info.done:,}"),
         ("failed", f"{info.failed:,}" + (f" (diskfrontier failed {info.path} lists them)" if info.failed else "")),
-        ("seen", f"{info.seen:,}"),
+        ("seen", f"{info.seen:,}" if info.seen_exact else
+                 f"at least {info.seen:,} (the journal holds fingerprints that requests.seen may not have yet; "
+                 f"the next open counts them all)"),
         ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
         ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
     ]
@@ -654,6 +657,8 @@ def export_command(jobdir: str, crawl: str | None, output: str, priority: int | 
     order as here. --seen then adds a {"$seen": "<hex>"} line per seen fingerprint,
     which import marks seen without queueing anything. From a Redis crawl (a URL and
     --crawl) the requests leased to clients are written too, in no particular order.
+    -o FILE is written under a temp name beside it and renamed at the end: stopped
+    half-way, the export leaves no file (an older FILE stays as it was).
 
     \b
     Example: diskfrontier export crawls/shop -o pending.jsonl --seen
@@ -683,7 +688,7 @@ def _export(output: str, requests: Iterable[Request], total: int,
     """Write ``requests`` (about ``total`` of them) and then, if asked, the seen fingerprints as JSON lines;
     return how many of each were written."""
     count = seen = 0
-    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", total) as progress:
+    with whole_file(output) as out, progress_bar("exporting", total) as progress:
         for request in requests:
             out.write(request_to_json(request) + "\n")
             count += 1
@@ -899,6 +904,8 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
          times: int, as_json: bool) -> None:
     """Crawl a synthetic site into JOBDIR with crawl(); run again to resume.
 
+    JOBDIR is a job directory, or a missing or empty folder (made one, as push does).
+
     The site is served on 127.0.0.2 to 127.0.0.5 (half the pages on the first), so
     politeness shows (diskfrontier hosts JOBDIR); a few pages answer 503 the first time,
     so retries show. Ctrl-C finishes the pages in hand and stops (exit code 130; a second
@@ -912,6 +919,7 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     refuse_redis(jobdir, "the demo crawls into a job directory (it keeps its fetch log there): give a folder, "
                          "then 'diskfrontier copy' it to Redis if you like")
     redis_crawl(jobdir, crawl)
+    require_jobdir(jobdir, may_create=True)
     with progress_bar("crawling", pages) as progress:
         result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages))

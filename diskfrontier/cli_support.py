@@ -1,8 +1,10 @@
 """What every ``diskfrontier`` command shares: one-line errors, exit codes, the job directory
-check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars."""
+check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars, output files
+written whole."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
@@ -18,6 +20,7 @@ from .errors import FrontierError
 from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
 from .redisfrontier.connection import check_crawl_name
+from .safefs import create_exclusive, unique_temp
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -148,6 +151,32 @@ def progress_bar(label: str, length: int = 0) -> Iterator[Progress | None]:
             bar.update(max(0, min(done, bar.length) - bar.pos))
 
         yield report
+
+
+@contextmanager
+def whole_file(output: str) -> Iterator[IO[str]]:
+    """A text stream to ``output`` (``-``: stdout) that appears there only whole.
+
+    A file is written under a temp name in the same folder (``<output>.tmp-<pid>-<random>``),
+    fsynced and renamed over ``output`` at the end; on any exception (a Ctrl-C, a full disk)
+    the temp file is removed and ``output`` is as it was.
+    """
+    if output == "-":
+        with click.open_file("-", "w", encoding="utf-8") as out:
+            yield out
+        return
+    tmp = unique_temp(os.path.abspath(output))
+    fd = create_exclusive(tmp, 0o666)  # the umask applies, as to any file a command creates
+    try:
+        with open(fd, "w", encoding="utf-8", closefd=True) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ------------------------------------------------------------------ Redis targets
