@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import math
+import operator
 import os
 import sys
 import time
@@ -47,8 +48,9 @@ from .frontier import Frontier
 from .jobinfo import HostRow, all_seen_fingerprints, failed_requests, host_table, inspect_jobdir, pending_requests
 from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
+from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
-from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
+from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot, retries_text
 from .verify import verify
 
 JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=False))
@@ -151,7 +153,8 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @CRAWL_OPTION
-@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many.")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many (0: all, as for hosts and failed).")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @JSON_OPTION
 @one_line_errors
@@ -176,7 +179,7 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_js
     pending = pending_requests(jobdir, priority=priority)
     shown: list[Request] = []
     for request in pending:
-        if len(shown) >= count:
+        if count and len(shown) >= count:
             break
         shown.append(request)
     if as_json:
@@ -213,7 +216,9 @@ def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json:
                 others += 1
 
     with open_redis(url, crawl) as frontier:
-        shown = heapq.nlargest(count, wanted(frontier.pending_requests(leased=False)), key=lambda r: r.priority)
+        found = wanted(frontier.pending_requests(leased=False))
+        by_priority = operator.attrgetter("priority")
+        shown = heapq.nlargest(count, found, key=by_priority) if count else sorted(found, key=by_priority, reverse=True)
     if as_json:
         for request in shown:
             click.echo(request_to_json(request))
@@ -267,7 +272,7 @@ HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.d
 @click.option("--sort", type=click.Choice(sorted(HOST_SORTS)), default="pending", show_default=True,
               help="Order of the list (most first).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many (0: all).")
+              help="How many (0: all, as for peek and failed).")
 @JSON_OPTION
 @one_line_errors
 def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
@@ -457,11 +462,15 @@ def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
 @EXISTING_JOBDIR
 @CRAWL_OPTION
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many, oldest failure first (0: all).")
+              help="How many, oldest failure first (0: all, as for peek and hosts).")
 @JSON_OPTION
 @one_line_errors
 def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) -> None:
-    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, attempts, when, error.
+    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, retries, when, error.
+
+    A request's retries are its attempts (Request.attempts): how many times it was given
+    back with retry() before it failed, as the crawl log counts them ("failed after 3
+    retries"); the first try is not one.
 
     Read-only: safe on a directory a live crawl holds (its failures up to now). --json
     writes one object a line: the request as export writes it (with "attempts") plus
@@ -493,9 +502,8 @@ def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) ->
         return
     for entry in shown:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.failed_at))
-        attempts = entry.request.attempts
-        click.echo(f"{stamp}  {attempts:>3} {'attempt ' if attempts == 1 else 'attempts'}  "
-                   f"{entry.request.method:<4} {entry.request.url}")
+        click.echo(f"{stamp}  {retries_text(entry.request.attempts):>11}  {entry.request.method:<4} "
+                   f"{entry.request.url}")
         click.echo(f"    {_one_line(entry.error) or '(no error text)'}")
     if len(shown) < len(failed):
         click.echo(f"... and {len(failed) - len(shown):,} more (-n 0 shows all)")
@@ -608,10 +616,16 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
     if name is None:
         require_jobdir(jobdir, may_create=True)
     bad = 0
+    read = 0  # characters of the URLs read, with their line ends: the bytes of an ASCII file
+    size = sum(len(url) + 1 for url in urls) + (0 if file is None else _source_size(file))
+    progress: Progress | None = None
 
     def requests() -> Iterator[Request]:
-        nonlocal bad
+        nonlocal bad, read
         for source, number, url in _numbered(urls, file):
+            read += len(url) + 1
+            if progress is not None and number % 1000 == 0:
+                progress(read, max(size, read))
             try:
                 yield _url_request(url, priority, dont_filter)
             except (TypeError, ValueError) as exc:
@@ -628,11 +642,12 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
     queued = offered = 0
     frontier: Frontier | RedisFrontier | None = None
     try:
-        for batch in _runs(good):
-            if frontier is None:  # a run with no good line creates nothing
-                frontier = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
-            queued += frontier.push_many(batch)
-            offered += len(batch)
+        with progress_bar("pushing", size) as progress:
+            for batch in _runs(good):
+                if frontier is None:  # a run with no good line creates nothing
+                    frontier = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
+                queued += frontier.push_many(batch)
+                offered += len(batch)
     finally:
         if frontier is not None:
             frontier.close()
