@@ -15,6 +15,7 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from .copytarget import MARKER
 from .crawlcopy import shown_url
 from .errors import FrontierError
 from .recovery import Progress
@@ -97,8 +98,13 @@ def require_jobdir(path: str, *, may_create: bool = False) -> None:
     """Raise FrontierError unless ``path`` is a job directory, before anything is written there.
 
     With ``may_create`` (push, import) a missing or empty directory will do as well:
-    the frontier creates the job directory in it. Only reads (``lstat``, ``listdir``).
+    the frontier creates the job directory in it. Only reads (``lstat``, ``listdir``). The
+    folder in which ``copy`` builds a job directory is refused while it holds the copy's marker
+    (the copy is running, or was stopped half-way).
     """
+    if os.path.lexists(os.path.join(path, MARKER)):
+        raise FrontierError(f"{path} is a job directory that 'diskfrontier copy' is building, or was building when "
+                            f"it was stopped: it is not complete; run the same copy again to redo it")
     if is_jobdir(path):
         return
     if may_create:

@@ -141,6 +141,12 @@ def test_a_killed_copy_leaves_a_build_folder_that_the_rerun_removes(tmp_path):
     build.frontier.close()
     leftover = build_path(dst)
     assert os.path.exists(os.path.join(leftover, MARKER)) and not os.path.exists(dst)
+    for command in ("inspect", "verify", "peek"):  # the build folder is refused by name too
+        result = run(command, leftover)
+        assert result.exit_code == 1, result.output
+        assert result.output == (f"Error: {leftover} is a job directory that 'diskfrontier copy' is building, or was "
+                                 f"building when it was stopped: it is not complete; run the same copy again to "
+                                 f"redo it\n")
 
     result = run("copy", src, dst)
     assert result.exit_code == 0, result.output
