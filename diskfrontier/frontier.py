@@ -1133,16 +1133,25 @@ class Frontier:
             data, offsets = frame_all(journal.size, bodies)
             journal.write(data)
             try:
-                counts = self._hosts.counts
+                hosts = self._hosts
+                counts = hosts.counts
+                touched: set[int] = set()
                 for entry, at, fail_at in zip(entries, offsets[0::2], offsets[1::2], strict=True):
                     request = entry.request
                     if not request.dont_filter:
                         self._seen.add(request.fingerprint)
-                    counts.done[counts.add(request.slot.encode())] += 1
+                    hid = counts.add(request.slot.encode())
+                    counts.done[hid] += 1
+                    touched.add(hid)
                     self._failed[at] = fail_at
                     self._records["pushes"] += 1
                     self._records["dones"] += 1
                 self._last_record = offsets[-1]
+                now = time.time()
+                for hid in touched:  # a budget counts done requests
+                    if (host := hosts.hot.get(hid)) is not None:
+                        hosts.place(host, now)
+                        hosts.cool(host, now)
             except BaseException as exc:
                 self._interrupted("record_failed", exc)
                 raise

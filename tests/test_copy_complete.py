@@ -9,7 +9,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
+from diskfrontier import FailedRequest, Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
 from diskfrontier.cli import main
 from diskfrontier.copytarget import MARKER, JobDirBuild, build_path
 from diskfrontier.crawlcopy import copy_crawl
@@ -210,3 +210,24 @@ def test_a_redis_copy_that_fails_says_to_run_it_again(tmp_path, monkeypatch, red
     assert result.exit_code == 1
     assert result.output == (f"Error: Redis went away (the copy to crawl '{crawl_name}' at {redis_url} did not "
                              f"finish; it is marked unfinished: run the same copy again to redo it)\n")
+
+
+@pytest.mark.parametrize("kind", ["job", "redis"])
+def test_record_failed_stores_what_fail_leaves_and_counts_against_a_budget(kind, tmp_path, request, crawl_name):
+    side = Side(kind, tmp_path, request.getfixturevalue("redis_url") if kind == "redis" else None, crawl_name)
+    flaky = Request("https://a.example/x", meta={"k": [1, 2]}, priority=4)
+    flaky.attempts = 5
+    with side.open() as f:
+        f.push_many([Request(f"https://a.example/{i}") for i in range(3)])
+        f.set_budget("a.example", 2)
+        f.done(f.pop())
+        assert f.record_failed([FailedRequest(flaky, "timed out", 1234.5)]) == 1
+        assert f.pop() is None  # one done and one failed: the budget of 2 is spent
+        assert [(x.request.url, x.request.attempts, x.request.meta, x.error, x.failed_at) for x in f.failed()] == [
+            ("https://a.example/x", 5, {"k": [1, 2]}, "timed out", 1234.5)]
+        assert f.push(Request("https://a.example/x")) is False  # marked seen
+        with pytest.raises(ValueError, match=r"failed_at must be a time\.time"):
+            f.record_failed([FailedRequest(flaky, "bad time", -1.0)])
+    with side.open(create=False) as f:  # kept across a reopen
+        assert [x.error for x in f.failed()] == ["timed out"]
+        assert {h.host: h.done for h in f.hosts()} == {"a.example": 2}

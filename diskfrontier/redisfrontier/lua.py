@@ -370,7 +370,7 @@ RECORD_FAILED = _COMMON + r"""
 local cs = crawl_settings()
 local n = tonumber(ARGV[1])
 local seq = tonumber(redis.call('HGET', META, 'seq'))
-local fresh = 0
+local fresh, touched = 0, {}
 for k = 0, n - 1 do
   local key, field, body, info = ARGV[2 + k * 4], ARGV[3 + k * 4], ARGV[4 + k * 4], ARGV[5 + k * 4]
   if key ~= '' then fresh = fresh + redis.call('HSETNX', P .. key, field, '') end
@@ -381,12 +381,14 @@ for k = 0, n - 1 do
   redis.call('HSET', P .. 'failinfo', id, info)
   redis.call('HINCRBY', P .. 'h:' .. host, 'd', 1)
   redis.call('SADD', HOSTS, host)
+  touched[host] = true
 end
 if n > 0 then
   redis.call('HSET', META, 'seq', seq)
   redis.call('HINCRBY', META, 'failed', n)
 end
 if fresh > 0 then redis.call('HINCRBY', META, 'seen', fresh) end
+place_all(touched, clock(), cs)  -- a budget counts done requests
 return n
 """
 
