@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import math
+import operator
 import os
 import sys
 import time
@@ -39,6 +40,7 @@ from .cli_support import (
     require_jobdir,
     shown_url,
     table,
+    whole_file,
 )
 from .crawlcopy import REDIS_MAX_BUDGET, copy_crawl
 from .demo import run_demo
@@ -46,8 +48,9 @@ from .frontier import Frontier
 from .jobinfo import HostRow, all_seen_fingerprints, failed_requests, host_table, inspect_jobdir, pending_requests
 from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
+from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
-from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
+from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot, retries_text
 from .verify import verify
 
 JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=False))
@@ -105,7 +108,9 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     rows += [
         ("done", f"{info.done:,}"),
         ("failed", f"{info.failed:,}" + (f" (diskfrontier failed {info.path} lists them)" if info.failed else "")),
-        ("seen", f"{info.seen:,}"),
+        ("seen", f"{info.seen:,}" if info.seen_exact else
+                 f"at least {info.seen:,} (the journal holds fingerprints that requests.seen may not have yet; "
+                 f"the next open counts them all)"),
         ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
         ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
     ]
@@ -148,7 +153,8 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
 @main.command()
 @EXISTING_JOBDIR
 @CRAWL_OPTION
-@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True, help="How many.")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many (0: all, as for hosts and failed).")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @JSON_OPTION
 @one_line_errors
@@ -173,7 +179,7 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_js
     pending = pending_requests(jobdir, priority=priority)
     shown: list[Request] = []
     for request in pending:
-        if len(shown) >= count:
+        if count and len(shown) >= count:
             break
         shown.append(request)
     if as_json:
@@ -210,7 +216,9 @@ def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json:
                 others += 1
 
     with open_redis(url, crawl) as frontier:
-        shown = heapq.nlargest(count, wanted(frontier.pending_requests(leased=False)), key=lambda r: r.priority)
+        found = wanted(frontier.pending_requests(leased=False))
+        by_priority = operator.attrgetter("priority")
+        shown = heapq.nlargest(count, found, key=by_priority) if count else sorted(found, key=by_priority, reverse=True)
     if as_json:
         for request in shown:
             click.echo(request_to_json(request))
@@ -264,7 +272,7 @@ HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.d
 @click.option("--sort", type=click.Choice(sorted(HOST_SORTS)), default="pending", show_default=True,
               help="Order of the list (most first).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many (0: all).")
+              help="How many (0: all, as for peek and failed).")
 @JSON_OPTION
 @one_line_errors
 def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
@@ -454,11 +462,15 @@ def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
 @EXISTING_JOBDIR
 @CRAWL_OPTION
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
-              help="How many, oldest failure first (0: all).")
+              help="How many, oldest failure first (0: all, as for peek and hosts).")
 @JSON_OPTION
 @one_line_errors
 def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) -> None:
-    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, attempts, when, error.
+    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, retries, when, error.
+
+    A request's retries are its attempts (Request.attempts): how many times it was given
+    back with retry() before it failed, as the crawl log counts them ("failed after 3
+    retries"); the first try is not one.
 
     Read-only: safe on a directory a live crawl holds (its failures up to now). --json
     writes one object a line: the request as export writes it (with "attempts") plus
@@ -490,9 +502,8 @@ def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) ->
         return
     for entry in shown:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.failed_at))
-        attempts = entry.request.attempts
-        click.echo(f"{stamp}  {attempts:>3} {'attempt ' if attempts == 1 else 'attempts'}  "
-                   f"{entry.request.method:<4} {entry.request.url}")
+        click.echo(f"{stamp}  {retries_text(entry.request.attempts):>11}  {entry.request.method:<4} "
+                   f"{entry.request.url}")
         click.echo(f"    {_one_line(entry.error) or '(no error text)'}")
     if len(shown) < len(failed):
         click.echo(f"... and {len(failed) - len(shown):,} more (-n 0 shows all)")
@@ -605,10 +616,16 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
     if name is None:
         require_jobdir(jobdir, may_create=True)
     bad = 0
+    read = 0  # characters of the URLs read, with their line ends: the bytes of an ASCII file
+    size = sum(len(url) + 1 for url in urls) + (0 if file is None else _source_size(file))
+    progress: Progress | None = None
 
     def requests() -> Iterator[Request]:
-        nonlocal bad
+        nonlocal bad, read
         for source, number, url in _numbered(urls, file):
+            read += len(url) + 1
+            if progress is not None and number % 1000 == 0:
+                progress(read, max(size, read))
             try:
                 yield _url_request(url, priority, dont_filter)
             except (TypeError, ValueError) as exc:
@@ -625,11 +642,12 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
     queued = offered = 0
     frontier: Frontier | RedisFrontier | None = None
     try:
-        for batch in _runs(good):
-            if frontier is None:  # a run with no good line creates nothing
-                frontier = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
-            queued += frontier.push_many(batch)
-            offered += len(batch)
+        with progress_bar("pushing", size) as progress:
+            for batch in _runs(good):
+                if frontier is None:  # a run with no good line creates nothing
+                    frontier = Frontier(jobdir) if name is None else open_redis(jobdir, name, create=True)
+                queued += frontier.push_many(batch)
+                offered += len(batch)
     finally:
         if frontier is not None:
             frontier.close()
@@ -654,6 +672,8 @@ def export_command(jobdir: str, crawl: str | None, output: str, priority: int | 
     order as here. --seen then adds a {"$seen": "<hex>"} line per seen fingerprint,
     which import marks seen without queueing anything. From a Redis crawl (a URL and
     --crawl) the requests leased to clients are written too, in no particular order.
+    -o FILE is written under a temp name beside it and renamed at the end: stopped
+    half-way, the export leaves no file (an older FILE stays as it was).
 
     \b
     Example: diskfrontier export crawls/shop -o pending.jsonl --seen
@@ -683,7 +703,7 @@ def _export(output: str, requests: Iterable[Request], total: int,
     """Write ``requests`` (about ``total`` of them) and then, if asked, the seen fingerprints as JSON lines;
     return how many of each were written."""
     count = seen = 0
-    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", total) as progress:
+    with whole_file(output) as out, progress_bar("exporting", total) as progress:
         for request in requests:
             out.write(request_to_json(request) + "\n")
             count += 1
@@ -790,10 +810,16 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
     or empty folder, or a crawl that does not exist or holds nothing); the copy has its
     source's order (LIFO or FIFO).
 
+    DST appears only when the copy is complete: a job directory is built in a hidden folder
+    beside it (.NAME.diskfrontier-copy) and renamed at the end; a Redis crawl is marked
+    unfinished until the end, and refused by every command meanwhile. A copy stopped
+    half-way (Ctrl-C, kill -9) is redone by running the same command again.
+
     Copied: every pending request, with its priority, slot, attempts and not_before (those
     a job directory had in flight at a crash or at its close, and those leased to Redis
-    clients, come over as pending); every seen fingerprint, done requests' included; each
-    host's delay, block, budget and done count. A Redis crawl's delay, per-host limit and
+    clients, come over as pending); every failed request with its error, attempts and
+    time; every seen fingerprint, done requests' included; each host's delay, block,
+    budget and done count. A Redis crawl's delay, per-host limit and
     preference go with it to another Redis crawl (a job directory keeps none: the copy
     says what to pass to Frontier()).
 
@@ -822,6 +848,7 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
         ("pending", f"{report.queued:,} requests"
                     + (f" ({report.duplicates:,} more left out: each shared its fingerprint with another pending "
                        f"request)" if report.duplicates else "")),
+        ("failed", f"{report.failed:,} requests"),
         ("seen", f"{report.seen:,} fingerprints"),
         ("hosts", f"{report.host_settings:,} with settings, {report.host_done:,} with done counts "
                   f"({report.done:,} done)"),
@@ -892,6 +919,8 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
          times: int, as_json: bool) -> None:
     """Crawl a synthetic site into JOBDIR with crawl(); run again to resume.
 
+    JOBDIR is a job directory, or a missing or empty folder (made one, as push does).
+
     The site is served on 127.0.0.2 to 127.0.0.5 (half the pages on the first), so
     politeness shows (diskfrontier hosts JOBDIR); a few pages answer 503 the first time,
     so retries show. Ctrl-C finishes the pages in hand and stops (exit code 130; a second
@@ -905,6 +934,7 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     refuse_redis(jobdir, "the demo crawls into a job directory (it keeps its fetch log there): give a folder, "
                          "then 'diskfrontier copy' it to Redis if you like")
     redis_crawl(jobdir, crawl)
+    require_jobdir(jobdir, may_create=True)
     with progress_bar("crawling", pages) as progress:
         result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages))

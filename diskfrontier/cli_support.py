@@ -1,8 +1,10 @@
 """What every ``diskfrontier`` command shares: one-line errors, exit codes, the job directory
-check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars."""
+check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars, output files
+written whole."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import stat
@@ -13,11 +15,13 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from .copytarget import MARKER
 from .crawlcopy import shown_url
 from .errors import FrontierError
 from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
 from .redisfrontier.connection import check_crawl_name
+from .safefs import create_exclusive, unique_temp
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,8 +98,13 @@ def require_jobdir(path: str, *, may_create: bool = False) -> None:
     """Raise FrontierError unless ``path`` is a job directory, before anything is written there.
 
     With ``may_create`` (push, import) a missing or empty directory will do as well:
-    the frontier creates the job directory in it. Only reads (``lstat``, ``listdir``).
+    the frontier creates the job directory in it. Only reads (``lstat``, ``listdir``). The
+    folder in which ``copy`` builds a job directory is refused while it holds the copy's marker
+    (the copy is running, or was stopped half-way).
     """
+    if os.path.lexists(os.path.join(path, MARKER)):
+        raise FrontierError(f"{path} is a job directory that 'diskfrontier copy' is building, or was building when "
+                            f"it was stopped: it is not complete; run the same copy again to redo it")
     if is_jobdir(path):
         return
     if may_create:
@@ -148,6 +157,32 @@ def progress_bar(label: str, length: int = 0) -> Iterator[Progress | None]:
             bar.update(max(0, min(done, bar.length) - bar.pos))
 
         yield report
+
+
+@contextmanager
+def whole_file(output: str) -> Iterator[IO[str]]:
+    """A text stream to ``output`` (``-``: stdout) that appears there only whole.
+
+    A file is written under a temp name in the same folder (``<output>.tmp-<pid>-<random>``),
+    fsynced and renamed over ``output`` at the end; on any exception (a Ctrl-C, a full disk)
+    the temp file is removed and ``output`` is as it was.
+    """
+    if output == "-":
+        with click.open_file("-", "w", encoding="utf-8") as out:
+            yield out
+        return
+    tmp = unique_temp(os.path.abspath(output))
+    fd = create_exclusive(tmp, 0o666)  # the umask applies, as to any file a command creates
+    try:
+        with open(fd, "w", encoding="utf-8", closefd=True) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ------------------------------------------------------------------ Redis targets

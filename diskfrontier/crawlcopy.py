@@ -2,14 +2,17 @@
 
 What is copied: every pending request (a job directory's requests in flight at a crash or
 at its close, and a Redis crawl's leased ones, come over as pending) with its priority,
-slot, attempts and not_before; the whole seen set (the fingerprints of requests already
-done included); each host's delay, block and budget, and its done count.
+slot, attempts and not_before; every failed request with its error, attempts and time;
+the whole seen set (the fingerprints of requests already done included); each host's
+delay, block and budget, and its done count.
 
 The source is only read: a job directory through the read-only views of ``jobinfo`` (no
 lock taken, so a live crawl is neither disturbed nor refused), a Redis crawl with scans.
-The destination must be new or empty. Pending requests are pushed before the rest of
-the seen set is marked, so that a fingerprint marked first cannot make the push of its
-own pending request count as a duplicate.
+The destination must be new or empty, and appears only when the copy is complete
+(``copytarget.py``): a copy stopped at any point is redone by running it again. Pending
+requests are pushed before the rest of the seen set is marked, so that a fingerprint
+marked first cannot make the push of its own pending request count as a duplicate;
+failed requests come before the hosts' done counts, which they are part of.
 """
 
 from __future__ import annotations
@@ -20,17 +23,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .copytarget import Build, JobDirBuild, RedisBuild
 from .errors import FrontierError
+from .failures import FailedRequest
 from .frontier import Frontier
 from .jobdir import FORMAT_VERSION, Layout, read_meta
-from .jobinfo import all_seen_fingerprints, host_table, pending_requests
+from .jobinfo import all_seen_fingerprints, failed_requests, host_table, pending_requests
 from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
 from .request import Request
 
 BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call
 REDIS_MAX_BUDGET = 2**53 - 1
-_DEFAULT_EXPECTED_URLS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class CopyReport:
     pending: int = 0  # pending requests read from the source
     queued: int = 0  # of them, pushed to the destination
     duplicates: int = 0  # of them, refused as duplicates (another pending request had the fingerprint)
+    failed: int = 0  # failed requests copied, with their errors, attempts and times
     seen_read: int = 0  # fingerprints read from the source's seen set (a few may be read twice)
     seen: int = 0  # fingerprints in the destination's seen set at the end
     host_settings: int = 0  # hosts whose delay, block or budget was copied
@@ -93,9 +98,13 @@ class _JobDirSource:
         self.version: int = meta["version"]
         self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
         self._pending = pending_requests(path, push_order=True)
+        self._failed = failed_requests(path)
 
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self._failed)
 
     def seen_estimate(self) -> int:
         try:
@@ -142,6 +151,9 @@ class _RedisSource:
     def requests(self) -> Iterator[Request]:
         return self.frontier.pending_requests(leased=True)
 
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self.frontier.failed())
+
     def each_seen(self, take: Callable[[bytes], None]) -> None:
         for fingerprint in self.frontier.seen_fingerprints():
             take(fingerprint)
@@ -157,47 +169,6 @@ class _RedisSource:
 
 
 Source = _JobDirSource | _RedisSource
-
-
-# ------------------------------------------------------------------ destinations
-def _open_jobdir_destination(path: str, order: str) -> Frontier:
-    try:
-        names = sorted(os.listdir(path))
-    except FileNotFoundError:
-        names = []
-    if names:
-        if "frontier.json" in names:
-            raise FrontierError(f"{path} is a diskfrontier job directory already; copy into a new or empty "
-                                f"directory")
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        raise FrontierError(f"{path} is not empty (it holds {shown}); copy into a new or empty directory")
-    return Frontier(path, order=order)
-
-
-def _open_redis_destination(url: str, crawl: str, source: Source) -> RedisFrontier:
-    expected = max(_DEFAULT_EXPECTED_URLS, 2 * (source.seen_estimate() + source.pending_count()))
-    frontier = RedisFrontier(url, crawl=crawl, create=True, new_order=source.order, expected_urls=expected)
-    try:
-        stats = frontier.stats()
-        counts = {name: int(stats[name]) for name in ("pending", "in_flight", "done", "seen", "hosts")}
-        if any(counts.values()):
-            held = ", ".join(f"{n:,} {name.replace('_', ' ')}" for name, n in counts.items())
-            raise FrontierError(f"{describe(url, crawl)} is not empty ({held}); copy into a new crawl name, or "
-                                f"drop this one first (RedisFrontier(url, crawl=...).drop())")
-        if frontier.order != source.order:
-            raise FrontierError(f"{describe(url, crawl)} exists (empty) and is {frontier.order.upper()}, and the "
-                                f"source is {source.order.upper()}: copy into a new crawl name")
-    except BaseException:
-        frontier.close()
-        raise
-    if source.settings is None:
-        return frontier
-    frontier.close()  # opened again with the source's settings, which then belong to this crawl
-    per_host = source.settings["per_host"]
-    return RedisFrontier(url, crawl=crawl, create=False, delay=source.settings["delay"],
-                         per_host=0 if per_host is None else per_host, prefer=source.settings["prefer"])
-
-
 Destination = Frontier | RedisFrontier
 
 
@@ -241,6 +212,7 @@ def _settings_note(report: CopyReport, source: Source, to_jobdir: bool) -> None:
 
 def _copy(source: Source, destination: Destination, hosts: list[HostCopy], report: CopyReport,
           progress: Progress | None) -> None:
+    """Write the whole copy into ``destination``: pending requests, seen set, failed requests, hosts."""
     total = source.pending_count()
     for batch in _batches(source.requests()):
         report.queued += destination.push_many(batch)
@@ -261,6 +233,14 @@ def _copy(source: Source, destination: Destination, hosts: list[HostCopy], repor
     source.each_seen(take)
     if marked:
         destination.mark_seen(marked)
+    failed: list[FailedRequest] = []
+    for entry in source.failed():  # before the hosts: a failure counts in its host's done count
+        failed.append(entry)
+        if len(failed) >= BATCH:
+            report.failed += destination.record_failed(failed)
+            failed.clear()
+    if failed:
+        report.failed += destination.record_failed(failed)
     for h in hosts:  # done counts first: a host setting then places the host knowing them
         if h.done:
             destination.set_done_count(h.host, h.done)
@@ -280,10 +260,16 @@ def _copy(source: Source, destination: Destination, hosts: list[HostCopy], repor
 def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: str | None = None,
                progress: Progress | None = None) -> CopyReport:
     """Copy the crawl at ``src`` into ``dst`` (each a job directory, or a Redis URL with its crawl
-    name in ``from_crawl`` / ``to_crawl``); ``dst`` must be new or empty.
+    name in ``from_crawl`` / ``to_crawl``); ``dst`` must be new or empty, or an unfinished copy
+    (which is deleted and copied again).
+
+    ``dst`` appears only when the copy is complete: a job directory is built under another
+    name and renamed into place, a Redis crawl is marked until the end (``IncompleteCopy`` for
+    any other open of it). After an error or an interrupt a job directory's unfinished copy is
+    removed; a Redis crawl's stays marked until the copy is run again.
 
     FrontierError for a source that cannot be read, a destination that is not empty, or a
-    failure while writing (then the destination holds part of the copy, and says so).
+    failure while writing.
     """
     if is_redis_url(src) != (from_crawl is not None) or is_redis_url(dst) != (to_crawl is not None):
         raise ValueError("give from_crawl exactly when src is a Redis URL, and to_crawl when dst is one")
@@ -292,17 +278,25 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
         hosts = source.hosts()
         _check_hosts(hosts, to_crawl is not None)
         report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
-        destination: Destination = (_open_jobdir_destination(dst, source.order) if to_crawl is None
-                                    else _open_redis_destination(dst, to_crawl, source))
+        build: Build
+        if to_crawl is None:
+            build = JobDirBuild(dst, source.order, report.source)
+        else:
+            expected = 2 * (source.seen_estimate() + source.pending_count())
+            build = RedisBuild(dst, to_crawl, order=source.order, source=report.source, settings=source.settings,
+                               expected=expected, where=report.destination)
+        report.notes += build.notes
         try:
-            _copy(source, destination, hosts, report, progress)
-        except (FrontierError, OSError, ValueError, TypeError) as exc:
+            _copy(source, build.frontier, hosts, report, progress)
+            build.finish()
+        except BaseException as exc:
+            build.abandon()
+            if not isinstance(exc, (FrontierError, OSError, ValueError, TypeError)):
+                raise
             what = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
-            remove = "delete the folder" if to_crawl is None else "drop it: RedisFrontier(url, crawl=...).drop()"
-            raise FrontierError(f"{what} ({report.destination} holds part of the copy: {remove}, then copy "
-                                f"again)") from None
-        finally:
-            destination.close()
+            left = ("nothing of it was left" if to_crawl is None
+                    else "it is marked unfinished: run the same copy again to redo it")
+            raise FrontierError(f"{what} (the copy to {report.destination} did not finish; {left})") from None
         _settings_note(report, source, to_crawl is None)
         return report
     finally:

@@ -56,6 +56,11 @@ class NotInFlight(FrontierError, ValueError):
     """done() was given a request that this frontier did not hand out, or that is already done."""
 
 
+class IncompleteCopy(FrontierError):
+    """The destination of ``diskfrontier copy`` is not finished: the copy was stopped before its
+    end (or is still running). Running the same copy again redoes it."""
+
+
 class FrontierClosed(FrontierError):
     """The frontier was used after close()."""
 

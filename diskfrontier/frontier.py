@@ -1107,6 +1107,69 @@ class Frontier:
                 self._requeue_failed(chosen[start:start + _REQUEUE_BATCH])
             return len(chosen)
 
+    def record_failed(self, failed: Iterable[FailedRequest]) -> int:
+        """Store requests as failed, each with its error text, ``failed_at`` time and ``request.attempts``
+        as given (for a crawl copied in from elsewhere); returns how many. ``failed()`` lists them
+        after those already failed, in the order given.
+
+        Each is a PUSH record followed by a FAIL record naming it, all in one journal write: the
+        same records ``fail()`` leaves, so nothing new is on disk. No dedupe: each is stored even
+        if its fingerprint was seen (it is marked seen, as a push marks it). Each counts as done
+        for its host, as a failure does.
+        """
+        entries = list(failed)
+        prepared: list[tuple[bytes, float, bytes]] = []  # (PUSH body, failed_at, error) of each
+        for entry in entries:
+            if not isinstance(entry, FailedRequest):
+                raise TypeError(f"record_failed() takes FailedRequest objects, got {type(entry).__name__}")
+            request = entry.request
+            if not isinstance(entry.error, str):
+                raise TypeError(f"record_failed(): error must be a str, got {type(entry.error).__name__}")
+            at = _check_time("record_failed(): failed_at", entry.failed_at)
+            try:
+                record = encode_request(request)
+            except Unencodable as exc:
+                raise ValueError(f"record_failed(): {request!r} cannot be stored: {exc}") from None
+            prepared.append((push_body(request.priority, request.dont_filter, request.fingerprint, record,
+                                       slot=request.slot.encode(), attempts=_attempts(request.attempts)),
+                             at, cap_error(entry.error)))
+        if not prepared:
+            return 0
+        with self._mutex:
+            self._check_open()
+            journal = self._journal
+            bodies: list[bytes] = []
+            offset = journal.size
+            for pushed, at, error in prepared:  # each FAIL names the PUSH just before it
+                bodies += [pushed, fail_body(offset, at, error)]
+                offset += _HEADER + len(bodies[-2]) + _HEADER + len(bodies[-1])
+            data, offsets = frame_all(journal.size, bodies, self._salt)
+            journal.write(data)
+            try:
+                hosts = self._hosts
+                counts = hosts.counts
+                touched: set[int] = set()
+                for entry, at, fail_at in zip(entries, offsets[0::2], offsets[1::2], strict=True):
+                    request = entry.request
+                    if not request.dont_filter:
+                        self._seen.add(request.fingerprint)
+                    hid = counts.add(request.slot.encode())
+                    counts.done[hid] += 1
+                    touched.add(hid)
+                    self._failed[at] = fail_at
+                    self._records["pushes"] += 1
+                    self._records["dones"] += 1
+                self._last_record = offsets[-1]
+                now = time.time()
+                for hid in touched:  # a budget counts done requests
+                    if (host := hosts.hot.get(hid)) is not None:
+                        hosts.place(host, now)
+                        hosts.cool(host, now)
+            except BaseException as exc:
+                self._interrupted("record_failed", exc)
+                raise
+            return len(entries)
+
     def _requeue_failed(self, targets: list[int]) -> None:
         """One journal write of a RETRY record for each failed request of ``targets``, then their bookkeeping."""
         journal = self._journal

@@ -26,6 +26,7 @@ from .queues import distrust_reason, queue_offsets
 from .request import Request
 from .safefs import open_fd, open_file
 from .seen import count_fingerprints, fingerprints_in
+from .seenindex import key_of
 from .state import read_state
 
 
@@ -42,7 +43,8 @@ class JobInfo:
     pending: int
     pending_by_priority: dict[int, int] = field(default_factory=dict)
     done: int = 0  # requests done (re-fetches counted each time, retries not), failed ones apart
-    seen: int = 0
+    seen: int = 0  # exact when seen_exact, else a lower bound (recovery counts the rest)
+    seen_exact: bool = True
     journal_bytes: int = 0
     queue_bytes: int = 0
     seen_bytes: int = 0
@@ -111,10 +113,15 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.done = sum(host_state.counts.done) - info.failed
     else:
         now = time.time()
-        state = read_state(layout.journal, salt=salt, sizes=True, offsets=False, hosts=True)
+        tail: set[int] = set()  # the journal's fingerprints from the floor on, which requests.seen may lack
+        state = read_state(layout.journal, salt=salt, sizes=True, offsets=False, hosts=True,
+                           fingerprint=lambda fingerprint: tail.add(key_of(fingerprint)),
+                           fingerprints_from=saved.floor)
         by_priority = state.counts
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
+        if tail:  # some may be in requests.seen already: at least the larger of the two
+            info.seen, info.seen_exact = max(info.seen, len(tail)), False
         info.hosts = sum(1 for count in state.host_pending.values() if count)
         due = state.held_after(now)
         info.delayed, info.next_due = len(due), min(due, default=None)

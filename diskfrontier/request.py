@@ -210,7 +210,8 @@ class Request:
     default ``RequestFingerprinter`` gives the same request. ``slot``: the queue key that
     politeness applies to; None means the URL's host name (lower-cased, no port), as
     Scrapy's download slot. ``attempts``: how many times the frontier's ``retry`` gave it
-    back (0 for a new request). Every field is checked here;
+    back (0 for a new request): its retries, the first try not counted. Everything that
+    shows it (the crawl log, ``diskfrontier failed``) calls it that (``retries_text``). Every field is checked here;
     a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written
     (``RequestTooLarge``, a ``ValueError``, for a URL or body over ``MAX_URL_LENGTH`` or
     ``MAX_BODY_BYTES``).
@@ -313,3 +314,8 @@ class Request:
     def __repr__(self) -> str:
         extra = "" if self.priority == 0 else f" priority={self.priority}"
         return f"<{self.method} {self.url}{extra}>"
+
+
+def retries_text(attempts: int) -> str:
+    """A request's ``attempts`` as people read it: ``0 retries``, ``1 retry``, ``3 retries``."""
+    return f"{attempts} {'retry' if attempts == 1 else 'retries'}"

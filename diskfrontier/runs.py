@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from .errors import FrontierError
 from .journal import MAX_SECONDS
-from .request import Request
+from .request import Request, retries_text
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again
@@ -158,7 +158,7 @@ class _Run:
             else:
                 frontier.fail(request, _text(error))
                 outcome = "failed"
-                log.warning("failed after %d attempts: %s: %s", request.attempts + 1, request.url, _text(error))
+                log.warning("failed after %s: %s: %s", retries_text(request.attempts), request.url, _text(error))
         except Exception as exc:  # closed under us, a lease lost, a request changed: it comes back
             log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
                         type(exc).__name__, exc)

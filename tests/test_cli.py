@@ -286,16 +286,18 @@ def test_import_names_a_bad_base64_value(tmp_path):
 @pytest.mark.parametrize("command", [
     ["compact", "{job}"], ["verify", "{job}"], ["export", "{job}", "-o", "{tmp}/out.jsonl"],
     ["import", "{tmp}/new", "{tmp}/in.jsonl"], ["demo", "{tmp}/demo", "--pages", "30"],
+    ["push", "{tmp}/pushed", "-f", "{tmp}/urls.txt"],
 ])
 def test_long_work_draws_a_progress_bar_on_a_terminal(example, tmp_path, monkeypatch, command):
     (tmp_path / "in.jsonl").write_text(run("export", example).output)
+    (tmp_path / "urls.txt").write_text("".join(f"https://a.example/{i}\n" for i in range(3000)))
     args = [a.format(job=example, tmp=tmp_path) for a in command]
     quiet = CliRunner().invoke(main, args)
     label = {"compact": "compacting", "verify": "verifying", "export": "exporting",
-             "import": "importing", "demo": "crawling"}[command[0]]
+             "import": "importing", "demo": "crawling", "push": "pushing"}[command[0]]
     assert label not in quiet.stderr  # not a terminal: no bar
     monkeypatch.setattr("diskfrontier.cli_support.stderr_is_terminal", lambda: True)
-    if command[0] == "import":
+    if command[0] in ("import", "push"):
         args[1] += "2"
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output

@@ -164,7 +164,9 @@ def test_peek_at_an_empty_priority_says_what_is_pending_elsewhere(tmp_path):
     assert result.exit_code == 0
     assert result.output.strip() == "nothing pending at priority 77 (18 pending at other priorities)"
     assert run("peek", str(job), "--priority", "77", "--json").output == ""
-    assert run("peek", str(job), "--priority", "5", "-n", "0").output == ""  # none asked for, none shown
+    every = run("peek", str(job), "--priority", "5", "-n", "0").output  # 0: all, as for hosts and failed
+    assert every == run("peek", str(job), "--priority", "5", "-n", "1000").output
+    assert len(every.splitlines()) > 1 and all(line.split()[0] == "5" for line in every.splitlines())
     empty = tmp_path / "empty"
     Frontier(empty).close()
     assert run("peek", str(empty), "--priority", "77").output.strip() == "nothing pending"

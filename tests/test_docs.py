@@ -71,3 +71,12 @@ def test_the_readme_crawler_is_short_and_crawls_a_whole_site(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("120 pages, 0 failed: []"), out.stdout
     assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}
+
+
+def test_readme_installs_extras_from_the_checkout():
+    """The package is installed from a checkout (it is not on an index): extras are ``.[name]``."""
+    with open(README) as f:
+        text = f.read()
+    from_index = re.findall(r"pip install [^\n`]*diskfrontier\[", text)
+    assert from_index == []
+    assert "pip install '.[scrapy]'" in text and "pip install '.[redis]'" in text

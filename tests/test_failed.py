@@ -582,11 +582,11 @@ def test_cli_failed_and_requeue_failed(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert len(lines) == 5 and lines[-1] == "... and 3 more (-n 0 shows all)"
-    assert lines[0].endswith(f"  0 attempts  GET  {expected[0][0]}")
+    assert lines[0].endswith(f"  0 retries  GET  {expected[0][0]}")
     assert lines[1] == "    " + expected[0][2][:297] + "..."  # one line of at most 300 characters
     assert time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(expected[0][3])) == lines[0][:19]
     everything = runner.invoke(main, ["failed", job, "-n", "0"]).output.splitlines()
-    assert len(everything) == 10 and everything[-2].endswith(f"  2 attempts  GET  {expected[-1][0]}")
+    assert len(everything) == 10 and everything[-2].endswith(f"  2 retries  GET  {expected[-1][0]}")
     rows = [json.loads(line) for line in runner.invoke(main, ["failed", job, "--json", "-n", "0"]).output.splitlines()]
     assert [(r["url"], r["attempts"], r["error"], r["failed_at"]) for r in rows] == expected
     assert set(rows[0]) >= {"url", "method", "headers", "body", "priority", "meta", "dont_filter", "attempts",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import FrontierClosed, FrontierError, NotInFlight
+from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
 from ..failures import FailedRequest
 from ..frontier import _attempts
 from ..frontier import _check_host as _host
@@ -24,6 +24,7 @@ from . import lua
 from .connection import (
     LeaseExpired,
     RedisMisconfigured,
+    _shown,
     check_crawl_name,
     check_server,
     connect,
@@ -38,6 +39,7 @@ BATCH = 500  # requests per script call in push_many / done_many: keeps each scr
 _MAX_ERROR = 4000  # bytes of a failure's error text kept
 _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
+COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 
 
 def _glob_escape(text: str) -> str:
@@ -65,6 +67,10 @@ class RedisFrontier:
     sets it for every client. ``per_host=0`` means no limit. ``expected_urls`` sizes the
     seen buckets when the crawl is made (about 100 fingerprints a bucket keeps each a small
     listpack hash); ``new_order`` is the order of a crawl made here when ``order`` is None.
+    A crawl that ``diskfrontier copy`` is making (or was making when it was stopped) is refused
+    with ``IncompleteCopy``. ``copy_of`` is for the copy itself: it opens such a crawl, and a crawl
+    made by this open is marked as a copy of ``copy_of`` in the same step (``copy_mark``,
+    ``made``); ``set_copy_mark(None)`` removes the mark at the end.
     Absolute times (``not_before``, ``block(until)``) are ``time.time()``
     values compared with the Redis server's clock; delays and leases are measured on it.
     """
@@ -82,6 +88,7 @@ class RedisFrontier:
         expected_urls: int = 10_000_000,
         create: bool = True,
         new_order: str = "lifo",
+        copy_of: str | None = None,
     ) -> None:
         self.crawl = check_crawl_name(crawl)
         self.lease = _seconds("lease", lease)
@@ -110,21 +117,29 @@ class RedisFrontier:
         self._redis = connect(url)
         self._meta = f"df:{{{self.crawl}}}:meta"
         try:
-            self._open(url, order, delay, per_host, prefer, expected_urls, create, new_order)
+            self._open(url, order, delay, per_host, prefer, expected_urls, create, new_order, copy_of)
         except BaseException:
             self._closed = True
             self._redis.close()  # the caller never gets this object to close
             raise
 
     def _open(self, url: str, order: str | None, delay: float | None, per_host: int | None, prefer: str | None,
-              expected_urls: int, create: bool, new_order: str) -> None:
+              expected_urls: int, create: bool, new_order: str, copy_of: str | None) -> None:
         check_server(self._redis, url, self.crawl)
+        with talking(url, "open"):
+            mark = self._redis.hget(self._meta, COPY_MARK)
+        self.copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
+        if self.copy_mark is not None and copy_of is None:
+            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {_shown(url)} is an unfinished copy of "
+                                 f"{self.copy_mark} (the copy was stopped before its end, or is still running): "
+                                 f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
                          for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE",
-                                     "REQUEUE_FAILED", "REPLACE")}
+                                     "REQUEUE_FAILED", "REPLACE", "RECORD_FAILED")}
         answer = self._run("open", "OPEN", [
             FORMAT, order or "", "" if delay is None else repr(delay), "" if per_host is None else str(per_host),
-            prefer or "", str(bucket_bits(expected_urls)), "create" if create else "open", new_order])
+            prefer or "", str(bucket_bits(expected_urls)), "create" if create else "open", new_order,
+            copy_of or ""])
         if answer[0] == 0:
             raise FrontierError(f"there is no crawl {self.crawl!r} in Redis at {self._shown_url}")
         if answer[0] == -1:
@@ -134,6 +149,9 @@ class RedisFrontier:
         if order is not None and order != self.order:
             raise FrontierError(f"crawl {self.crawl!r} is {self.order.upper()}; its order is fixed when it is made "
                                 f"(open it with order=None or order={self.order!r})")
+        self.made = bool(answer[7])  # this open made the crawl (marked, with copy_of)
+        if self.made and copy_of is not None:
+            self.copy_mark = copy_of
         self.delay = float(answer[2])
         self.per_host = int(answer[3]) or None
         self.prefer = answer[4].decode()
@@ -161,9 +179,18 @@ class RedisFrontier:
     # ------------------------------------------------------------------ plumbing
     @property
     def _shown_url(self) -> str:
-        from .connection import _shown
-
         return _shown(self.url)
+
+    def set_copy_mark(self, source: str | None) -> None:
+        """Mark the crawl as being made by a copy of ``source`` (None: remove the mark, the copy's last
+        step). A marked crawl is refused by every open but ``copying=True`` (``IncompleteCopy``)."""
+        self._check_open()
+        with talking(self.url, "copy mark"):
+            if source is None:
+                self._redis.hdel(self._meta, COPY_MARK)
+            else:
+                self._redis.hset(self._meta, COPY_MARK, source)
+        self.copy_mark = source
 
     def _run(self, what: str, name: str, args: list[Any]) -> Any:
         with talking(self.url, what):
@@ -434,6 +461,31 @@ class RedisFrontier:
         self._check_open()
         return int(self._run("requeue_failed", "REQUEUE_FAILED", [limit or 0]))
 
+    def record_failed(self, failed: Iterable[FailedRequest]) -> int:
+        """Store requests as failed, each with its error text, ``failed_at`` time and ``request.attempts``
+        as given (for a crawl copied in from elsewhere); returns how many. As ``fail`` leaves them:
+        ``failed()`` lists them, each counts as done for its host, and its fingerprint is marked seen
+        (no dedupe: each is stored even if it was seen)."""
+        args: list[Any] = []
+        for entry in failed:
+            if not isinstance(entry, FailedRequest):
+                raise TypeError(f"record_failed() takes FailedRequest objects, got {type(entry).__name__}")
+            if not isinstance(entry.error, str):
+                raise TypeError(f"record_failed(): error must be a str, got {type(entry.error).__name__}")
+            request = entry.request
+            at = _time("record_failed(): failed_at", entry.failed_at)
+            key, field = ("", b"") if request.dont_filter else self._seen_keys.of(request.fingerprint)
+            text = entry.error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+            args += [key, field, pack_body(request, encode(request), _attempts(request.attempts), 0.0),
+                     struct.pack(">d", at) + text]
+        self._check_open()
+        stored = 0
+        step = BATCH * 4
+        for at in range(0, len(args), step):
+            chunk = args[at:at + step]
+            stored += int(self._run("record_failed", "RECORD_FAILED", [len(chunk) // 4, *chunk]))
+        return stored
+
     def holds(self, request: Request) -> bool:
         """True if ``request`` is leased to this client (what ``done`` would take)."""
         seq = getattr(request, "_seq", None)
@@ -623,18 +675,24 @@ class RedisFrontier:
 
     def drop(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
-        returns how many keys were deleted. Other clients of the crawl get errors from then on."""
+        returns how many keys were deleted. Other clients of the crawl get errors from then on.
+        The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a drop stopped half-way
+        leaves a crawl that is still there to be dropped again."""
         self._check_open()
         deleted = 0
+        meta = self._meta.encode()
         with talking(self.url, "drop"):
             batch: list[bytes] = []
             for key in self._redis.scan_iter(match=_glob_escape(self._prefix) + "*", count=1000):
+                if key == meta:
+                    continue  # last: while it is there the crawl exists, and a drop stopped half-way is done again
                 batch.append(key)
                 if len(batch) >= 1000:
                     deleted += self._redis.unlink(*batch)
                     batch = []
             if batch:
                 deleted += self._redis.unlink(*batch)
+            deleted += self._redis.unlink(meta)
         with self._lock:
             self._held.clear()
         self.close()

@@ -363,6 +363,35 @@ if fresh > 0 then redis.call('HINCRBY', META, 'seen', fresh) end
 return fresh
 """
 
+# ARGV: count, then per request: seen key and field ('' and '': dont_filter), body (attempts set), and
+# its failinfo (the time, f64, and the error text). Stores each as a failed request under a new id, marks
+# its fingerprint seen and counts it in its host's done count, as FINISH's 'fail' does. Returns the count.
+RECORD_FAILED = _COMMON + r"""
+local cs = crawl_settings()
+local n = tonumber(ARGV[1])
+local seq = tonumber(redis.call('HGET', META, 'seq'))
+local fresh, touched = 0, {}
+for k = 0, n - 1 do
+  local key, field, body, info = ARGV[2 + k * 4], ARGV[3 + k * 4], ARGV[4 + k * 4], ARGV[5 + k * 4]
+  if key ~= '' then fresh = fresh + redis.call('HSETNX', P .. key, field, '') end
+  seq = seq + 1
+  local id = id_of(seq, cs.lifo)
+  local _, host = head(body)
+  redis.call('HSET', P .. 'failed', id, body)
+  redis.call('HSET', P .. 'failinfo', id, info)
+  redis.call('HINCRBY', P .. 'h:' .. host, 'd', 1)
+  redis.call('SADD', HOSTS, host)
+  touched[host] = true
+end
+if n > 0 then
+  redis.call('HSET', META, 'seq', seq)
+  redis.call('HINCRBY', META, 'failed', n)
+end
+if fresh > 0 then redis.call('HINCRBY', META, 'seen', fresh) end
+place_all(touched, clock(), cs)  -- a budget counts done requests
+return n
+"""
+
 # ARGV: host, done count. Sets a host's done count (a crawl copied in keeps its hosts' counts).
 SET_DONE = _COMMON + r"""
 local cs = crawl_settings()
@@ -376,20 +405,24 @@ return 1
 """
 
 # ARGV: format version, order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
-# default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for.
-# Returns {1, order, delay, per_host, prefer, bits, changed}, {0} (no such crawl, not created) or
+# default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for, and
+# the copy mark of a new crawl ('': none; a crawl made by 'copy' is marked in the same step).
+# Returns {1, order, delay, per_host, prefer, bits, changed, made}, {0} (no such crawl, not created) or
 # {-1, version} (a format this version cannot read); changed is 1 when delay, per_host or prefer
-# of an existing crawl changed, so that its hosts must be placed again (REPLACE).
+# of an existing crawl changed, so that its hosts must be placed again (REPLACE); made is 1 when
+# this call made the crawl.
 OPEN = r"""
 local META = KEYS[1]
-local version, order, delay, per_host, prefer, bits, mode, new_order = unpack(ARGV)
-local changed = 0
+local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV)
+local changed, made = 0, 0
 if redis.call('EXISTS', META) == 0 then
   if mode ~= 'create' then return {0} end
   redis.call('HSET', META, 'v', version, 'order', order ~= '' and order or new_order,
              'delay', delay ~= '' and delay or '0', 'per_host', per_host ~= '' and per_host or '0',
              'prefer', prefer ~= '' and prefer or 'priority', 'bits', bits, 'seq', 0, 'pending', 0,
              'inflight', 0, 'done', 0, 'seen', 0, 'created', redis.call('TIME')[1])
+  if mark ~= '' then redis.call('HSET', META, 'copying', mark) end
+  made = 1
 else
   local have = redis.call('HGET', META, 'v')
   if have ~= version then return {-1, have or ''} end
@@ -404,7 +437,7 @@ else
   end
 end
 local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits')
-return {1, s[1], s[2], s[3], s[4], s[5], changed}
+return {1, s[1], s[2], s[3], s[4], s[5], changed, made}
 """
 
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).

@@ -1,0 +1,171 @@
+"""Kill campaign: ``diskfrontier copy`` killed with SIGKILL at many points, job directory -> Redis and
+Redis -> job directory. Every destination either does not open as a crawl (absent, or refused as
+an unfinished copy) or opens with exactly the source's pending and failed requests; a copy run again
+over what a killed one left finishes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
+from diskfrontier.copytarget import build_path
+from diskfrontier.crawlcopy import copy_crawl
+from diskfrontier.jobinfo import failed_requests, pending_requests
+
+pytestmark = pytest.mark.crash
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
+PENDING, FAILED, DONE = 4000, 150, 1500
+KILLS = 12  # per direction
+
+
+def key(request: Request) -> tuple:
+    return (request.url, request.priority, request.slot, request.attempts, request.dont_filter,
+            json.dumps(request.meta, sort_keys=True))
+
+
+def failed_key(entry) -> tuple:
+    return (key(entry.request), entry.error, entry.failed_at)
+
+
+def build_source(job: str) -> None:
+    with Frontier(job) as f:
+        f.push_many([Request(f"https://h{i % 40}.example/done/{i}") for i in range(DONE)])
+        while (r := f.pop()) is not None:
+            f.done(r)
+        f.push_many([Request(f"https://h{i % 40}.example/failed/{i}", meta={"i": i}) for i in range(FAILED)])
+        for i in range(FAILED):
+            r = f.pop()
+            if i % 3 == 0:
+                f.retry(r)
+                r = f.pop()
+            f.fail(r, f"error {i}")
+        f.push_many([Request(f"https://h{i % 40}.example/p/{i}", priority=i % 5, meta={"n": i})
+                     for i in range(PENDING)])
+        f.set_delay("h1.example", 2.0)
+        f.set_budget("h2.example", 10**6)
+
+
+class Target:
+    """A copy destination: a job directory or a Redis crawl, how to name it, look at it and clear it."""
+
+    def __init__(self, job: str | None, url: str | None = None, crawl: str | None = None) -> None:
+        self.job, self.url, self.crawl = job, url, crawl
+
+    def args(self) -> list[str]:
+        return [self.job] if self.job else [self.url, "--to-crawl", self.crawl]
+
+    def state(self, expected_pending: list[tuple], expected_failed: list[tuple]) -> str:
+        """'absent', 'refused' (an unfinished copy), 'complete', or what is wrong with it."""
+        if self.job:
+            if not os.path.exists(os.path.join(self.job, "frontier.json")):
+                return "unfinished build left" if os.path.exists(build_path(self.job)) else "absent"
+            with Frontier(self.job) as f:  # it opens as a crawl: then it must be the whole of it
+                count, failed = len(f), sorted(map(failed_key, f.failed()))
+            pending = sorted(map(key, pending_requests(self.job)))
+        else:
+            try:
+                r = RedisFrontier(self.url, crawl=self.crawl, create=False)
+            except IncompleteCopy:
+                return "refused"
+            except FrontierError as exc:
+                assert "there is no crawl" in str(exc)
+                return "absent"
+            with r:
+                count, failed = len(r), sorted(map(failed_key, r.failed()))
+                pending = sorted(map(key, r.pending_requests()))
+        if count != len(expected_pending) or pending != expected_pending:
+            return f"short: {count} of {len(expected_pending)} pending"
+        if failed != expected_failed:
+            return f"short: {len(failed)} of {len(expected_failed)} failed"
+        return "complete"
+
+    def clear(self) -> None:
+        """Remove a complete copy, so that the next run makes it again."""
+        if self.job:
+            shutil.rmtree(self.job)
+        else:
+            RedisFrontier(self.url, crawl=self.crawl, create=False).drop()
+
+
+def spawn(*args: str) -> subprocess.Popen:
+    """The installed ``diskfrontier`` command as a child process."""
+    return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # noqa: S603 - ours
+                            text=True)
+
+
+def run_copy(src_args: list[str], target: Target) -> tuple[int, str]:
+    child = spawn("copy", *src_args, *target.args())
+    _, err = child.communicate(timeout=120)
+    return child.returncode, err
+
+
+def campaign(src_args: list[str], target: Target, expected_pending, expected_failed, tally: dict[str, int]) -> None:
+    start = time.monotonic()
+    assert run_copy(["/nonexistent/src"], Target("/nonexistent/dst"))[0] == 2
+    t_startup = time.monotonic() - start
+    start = time.monotonic()
+    code, err = run_copy(src_args, target)
+    t_full = time.monotonic() - start
+    assert code == 0, err
+    assert target.state(expected_pending, expected_failed) == "complete"
+    target.clear()
+    # Kill points spread from the end of start-up to past the end of a whole copy: each run starts
+    # from what the last killed one left (a rerun over a leftover is itself killed part of the time).
+    first = 0.8 * t_startup
+    for k in range(KILLS):
+        delay = first + (1.1 * t_full - first) * k / (KILLS - 1)
+        child = spawn("copy", *src_args, *target.args())
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+        state = target.state(expected_pending, expected_failed)
+        tally[state] = tally.get(state, 0) + 1
+        assert state in ("absent", "unfinished build left", "refused", "complete"), (delay, state)
+        if state == "complete":
+            target.clear()
+    # Ctrl-C half-way: the command says Aborted. and leaves nothing that opens as a crawl
+    child = spawn("copy", *src_args, *target.args())
+    time.sleep(t_startup + 0.4 * (t_full - t_startup))
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    state = target.state(expected_pending, expected_failed)
+    if state == "complete":  # the copy had finished (the signal came as it was ending)
+        target.clear()
+    else:
+        assert child.returncode == 130 and err.splitlines()[-1] == "Aborted.", (child.returncode, err)
+        assert state in ("absent", "refused"), state
+    code, err = run_copy(src_args, target)  # the same copy again finishes what the last stop left
+    assert code == 0, err
+    assert target.state(expected_pending, expected_failed) == "complete"
+
+
+def test_a_copy_killed_at_any_point_leaves_no_destination_with_fewer_requests(tmp_path, redis_url, crawl_name):
+    job = str(tmp_path / "src")
+    build_source(job)
+    expected_pending = sorted(map(key, pending_requests(job)))
+    expected_failed = sorted(map(failed_key, failed_requests(job)))
+    assert (len(expected_pending), len(expected_failed)) == (PENDING, FAILED)
+    src_crawl = crawl_name + "-src"
+    copy_crawl(job, redis_url, to_crawl=src_crawl)  # the Redis source of the other direction
+    tally_to_redis: dict[str, int] = {}
+    tally_to_job: dict[str, int] = {}
+
+    campaign([job], Target(None, redis_url, crawl_name + "-dst"), expected_pending, expected_failed, tally_to_redis)
+    back = str(tmp_path / "back")
+    campaign([redis_url, "--from-crawl", src_crawl], Target(back), expected_pending, expected_failed, tally_to_job)
+
+    print(f"\ncopy kill campaign: job dir -> Redis {tally_to_redis}; Redis -> job dir {tally_to_job}")
+    assert sum(tally_to_redis.values()) + sum(tally_to_job.values()) == 2 * KILLS
+    assert not os.path.exists(build_path(back))  # the last run removed what the kills left
+    assert sorted(os.listdir(tmp_path)) == ["back", "src"]
+    short = [s for t in (tally_to_redis, tally_to_job) for s in t if s.startswith("short")]
+    assert short == []
