@@ -15,7 +15,7 @@ import os
 import stat
 from typing import Any
 
-from .safefs import create_exclusive, open_fd, unique_temp
+from .safefs import create_exclusive, descriptor, open_fd, unique_temp
 
 
 def fsync_dir(path: str) -> None:
@@ -24,11 +24,8 @@ def fsync_dir(path: str) -> None:
     The folder is opened with ``O_DIRECTORY`` but may be reached through a link: the job
     directory itself may be one, and an fsync writes no bytes, so following it is harmless.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
+    with descriptor(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) as fd:
         os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

@@ -1505,8 +1505,10 @@ class Frontier:
     def _forget_files(self) -> None:
         """Close this process's copies of the descriptors without writing anything (a forked child)."""
         journal, seen = getattr(self, "_journal", None), getattr(self, "_seen", None)
-        for fd in (getattr(journal, "fd", -1), getattr(seen, "fd", -1), getattr(seen, "sums_fd", -1)):
+        for owner, name in ((journal, "fd"), (seen, "fd"), (seen, "sums_fd")):
+            fd = getattr(owner, name, -1)
             if fd >= 0:
+                setattr(owner, name, -1)  # a later close() of the part must not close the number again
                 with contextlib.suppress(OSError):
                     os.close(fd)
 

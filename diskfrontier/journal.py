@@ -651,6 +651,6 @@ class JournalWriter:
 
     def close(self) -> None:
         """Close the file descriptor."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd, self.fd = self.fd, -1  # forgotten first: a failed close must not lead to a second one
+        if fd >= 0:
+            os.close(fd)

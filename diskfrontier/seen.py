@@ -526,6 +526,6 @@ class SeenFile:
         finally:
             for name in ("fd", "sums_fd"):
                 fd = getattr(self, name)
+                setattr(self, name, -1)  # forgotten first: a failed close must not lead to a second one
                 if fd >= 0:
                     os.close(fd)
-                    setattr(self, name, -1)
