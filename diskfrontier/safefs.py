@@ -29,7 +29,6 @@ import contextlib
 import errno
 import fcntl
 import functools
-import io
 import os
 import secrets
 import stat
@@ -150,7 +149,7 @@ def _explain_refused_open(path: str, exc: OSError, expected: str) -> None:
 def open_file(path: str, mode: str = "rb") -> IO[Any]:
     """A Python file object over ``open_fd``: ``open()`` for files inside a job directory.
 
-    ``mode`` is one of ``open()``'s: r, r+, w, w+, a, a+, x, x+, with b or t. ``open_fd`` is
+    ``mode`` is one of ``open()``'s: r, r+, w, w+, a, a+, x, x+, with b or t (text is UTF-8). ``open_fd`` is
     ``open()``'s opener, so the descriptor belongs to the file object from the moment it
     exists: an exception at any point (an interrupt too) closes it exactly once, and never
     here a second time (a second close could close another thread's new file).
@@ -160,7 +159,7 @@ def open_file(path: str, mode: str = "rb") -> IO[Any]:
         raise ValueError(f"unsupported mode {mode!r}")
     if "b" in mode:
         return open(path, mode, opener=open_fd)
-    return open(path, mode, encoding=io.text_encoding(None), opener=open_fd)
+    return open(path, mode, encoding="utf-8", opener=open_fd)
 
 
 @contextlib.contextmanager
