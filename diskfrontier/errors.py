@@ -94,6 +94,20 @@ class JobDirNotOwned(FrontierError):
         )
 
 
+class CallbackRefused(FrontierError, ValueError):
+    """A stored Scrapy callback or errback names something that is not a callback method of the spider."""
+
+    def __init__(self, name: object, role: str, spider: str | None, problem: str) -> None:
+        self.name = name
+        self.role = role
+        self.problem = problem
+        super().__init__(
+            f"the stored {role} {name!r:.100} cannot be bound to the spider {spider!r} ({problem}): "
+            f"only the spider's own methods are callbacks; the request is not handed out (a job directory "
+            f"from elsewhere may have been altered, or the spider changed: restore the method)"
+        )
+
+
 class RequestTooLarge(ValueError):
     """A request exceeds what a job directory can hold: its URL, body, stored size or nesting depth.
 
