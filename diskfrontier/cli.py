@@ -407,7 +407,7 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
     if as_json:
         click.echo(json.dumps({
             "sound": report.sound, "records": report.records, "repaired": report.repaired,
-            "dropped_bytes": report.dropped_bytes, "notes": report.notes,
+            "dropped_bytes": report.dropped_bytes, "notes": report.notes, "set_aside": report.set_aside,
             "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
         }, indent=2))
     else:
