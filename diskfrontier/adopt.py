@@ -18,10 +18,10 @@ where it stopped (a batch cut by the kill may be queued twice, never lost).
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass, field
 
+from . import boundedjson
 from .atomic import write_json_atomic
 from .codec import Unencodable, encode_request
 from .errors import FrontierError
@@ -90,7 +90,7 @@ def _finished(aside: str) -> bool:
 def _read_marker(aside: str) -> dict:
     try:
         with open(os.path.join(aside, MARKER), "rb") as f:
-            state = json.loads(f.read())
+            state = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
         return state if isinstance(state, dict) else {}
     except (OSError, ValueError):
         return {}

@@ -18,12 +18,12 @@ Format 1 and 2 directories are upgraded in place when they are opened (upgrade.p
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import boundedjson
 from .atomic import write_json_atomic
 from .errors import FormatError, JobDirCorrupt
 from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; imported from here too
@@ -102,7 +102,7 @@ def read_meta(layout: Layout) -> dict[str, Any]:
     """Read and check ``frontier.json`` (format 1 or 2; ``meta["version"]`` says which)."""
     try:
         with open_file(layout.meta) as f:
-            meta = json.loads(f.read(1 << 20))
+            meta = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as exc:

@@ -13,7 +13,6 @@ larger priorities come first, as in Scrapy. The file of priority P is ``p<P>``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import struct
 import sys
@@ -24,11 +23,14 @@ from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
 
+from . import boundedjson
 from .atomic import write_all, write_json_atomic
+from .boundedjson import MAX_SIZE
 from .checkpoint import Checkpoint
 from .errors import JobDirCorrupt
 from .journal import record_end
-from .queuelib_files import fifo_info
+from .queuelib_files import fifo_info, read_fifo_info
+from .request import PRIORITY_MAX, PRIORITY_MIN
 from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tree
 
 OFFSET = struct.Struct(">Q")
@@ -58,11 +60,13 @@ def read_active(path: str) -> list[int]:
     """The priorities ``active.json`` lists; raises JobDirCorrupt if it is not a list of ints."""
     try:
         with open_file(path) as f:
-            value = json.loads(f.read(1 << 20))
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     except (OSError, ValueError) as exc:
         raise JobDirCorrupt(path, 0, f"unreadable active.json ({exc})") from None
     if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
         raise JobDirCorrupt(path, 0, "active.json is not a list of integer priorities")
+    if not all(PRIORITY_MIN <= p <= PRIORITY_MAX for p in value):
+        raise JobDirCorrupt(path, 0, f"active.json lists a priority outside {PRIORITY_MIN}..{PRIORITY_MAX}")
     return value
 
 
@@ -172,6 +176,15 @@ class BatchedFifoQueue(FifoDiskQueue):
     def __init__(self, path: str, chunksize: int = 100_000) -> None:
         super().__init__(path, chunksize)
         self._ahead: list[bytes] = []  # read from the tail chunk, not popped yet; the oldest last
+
+    def _loadinfo(self, chunksize: int) -> dict[str, Any]:
+        """queuelib's ``info.json``, read bounded and range-checked (named as damaged if it is not)."""
+        if not os.path.lexists(os.path.join(self.path, "info.json")):
+            return super()._loadinfo(chunksize)
+        try:
+            return read_fifo_info(self.path)
+        except (OSError, ValueError) as exc:
+            raise JobDirCorrupt(os.path.join(self.path, "info.json"), 0, f"unreadable info.json ({exc})") from None
 
     def pop(self) -> bytes | None:
         if not self._ahead and not self._refill():
@@ -336,7 +349,13 @@ class OffsetQueues:
             del pq.queues[key]
             self._keep(key, cast(ByteQueue, queue))
             pq.curprio = min(pq.queues) if pq.queues else None
-        return _OFFSET_UNPACK(data)[0] if data is not None else None
+        if data is None:
+            return None
+        offset: int = _OFFSET_UNPACK(data)[0]
+        if offset > MAX_SIZE:  # os.pread would raise OverflowError
+            raise JobDirCorrupt(queue_path(self.directory, -key), 0,
+                                f"a queue entry names journal offset {offset}, past any file's end")
+        return offset
 
     def peek(self) -> int | None:
         """The offset ``pop`` would return next, left in place; None if the queues are empty."""

@@ -21,13 +21,12 @@ again; the seen file only gained fingerprints) or the new one under an older
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from array import array
 from bisect import bisect_left
 
-from . import checkpoint
+from . import boundedjson, checkpoint
 from .atomic import fsync_dir, write_all, write_json_atomic
 from .codec import decode_request
 from .errors import JobDirCorrupt
@@ -72,7 +71,7 @@ def upgrade_journal(layout: Layout, progress: Progress | None = None) -> None:
                     layout.root, FORMAT_VERSION, f"{kept:,}", f"{dropped:,}")
     checkpoint.write_repaired(layout.cursor)
     with open_file(layout.meta) as f:
-        meta = json.loads(f.read(1 << 20))
+        meta = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     meta["version"] = FORMAT_VERSION
     write_json_atomic(layout.meta, meta)
 

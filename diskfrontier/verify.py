@@ -105,7 +105,9 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
             _check_seen(layout, report, saved, state, repair)
         if state is not None and version == 3:
             _check_queues(layout, report, saved, state)
-        if saved.problem is not None and saved.state != "missing":
+        if saved.out_of_range:  # intact, yet holding what no close writes: damage, not a crash's leftover
+            report.findings.append(Finding(layout.cursor, 0, f"{saved.problem}; repair marks it for a rebuild"))
+        elif saved.problem is not None and saved.state != "missing":
             report.notes.append(f"{layout.cursor}: {saved.problem}; the queues will be rebuilt from the journal at "
                                 f"the next open")
         if repair and report.findings:
