@@ -16,6 +16,7 @@ import stat
 from typing import Any
 
 from .safefs import create_exclusive, descriptor, open_fd, unique_temp
+from .writeerrors import naming, raise_named
 
 
 def fsync_dir(path: str) -> None:
@@ -54,7 +55,8 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
     ``path`` is untouched unless the rename happened.
     """
     tmp = unique_temp(path)
-    fd = create_exclusive(tmp)
+    with naming(path):
+        fd = create_exclusive(tmp)
     try:
         try:
             write_all(fd, data)
@@ -62,11 +64,13 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise_named(path, exc)
         raise
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    with naming(path):
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def write_json_atomic(path: str, value: Any) -> None:

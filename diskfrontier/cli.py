@@ -49,6 +49,7 @@ from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .redisfrontier import RedisFrontier, is_redis_url
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot
 from .verify import verify
+from .writeerrors import naming
 
 JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=False))
 EXISTING_JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=True))
@@ -683,7 +684,9 @@ def _export(output: str, requests: Iterable[Request], total: int,
     """Write ``requests`` (about ``total`` of them) and then, if asked, the seen fingerprints as JSON lines;
     return how many of each were written."""
     count = seen = 0
-    with click.open_file(output, "w", encoding="utf-8") as out, progress_bar("exporting", total) as progress:
+    target, rerun = "<stdout>" if output == "-" else output, "run the export again: what it wrote is incomplete"
+    with naming(target, rerun), click.open_file(output, "w", encoding="utf-8") as out, \
+            progress_bar("exporting", total) as progress:
         for request in requests:
             out.write(request_to_json(request) + "\n")
             count += 1

@@ -80,6 +80,7 @@ from .seen import SeenFile
 from .seenindex import key_of
 from .state import Progress
 from .upgrade import upgrade_journal
+from .writeerrors import raise_named
 
 log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
@@ -1367,6 +1368,7 @@ class Frontier:
             self._journal = JournalWriter(layout.journal, result.bytes_after, fsync=self.fsync, crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
+            raise_named(layout.compacting, exc)
             raise
         self._floor, self._floor_crc = result.bytes_after, result.crc
         self._records = {"pushes": len(result.kept) + len(result.failed), "dones": len(result.failed)}

@@ -32,6 +32,7 @@ from .journal import record_end
 from .queuelib_files import fifo_info, read_fifo_info
 from .request import PRIORITY_MAX, PRIORITY_MIN
 from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tree
+from .writeerrors import naming, raise_named
 
 OFFSET = struct.Struct(">Q")
 _OFFSET_UNPACK = OFFSET.unpack
@@ -293,24 +294,32 @@ class OffsetQueues:
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
         pq, key = self.pq, -priority
-        queue: Any = pq.queues.get(key)
-        if queue is None:
-            queue = self._revive(key)
+        try:
+            queue: Any = pq.queues.get(key)
             if queue is None:
-                pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
-                return
-        queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
+                queue = self._revive(key)
+                if queue is None:
+                    pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
+                    return
+            queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
+        except OSError as exc:
+            raise_named(queue_path(self.directory, priority), exc)
+            raise
         if pq.curprio is None or key < pq.curprio:
             pq.curprio = key
 
     def push_many(self, offsets: list[int], priority: int) -> None:
         """``push`` each of ``offsets`` (all of one priority), in order."""
         pack = OFFSET.pack
-        if -priority not in self.pq.queues:
-            self._revive(-priority)
-        self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
-        if len(offsets) > 1:
-            cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
+        try:
+            if -priority not in self.pq.queues:
+                self._revive(-priority)
+            self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
+            if len(offsets) > 1:
+                cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
+        except OSError as exc:
+            raise_named(queue_path(self.directory, priority), exc)
+            raise
 
     def load(self, priority: int, offsets: array) -> None:
         """Queue many offsets of one priority, in order, into a priority that has no queue yet.
@@ -328,11 +337,12 @@ class OffsetQueues:
                 self.push(offset, priority)
             return
         path = queue_path(self.directory, priority)
-        fd = create_exclusive(path)
-        try:
-            write_all(fd, lifo_file(offsets))
-        finally:
-            os.close(fd)
+        with naming(path):
+            fd = create_exclusive(path)
+            try:
+                write_all(fd, lifo_file(offsets))
+            finally:
+                os.close(fd)
         self.pq.queues[key] = cast(Any, self._factory(key))
         if self.pq.curprio is None or key < self.pq.curprio:
             self.pq.curprio = key
@@ -407,9 +417,10 @@ class OffsetQueues:
 
     def close(self) -> list[int]:
         """Close every queue (queuelib writes the headers); return the active priorities."""
-        while self._spare:
-            self._spare.popitem()[1].close()  # empty: its file is removed
-        return sorted((-k for k in self.pq.close()), reverse=True)
+        with naming(self.directory):
+            while self._spare:
+                self._spare.popitem()[1].close()  # empty: its file is removed
+            return sorted((-k for k in self.pq.close()), reverse=True)
 
     def abandon(self) -> None:
         """Close every queue's files without writing anything more (the job directory is to be

@@ -27,6 +27,7 @@ from .codec import decode_request
 from .journal import CARRIES_REQUEST, JournalScan, parse_push
 from .safefs import create_aside
 from .state import JournalState
+from .writeerrors import naming
 
 SIDE_FILE = "requests.urls.rejected"
 
@@ -86,10 +87,11 @@ def write_rejected(root: str, rejected: list[Unservable]) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     lines = [json.dumps({"offset": item.offset, "problem": item.problem, "url": item.url,
                          "record": base64.b64encode(item.body).decode("ascii")}) + "\n" for item in rejected]
-    fd, name = create_aside(os.path.join(root, f"{SIDE_FILE}-{stamp}"))
-    try:
-        write_all(fd, "".join(lines).encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with naming(os.path.join(root, f"{SIDE_FILE}-{stamp}")):
+        fd, name = create_aside(os.path.join(root, f"{SIDE_FILE}-{stamp}"))
+        try:
+            write_all(fd, "".join(lines).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return name

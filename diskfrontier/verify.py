@@ -51,6 +51,7 @@ from .rejects import find_unservable, write_rejected
 from .safefs import create_aside, open_file
 from .seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
 from .state import JournalState, Progress, read_state
+from .writeerrors import naming
 
 PROGRESS_EVERY = 1 << 16
 _LISTED = 100  # requests that cannot be served named one by one; the side file lists them all
@@ -253,11 +254,12 @@ def _set_aside(path: str) -> None:
     """Keep a copy of a damaged file beside it (``<file>.damaged``, a new name) before it is rewritten."""
     with open_file(path) as src:
         data = src.read()
-    fd, _name = create_aside(f"{path}.damaged")
-    try:
-        write_all(fd, data)
-    finally:
-        os.close(fd)
+    with naming(f"{path}.damaged"):
+        fd, _name = create_aside(f"{path}.damaged")
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
 
 
 def _check_seen(
