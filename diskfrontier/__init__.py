@@ -1,6 +1,8 @@
 """diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
 
 from .errors import (
+    CallbackRefused,
+    DiskFull,
     FormatError,
     FrontierClosed,
     FrontierError,
@@ -8,6 +10,7 @@ from .errors import (
     JobDirLocked,
     JobDirNotOwned,
     JobDirUnsafe,
+    JobDirWriteError,
     NotInFlight,
     RequestTooLarge,
     ScrapyQueueFound,
@@ -19,7 +22,9 @@ from .request import Request
 from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [
+    "CallbackRefused",
     "CrawlStats",
+    "DiskFull",
     "FailedRequest",
     "FormatError",
     "Frontier",
@@ -29,6 +34,7 @@ __all__ = [
     "JobDirLocked",
     "JobDirNotOwned",
     "JobDirUnsafe",
+    "JobDirWriteError",
     "LeaseExpired",
     "NotInFlight",
     "RedisFrontier",
