@@ -359,8 +359,10 @@ class OffsetQueues:
             del pq.queues[key]
             self._keep(key, cast(ByteQueue, queue))
             pq.curprio = min(pq.queues) if pq.queues else None
-        if data is None:
-            return None
+        return None if data is None else self._offset(data, key)
+
+    def _offset(self, data: bytes, key: int) -> int:
+        """The journal offset a queue entry of queue ``key`` holds, range-checked."""
         offset: int = _OFFSET_UNPACK(data)[0]
         if offset > MAX_SIZE:  # os.pread would raise OverflowError
             raise JobDirCorrupt(queue_path(self.directory, -key), 0,
@@ -373,7 +375,7 @@ class OffsetQueues:
         if pq.curprio is None:
             return None
         data = pq.queues[pq.curprio].peek()
-        return _OFFSET_UNPACK(data)[0] if data is not None else None
+        return None if data is None else self._offset(data, pq.curprio)
 
     def take_all(self, priority: int) -> list[int]:
         """Remove the queue of ``priority`` and return its offsets, in the order they would be popped."""
@@ -383,7 +385,7 @@ class OffsetQueues:
             return []
         out = []
         while (data := queue.pop()) is not None:
-            out.append(_OFFSET_UNPACK(data)[0])
+            out.append(self._offset(data, -priority))
         queue.close()
         pq.curprio = min(pq.queues) if pq.queues else None
         return out
@@ -529,7 +531,10 @@ def queue_offsets(directory: str, order: str, priority: int, count: int, *, olde
     for at, entry in entries:
         if entry[OFFSET.size:] != _ENTRY_SIZE:
             raise JobDirCorrupt(at[0], at[1], "a queue entry that is not an 8-byte journal offset")
-        yield _OFFSET_UNPACK(entry[:OFFSET.size])[0]
+        offset: int = _OFFSET_UNPACK(entry[:OFFSET.size])[0]
+        if offset > MAX_SIZE:
+            raise JobDirCorrupt(at[0], at[1], f"a queue entry names journal offset {offset}, past any file's end")
+        yield offset
 
 
 def _lifo_newest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:

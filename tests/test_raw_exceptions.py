@@ -182,3 +182,14 @@ def test_a_queue_entry_past_any_file_is_named_at_pop(tmp_path):
     with Frontier(path) as frontier, pytest.raises(JobDirCorrupt) as raised:
         frontier.pop()
     assert raised.value.file == queue and str(BIG + 5) in str(raised.value)
+
+
+def test_commands_reading_a_queue_entry_past_any_file_name_it(tmp_path):
+    path = _job(tmp_path)
+    with open(os.path.join(path, "requests.queue", "p1"), "r+b") as f:
+        f.seek(-12, os.SEEK_END)
+        f.write(struct.pack(">Q", BIG + 5))
+    _trust_queues(path)
+    for command in ("peek", "inspect", "verify", "export"):
+        result = _cli(command, path)
+        assert "Traceback" not in result.stderr, (command, result.stderr)
