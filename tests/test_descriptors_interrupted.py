@@ -36,8 +36,9 @@ def _open_fds() -> set[int]:
 
 _TRACED = (os.path.dirname(os.path.abspath(diskfrontier.__file__)), os.path.abspath(os.__file__),
            os.path.abspath(contextlib.__file__))
-_CALLS = {dis.opmap[name] for name in ("CALL", "CALL_FUNCTION_EX") if name in dis.opmap}
-_CHECKS = {dis.opmap[name] for name in ("RESUME", "JUMP_BACKWARD") if name in dis.opmap}
+_CALL_NAMES = ("CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_METHOD", "CALL_FUNCTION_EX")
+_CALLS = {dis.opmap[name] for name in _CALL_NAMES if name in dis.opmap}  # every Python since 3.10
+_CHECKS = {dis.opmap[name] for name in ("RESUME", "JUMP_BACKWARD", "JUMP_ABSOLUTE") if name in dis.opmap}
 
 
 class _Interrupt:
