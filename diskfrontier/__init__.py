@@ -1,6 +1,8 @@
 """diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
 
 from .errors import (
+    CallbackRefused,
+    DiskFull,
     FormatError,
     FrontierClosed,
     FrontierError,
@@ -9,6 +11,7 @@ from .errors import (
     JobDirLocked,
     JobDirNotOwned,
     JobDirUnsafe,
+    JobDirWriteError,
     NotInFlight,
     RequestTooLarge,
     ScrapyQueueFound,
@@ -20,7 +23,9 @@ from .request import Request
 from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [
+    "CallbackRefused",
     "CrawlStats",
+    "DiskFull",
     "FailedRequest",
     "FormatError",
     "Frontier",
@@ -31,6 +36,7 @@ __all__ = [
     "JobDirLocked",
     "JobDirNotOwned",
     "JobDirUnsafe",
+    "JobDirWriteError",
     "LeaseExpired",
     "NotInFlight",
     "RedisFrontier",

@@ -18,10 +18,10 @@ where it stopped (a batch cut by the kill may be queued twice, never lost).
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass, field
 
+from . import boundedjson
 from .atomic import write_json_atomic
 from .codec import Unencodable, encode_request
 from .errors import FrontierError
@@ -29,6 +29,7 @@ from .frontier import Frontier
 from .jobdir import Layout, Lock
 from .recovery import Progress
 from .request import Request
+from .safefs import open_file
 from .scrapy_queue import ScrapyQueue, find_queues, load_entry, set_aside
 from .scrapy_records import frontier_request
 
@@ -89,10 +90,10 @@ def _finished(aside: str) -> bool:
 
 def _read_marker(aside: str) -> dict:
     try:
-        with open(os.path.join(aside, MARKER), "rb") as f:
-            state = json.loads(f.read())
+        with open_file(os.path.join(aside, MARKER)) as f:
+            state = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
         return state if isinstance(state, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, FrontierError):  # missing, unreadable, or a link: nothing to resume
         return {}
 
 

@@ -15,7 +15,8 @@ import os
 import stat
 from typing import Any
 
-from .safefs import create_exclusive, open_fd, unique_temp
+from .safefs import create_exclusive, descriptor, open_fd, unique_temp
+from .writeerrors import naming, raise_named
 
 
 def fsync_dir(path: str) -> None:
@@ -24,11 +25,8 @@ def fsync_dir(path: str) -> None:
     The folder is opened with ``O_DIRECTORY`` but may be reached through a link: the job
     directory itself may be one, and an fsync writes no bytes, so following it is harmless.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
+    with descriptor(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) as fd:
         os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -57,7 +55,8 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
     ``path`` is untouched unless the rename happened.
     """
     tmp = unique_temp(path)
-    fd = create_exclusive(tmp)
+    with naming(path):
+        fd = create_exclusive(tmp)
     try:
         try:
             write_all(fd, data)
@@ -65,11 +64,13 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise_named(path, exc)
         raise
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    with naming(path):
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def write_json_atomic(path: str, value: Any) -> None:

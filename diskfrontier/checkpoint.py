@@ -30,9 +30,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import boundedjson
 from .atomic import write_json_atomic
+from .boundedjson import MAX_CRC, MAX_SIZE, OutOfRange, check_int
 from .hoststate import HostFileRecord
 from .jobdir import ID_PATTERN as _ID
+from .request import PRIORITY_MAX, PRIORITY_MIN
 from .safefs import open_file
 from .seenindex import IndexRecord
 
@@ -58,6 +61,7 @@ class Checkpoint:
     pid: int | None = None
     problem: str | None = None
     ident: str | None = None  # the job directory id it names
+    out_of_range: bool = False  # intact (its crc matched) but holding a number its field cannot hold
 
     @property
     def clean(self) -> bool:
@@ -74,18 +78,22 @@ def _crc(value: dict[str, Any]) -> int:
     return zlib.crc32(json.dumps(value, sort_keys=True).encode())
 
 
-def _int(value: dict[str, Any], key: str, default: int | None = None) -> int:
-    item = value.get(key, default)
-    if isinstance(item, bool) or not isinstance(item, int):
-        raise ValueError(f"{key} is {item!r}, not an integer")
-    return item
+MAX_PID = 2**31 - 1
 
 
-def _int_map(value: dict[str, Any], key: str) -> dict[int, int]:
+def _int(value: dict[str, Any], key: str, default: int | None = None, low: int = 0, high: int = MAX_SIZE) -> int:
+    return check_int(key, value.get(key, default), low, high)
+
+
+def _int_map(value: dict[str, Any], key: str, low: int = 0, high: int = MAX_SIZE) -> dict[int, int]:
     items = value.get(key, {})
     if not isinstance(items, dict):
         raise ValueError(f"{key} is not an object")
-    return {int(k): _int(items, k) for k in items}
+    out = {}
+    for k in items:
+        priority = check_int(f"a priority of {key}", int(k), PRIORITY_MIN, PRIORITY_MAX)
+        out[priority] = _int(items, k, None, low, high)
+    return out
 
 
 def _tail(value: dict[str, Any]) -> tuple[int, int] | None:
@@ -94,7 +102,7 @@ def _tail(value: dict[str, Any]) -> tuple[int, int] | None:
         return None
     if not isinstance(tail, list) or len(tail) != 2 or not all(isinstance(x, int) for x in tail):
         raise ValueError("seen_tail is not [end, crc]")
-    return tail[0], tail[1]
+    return check_int("seen_tail's end", tail[0], 0, MAX_SIZE), check_int("seen_tail's crc", tail[1], 0, MAX_CRC)
 
 
 def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
@@ -104,7 +112,7 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
     """
     try:
         with open_file(path) as f:
-            value = json.loads(f.read(1 << 20))
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
         if not isinstance(value, dict):
             raise ValueError("not a JSON object")
         crc = value.pop("crc", None)
@@ -115,7 +123,8 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
         state = value.get("state")
         if state not in ("open", "clean", "repaired"):
             raise ValueError(f"unknown state {state!r}")
-        saved = Checkpoint(state=state, pid=value.get("pid") if isinstance(value.get("pid"), int) else None)
+        pid = value.get("pid")
+        saved = Checkpoint(state=state, pid=pid if isinstance(pid, int) and 0 < pid <= MAX_PID else None)
         named = value.get("id")
         if named is not None:
             if not isinstance(named, str) or not _ID.fullmatch(named):
@@ -124,7 +133,7 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
         if "seen_index" in value:
             saved.seen_index = IndexRecord.from_json(value["seen_index"])
         if "journal_crc" in value:
-            saved.journal_crc = _int(value, "journal_crc")
+            saved.journal_crc = _int(value, "journal_crc", None, 0, MAX_CRC)
         if state == "open":
             saved.journal_floor = _int(value, "journal_floor", 0)
             saved.seen_tail = _tail(value)
@@ -132,9 +141,9 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
             saved.journal_bytes = _int(value, "journal_bytes")
             saved.seen_bytes = _int(value, "seen_bytes")
             saved.seen_tail = _tail(value)
-            saved.pending = _int_map(value, "pending")
-            saved.queues = _int_map(value, "queues")
-            saved.last_record = _int(value, "last_record")
+            saved.pending = _int_map(value, "pending", 1)
+            saved.queues = _int_map(value, "queues", 0, MAX_CRC)
+            saved.last_record = _int(value, "last_record", None, -1)
             saved.journal_pushes = _int(value, "journal_pushes")
             saved.journal_dones = _int(value, "journal_dones")
             saved.live_bytes = _int(value, "live_bytes")
@@ -148,6 +157,9 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
         return saved
     except FileNotFoundError:
         return Checkpoint(state="missing", problem="no requests.cursor")
+    except OutOfRange as exc:
+        return Checkpoint(state="damaged", problem=f"requests.cursor holds a number out of range ({exc})",
+                          out_of_range=True)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return Checkpoint(state="damaged", problem=f"unreadable requests.cursor ({exc})")
 

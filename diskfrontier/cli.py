@@ -52,6 +52,7 @@ from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot, retries_text
 from .verify import verify
+from .writeerrors import naming
 
 JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=False))
 EXISTING_JOBDIR = click.argument("jobdir", type=JobDirOrRedis(exists=True))
@@ -415,7 +416,7 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
     if as_json:
         click.echo(json.dumps({
             "sound": report.sound, "records": report.records, "repaired": report.repaired,
-            "dropped_bytes": report.dropped_bytes, "notes": report.notes,
+            "dropped_bytes": report.dropped_bytes, "notes": report.notes, "set_aside": report.set_aside,
             "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
         }, indent=2))
     else:
@@ -703,7 +704,8 @@ def _export(output: str, requests: Iterable[Request], total: int,
     """Write ``requests`` (about ``total`` of them) and then, if asked, the seen fingerprints as JSON lines;
     return how many of each were written."""
     count = seen = 0
-    with whole_file(output) as out, progress_bar("exporting", total) as progress:
+    target, rerun = "<stdout>" if output == "-" else output, "run the export again: what it wrote is incomplete"
+    with naming(target, rerun), whole_file(output) as out, progress_bar("exporting", total) as progress:
         for request in requests:
             out.write(request_to_json(request) + "\n")
             count += 1

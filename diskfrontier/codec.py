@@ -25,8 +25,9 @@ from typing import Any
 
 import msgpack
 
+from .canonical import is_plain as _is_plain
 from .errors import RequestTooLarge
-from .request import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH, Request
+from .request import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH, Request, check_stored
 
 EXT_TUPLE, EXT_SET, EXT_FROZENSET = 1, 2, 3
 _DEFAULTS: tuple[Any, ...] = (None, "GET", {}, b"", {})
@@ -201,19 +202,30 @@ def _plain_url(data: bytes | memoryview) -> str | None:
         return None
 
 
+def _check_stored(url: str, method: str, headers: Any, meta: Any) -> None:
+    """``check_stored``, its message saying that the record is what is wrong."""
+    try:
+        check_stored(url, method, headers, meta)
+    except ValueError as exc:
+        raise ValueError(f"the stored request is not one a frontier accepts: {exc}") from None
+
+
 def decode_request(
     data: bytes | memoryview, priority: int, dont_filter: bool, fingerprint: bytes, seq: int | None
 ) -> Request:
     """Rebuild a request from its record.
 
-    Raises ``ValueError`` on malformed bytes, and on a record beyond the limits that
-    ``encode_request`` keeps (size, nesting depth), which it never wrote.
+    Raises ``ValueError`` on malformed bytes, on a record beyond the limits that
+    ``encode_request`` keeps (size, nesting depth), which it never wrote, and on fields
+    that ``Request`` refuses at the door (``request.check_stored``: URL, method, headers).
     """
     if len(data) > MAX_RECORD_BYTES:
         raise ValueError(f"malformed request record: {len(data):,} bytes, more than the {MAX_RECORD_BYTES:,} "
                          f"a request record may hold")
     url = _plain_url(data)
     if url is not None:  # the usual record, [url], read without msgpack's general machinery
+        if not _is_plain(url):  # a URL of the fast-path shape is valid: what push stores, mostly
+            _check_stored(url, "GET", None, None)
         return Request._trusted(url, "GET", {}, b"", priority, {}, dont_filter, fingerprint, seq)
     try:
         # msgpack bounds every string, array and map by the record's length: no limit to add
@@ -225,6 +237,7 @@ def decode_request(
     if len(fields) > 2 and _may_nest_deeper(bytes(data), _RECORD_DEPTH) and not _fits(fields, _RECORD_DEPTH):
         raise ValueError(f"malformed request record: its meta is nested more than {MAX_DEPTH} levels deep")
     n = len(fields)
+    _check_stored(fields[0], fields[1] if n > 1 else "GET", fields[2] if n > 2 else None, fields[4] if n > 4 else None)
     return Request._trusted(
         fields[0],
         fields[1] if n > 1 else "GET",

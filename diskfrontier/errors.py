@@ -99,6 +99,20 @@ class JobDirNotOwned(FrontierError):
         )
 
 
+class CallbackRefused(FrontierError, ValueError):
+    """A stored Scrapy callback or errback names something that is not a callback method of the spider."""
+
+    def __init__(self, name: object, role: str, spider: str | None, problem: str) -> None:
+        self.name = name
+        self.role = role
+        self.problem = problem
+        super().__init__(
+            f"the stored {role} {name!r:.100} cannot be bound to the spider {spider!r} ({problem}): "
+            f"only the spider's own methods are callbacks; the request is not handed out (a job directory "
+            f"from elsewhere may have been altered, or the spider changed: restore the method)"
+        )
+
+
 class RequestTooLarge(ValueError):
     """A request exceeds what a job directory can hold: its URL, body, stored size or nesting depth.
 
@@ -107,3 +121,35 @@ class RequestTooLarge(ValueError):
     it before anything is written. The limits are ``MAX_URL_LENGTH``, ``MAX_BODY_BYTES``,
     ``MAX_RECORD_BYTES`` and ``MAX_DEPTH`` in ``diskfrontier.request``.
     """
+
+
+class JobDirWriteError(FrontierError, OSError):
+    """A write to a file failed for a reason outside the program: an I/O error, a read-only disk.
+
+    Also an ``OSError`` (with the original ``errno`` and the file as ``filename``), so that
+    code catching ``OSError`` around a write still does. The call that failed completed
+    nothing: the frontier is as before it, or marked to be rebuilt from its journal.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], cause: OSError, fix: str | None = None) -> None:
+        self.path = os.fspath(path)
+        reason = cause.strerror or str(cause)
+        if fix is None:
+            fix = (f"check the disk that holds {os.path.dirname(self.path) or '.'} and try again; "
+                   f"nothing acknowledged was lost (the call that failed did not complete)")
+        super().__init__(f"cannot write {self.path}: {reason}; {fix}")
+        self.errno = cause.errno
+        self.strerror = cause.strerror
+        self.filename = self.path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DiskFull(JobDirWriteError):
+    """A write failed because the disk is full or a disk quota is reached (ENOSPC, EDQUOT)."""
+
+    def __init__(self, path: str | os.PathLike[str], cause: OSError, fix: str | None = None) -> None:
+        where = os.path.dirname(os.fspath(path)) or "."
+        super().__init__(path, cause, fix=f"free space on the disk that holds {where} (or raise the quota) and " + (
+            fix or "open it again; nothing acknowledged was lost (the call that failed did not complete)"))

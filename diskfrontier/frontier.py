@@ -81,6 +81,7 @@ from .seen import SeenFile
 from .seenindex import key_of
 from .state import Progress
 from .upgrade import upgrade_journal
+from .writeerrors import raise_named
 
 log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
@@ -1444,6 +1445,7 @@ class Frontier:
                                           crc=result.crc)
         except BaseException as exc:
             self._broken = self._dirty = f"{type(exc).__name__} during compaction: {exc}"
+            raise_named(layout.compacting, exc)
             raise
         self._floor, self._floor_crc = result.bytes_after, result.crc
         self._records = {"pushes": len(result.kept) + len(result.failed), "dones": len(result.failed)}
@@ -1582,8 +1584,10 @@ class Frontier:
     def _forget_files(self) -> None:
         """Close this process's copies of the descriptors without writing anything (a forked child)."""
         journal, seen = getattr(self, "_journal", None), getattr(self, "_seen", None)
-        for fd in (getattr(journal, "fd", -1), getattr(seen, "fd", -1), getattr(seen, "sums_fd", -1)):
+        for owner, name in ((journal, "fd"), (seen, "fd"), (seen, "sums_fd")):
+            fd = getattr(owner, name, -1)
             if fd >= 0:
+                setattr(owner, name, -1)  # a later close() of the part must not close the number again
                 with contextlib.suppress(OSError):
                     os.close(fd)
 

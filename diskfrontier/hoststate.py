@@ -34,6 +34,7 @@ from typing import Any
 import msgpack
 
 from .atomic import write_atomic
+from .boundedjson import MAX_CRC, MAX_SIZE, check_int
 from .delayed import DelayedRequests
 from .hosts import HostSchedule
 from .hosttable import HostTable
@@ -59,6 +60,8 @@ class HostFileRecord:
         if not (isinstance(value, list) and len(value) == 2
                 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)):
             raise ValueError("hosts_file is not [size, crc]")
+        for part, number, high in zip(("size", "crc"), value, (MAX_SIZE, MAX_CRC), strict=True):
+            check_int(f"hosts_file's {part}", number, 0, high)
         return cls(*value)
 
 
@@ -152,6 +155,9 @@ def load_host_state(path: str, record: HostFileRecord) -> HostState:
             at += size
         if at != len(data) or len(blob) != names:
             raise ValueError("the arrays do not fill the file")
+        for name in ("ends", "done", "offsets", "failed", "fail_records"):  # u64: past an off_t is damage
+            if arrays[name] and max(arrays[name]) > MAX_SIZE:
+                raise ValueError(f"a value of its {name} array is out of range")
         counts = HostTable.from_parts(blob, arrays["ends"], arrays["pending"], arrays["done"])
         if lasts:
             if not all(0.0 <= t <= MAX_TIME for t in arrays["last"]):
@@ -183,6 +189,6 @@ def _setting(row: Any, hosts: int) -> Setting:
     if not (isinstance(hid, int) and 0 <= hid < hosts
             and (delay is None or (isinstance(delay, float) and 0 <= delay <= MAX_SECONDS))
             and isinstance(blocked_until, float) and (0 <= blocked_until <= MAX_TIME or blocked_until == math.inf)
-            and (budget is None or (isinstance(budget, int) and budget >= 0))):
+            and (budget is None or (isinstance(budget, int) and 0 <= budget <= MAX_SIZE))):
         raise ValueError(f"a bad host setting {row!r:.200}")
     return hid, delay, blocked_until, budget

@@ -23,7 +23,6 @@ one built by the same steps, byte for byte) is damage here, not data.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import boundedjson
 from .atomic import write_json_atomic
 from .errors import FormatError, JobDirCorrupt
 from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; imported from here too
@@ -111,7 +111,7 @@ def read_meta(layout: Layout) -> dict[str, Any]:
     """Read and check ``frontier.json`` (format 1 or 2; ``meta["version"]`` says which)."""
     try:
         with open_file(layout.meta) as f:
-            meta = json.loads(f.read(1 << 20))
+            meta = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as exc:

@@ -63,6 +63,7 @@ from typing import IO
 from .atomic import write_all
 from .errors import FormatError, FrontierError, JobDirCorrupt
 from .safefs import open_fd, open_file
+from .writeerrors import naming, raise_named
 
 MAGIC = b"DFURLS\x00\x04"
 MAGIC_V3 = b"DFURLS\x00\x03"
@@ -626,11 +627,12 @@ class JournalWriter:
     @staticmethod
     def create(path: str) -> None:
         """Write a new empty journal (just the magic)."""
-        fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            os.write(fd, MAGIC)
-        finally:
-            os.close(fd)
+        with naming(path):
+            fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                os.write(fd, MAGIC)
+            finally:
+                os.close(fd)
 
     def write(self, data: bytes) -> int:
         """Append ``data`` (whole frames, framed for this offset); return the offset it starts at."""
@@ -645,6 +647,7 @@ class JournalWriter:
                 os.fsync(self.fd)
         except BaseException as exc:
             self._cut_back(offset, exc)
+            raise_named(self.path, exc)
             raise
         self.size = offset + len(data)
         if self.crc is not None:
@@ -680,10 +683,11 @@ class JournalWriter:
 
     def sync(self) -> None:
         """fsync the journal."""
-        os.fsync(self.fd)
+        with naming(self.path):
+            os.fsync(self.fd)
 
     def close(self) -> None:
         """Close the file descriptor."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd, self.fd = self.fd, -1  # forgotten first: a failed close must not lead to a second one
+        if fd >= 0:
+            os.close(fd)

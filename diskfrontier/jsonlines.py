@@ -18,11 +18,14 @@ import json
 import re
 from typing import Any
 
-from .request import Request, host_of
+from . import boundedjson
+from .request import MAX_DEPTH, MAX_RECORD_BYTES, Request, host_of
 
 FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter", "slot", "attempts",
                     "not_before"})
 SEEN = "$seen"
+_LINE_DEPTH = MAX_DEPTH + 4  # meta's own limit, and the line's object, meta, $base64 and header lists
+_LINE_BYTES = 2 * MAX_RECORD_BYTES  # a body as base64 or escaped text is longer than its bytes
 _HEX_FINGERPRINT = re.compile(r"[0-9a-fA-F]{40}")
 
 
@@ -72,7 +75,7 @@ def seen_to_json(fingerprint: bytes) -> str:
 def record_from_json(line: str) -> Request | bytes:
     """A request, or the fingerprint of a ``$seen`` line; ``ValueError``/``TypeError`` saying what is wrong."""
     try:
-        data = json.loads(line)
+        data = boundedjson.loads(line, max_depth=_LINE_DEPTH, max_bytes=_LINE_BYTES)
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
     if isinstance(data, dict) and SEEN in data:

@@ -14,11 +14,13 @@ After a clean close the headers say where the entries are. After a crash they do
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
+from . import boundedjson
+from .boundedjson import check_int
 from .safefs import open_file
 
 _SIZE = struct.Struct(">L")
@@ -68,14 +70,37 @@ def lifo_entries(path: str, *, trust_header: bool = True) -> Entries:
     return out
 
 
-def fifo_info(path: str) -> dict | None:
+MAX_CHUNKS = 1 << 31  # chunk numbers queuelib may have reached (q00000 onwards)
+
+
+def read_fifo_info(path: str) -> dict[str, Any]:
+    """A FIFO queue folder's ``info.json``, checked: ``ValueError`` (or ``OSError``) saying what is wrong.
+
+    Every number is range-checked, so that none reaches queuelib's seek or a chunk loop
+    out of range: ``chunksize``, ``size``, ``head`` = [chunk, entries in it] and ``tail`` =
+    [chunk, entries popped from it, byte offset in it].
+    """
+    with open_file(os.path.join(path, "info.json")) as f:
+        info = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
+    if not isinstance(info, dict) or not isinstance(info.get("head"), list) or not isinstance(info.get("tail"), list):
+        raise ValueError("it is not an object with a head and a tail list")
+    if len(info["head"]) != 2 or len(info["tail"]) != 3:
+        raise ValueError("its head is not [chunk, count] or its tail not [chunk, count, offset]")
+    chunksize = check_int("chunksize", info["chunksize"], 1, MAX_CHUNKS) if "chunksize" in info else MAX_CHUNKS
+    check_int("size", info.get("size"))
+    hnum = check_int("head's chunk", info["head"][0], 0, MAX_CHUNKS)
+    check_int("head's count", info["head"][1], 0, chunksize)
+    check_int("tail's chunk", info["tail"][0], 0, hnum)
+    check_int("tail's count", info["tail"][1], 0, chunksize)
+    check_int("tail's offset", info["tail"][2])
+    return info
+
+
+def fifo_info(path: str) -> dict[str, Any] | None:
     """A FIFO queue folder's ``info.json``, or None if it is missing or unreadable."""
     try:
-        with open_file(os.path.join(path, "info.json")) as f:
-            info = json.loads(f.read())
-        info["size"], info["head"], info["tail"]
-        return info if isinstance(info, dict) else None
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_fifo_info(path)
+    except (OSError, ValueError):
         return None
 
 
@@ -93,10 +118,9 @@ def fifo_entries(path: str) -> Entries:
         numbers = sorted(int(n[1:]) for n in os.listdir(path) if n.startswith("q") and n[1:].isdigit())
         first, offset, last = (numbers[0], 0, numbers[-1]) if numbers else (0, 0, -1)
     out = Entries()
-    for number in range(first, last + 1):
+    present = sorted(int(n[1:]) for n in os.listdir(path) if n.startswith("q") and n[1:].isdigit())
+    for number in (n for n in present if first <= n <= last):  # not every number of a huge range
         chunk = os.path.join(path, f"q{number:05d}")
-        if not os.path.exists(chunk):
-            continue
         with open_file(chunk) as f:
             data = f.read()
         pos = offset if number == first else 0

@@ -13,7 +13,6 @@ larger priorities come first, as in Scrapy. The file of priority P is ``p<P>``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import struct
 import sys
@@ -24,12 +23,16 @@ from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
 
+from . import boundedjson
 from .atomic import write_all, write_json_atomic
+from .boundedjson import MAX_SIZE
 from .checkpoint import Checkpoint
 from .errors import JobDirCorrupt
 from .journal import record_end
-from .queuelib_files import fifo_info
+from .queuelib_files import fifo_info, read_fifo_info
+from .request import PRIORITY_MAX, PRIORITY_MIN
 from .safefs import check_tree, create_exclusive, make_dir, open_file, remove_tree
+from .writeerrors import naming, raise_named
 
 OFFSET = struct.Struct(">Q")
 _OFFSET_UNPACK = OFFSET.unpack
@@ -58,11 +61,13 @@ def read_active(path: str) -> list[int]:
     """The priorities ``active.json`` lists; raises JobDirCorrupt if it is not a list of ints."""
     try:
         with open_file(path) as f:
-            value = json.loads(f.read(1 << 20))
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     except (OSError, ValueError) as exc:
         raise JobDirCorrupt(path, 0, f"unreadable active.json ({exc})") from None
     if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
         raise JobDirCorrupt(path, 0, "active.json is not a list of integer priorities")
+    if not all(PRIORITY_MIN <= p <= PRIORITY_MAX for p in value):
+        raise JobDirCorrupt(path, 0, f"active.json lists a priority outside {PRIORITY_MIN}..{PRIORITY_MAX}")
     return value
 
 
@@ -173,6 +178,15 @@ class BatchedFifoQueue(FifoDiskQueue):
         super().__init__(path, chunksize)
         self._ahead: list[bytes] = []  # read from the tail chunk, not popped yet; the oldest last
 
+    def _loadinfo(self, chunksize: int) -> dict[str, Any]:
+        """queuelib's ``info.json``, read bounded and range-checked (named as damaged if it is not)."""
+        if not os.path.lexists(os.path.join(self.path, "info.json")):
+            return super()._loadinfo(chunksize)
+        try:
+            return read_fifo_info(self.path)
+        except (OSError, ValueError) as exc:
+            raise JobDirCorrupt(os.path.join(self.path, "info.json"), 0, f"unreadable info.json ({exc})") from None
+
     def pop(self) -> bytes | None:
         if not self._ahead and not self._refill():
             return None
@@ -280,24 +294,32 @@ class OffsetQueues:
     def push(self, offset: int, priority: int) -> None:
         """Queue the request whose PUSH record is at ``offset``."""
         pq, key = self.pq, -priority
-        queue: Any = pq.queues.get(key)
-        if queue is None:
-            queue = self._revive(key)
+        try:
+            queue: Any = pq.queues.get(key)
             if queue is None:
-                pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
-                return
-        queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
+                queue = self._revive(key)
+                if queue is None:
+                    pq.push(_OFFSET_PACK(offset), key)  # queuelib makes the queue
+                    return
+            queue.push(_OFFSET_PACK(offset))  # what queuelib's push does for a queue it has, without its checks
+        except OSError as exc:
+            raise_named(queue_path(self.directory, priority), exc)
+            raise
         if pq.curprio is None or key < pq.curprio:
             pq.curprio = key
 
     def push_many(self, offsets: list[int], priority: int) -> None:
         """``push`` each of ``offsets`` (all of one priority), in order."""
         pack = OFFSET.pack
-        if -priority not in self.pq.queues:
-            self._revive(-priority)
-        self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
-        if len(offsets) > 1:
-            cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
+        try:
+            if -priority not in self.pq.queues:
+                self._revive(-priority)
+            self.pq.push(pack(offsets[0]), -priority)  # creates the queue if it is new
+            if len(offsets) > 1:
+                cast(ByteQueue, self.pq.queues[-priority]).push_many([pack(offset) for offset in offsets[1:]])
+        except OSError as exc:
+            raise_named(queue_path(self.directory, priority), exc)
+            raise
 
     def load(self, priority: int, offsets: array) -> None:
         """Queue many offsets of one priority, in order, into a priority that has no queue yet.
@@ -315,11 +337,12 @@ class OffsetQueues:
                 self.push(offset, priority)
             return
         path = queue_path(self.directory, priority)
-        fd = create_exclusive(path)
-        try:
-            write_all(fd, lifo_file(offsets))
-        finally:
-            os.close(fd)
+        with naming(path):
+            fd = create_exclusive(path)
+            try:
+                write_all(fd, lifo_file(offsets))
+            finally:
+                os.close(fd)
         self.pq.queues[key] = cast(Any, self._factory(key))
         if self.pq.curprio is None or key < self.pq.curprio:
             self.pq.curprio = key
@@ -336,7 +359,15 @@ class OffsetQueues:
             del pq.queues[key]
             self._keep(key, cast(ByteQueue, queue))
             pq.curprio = min(pq.queues) if pq.queues else None
-        return _OFFSET_UNPACK(data)[0] if data is not None else None
+        return None if data is None else self._offset(data, key)
+
+    def _offset(self, data: bytes, key: int) -> int:
+        """The journal offset a queue entry of queue ``key`` holds, range-checked."""
+        offset: int = _OFFSET_UNPACK(data)[0]
+        if offset > MAX_SIZE:  # os.pread would raise OverflowError
+            raise JobDirCorrupt(queue_path(self.directory, -key), 0,
+                                f"a queue entry names journal offset {offset}, past any file's end")
+        return offset
 
     def peek(self) -> int | None:
         """The offset ``pop`` would return next, left in place; None if the queues are empty."""
@@ -344,7 +375,7 @@ class OffsetQueues:
         if pq.curprio is None:
             return None
         data = pq.queues[pq.curprio].peek()
-        return _OFFSET_UNPACK(data)[0] if data is not None else None
+        return None if data is None else self._offset(data, pq.curprio)
 
     def take_all(self, priority: int) -> list[int]:
         """Remove the queue of ``priority`` and return its offsets, in the order they would be popped."""
@@ -354,7 +385,7 @@ class OffsetQueues:
             return []
         out = []
         while (data := queue.pop()) is not None:
-            out.append(_OFFSET_UNPACK(data)[0])
+            out.append(self._offset(data, -priority))
         queue.close()
         pq.curprio = min(pq.queues) if pq.queues else None
         return out
@@ -388,9 +419,10 @@ class OffsetQueues:
 
     def close(self) -> list[int]:
         """Close every queue (queuelib writes the headers); return the active priorities."""
-        while self._spare:
-            self._spare.popitem()[1].close()  # empty: its file is removed
-        return sorted((-k for k in self.pq.close()), reverse=True)
+        with naming(self.directory):
+            while self._spare:
+                self._spare.popitem()[1].close()  # empty: its file is removed
+            return sorted((-k for k in self.pq.close()), reverse=True)
 
     def abandon(self) -> None:
         """Close every queue's files without writing anything more (the job directory is to be
@@ -499,7 +531,10 @@ def queue_offsets(directory: str, order: str, priority: int, count: int, *, olde
     for at, entry in entries:
         if entry[OFFSET.size:] != _ENTRY_SIZE:
             raise JobDirCorrupt(at[0], at[1], "a queue entry that is not an 8-byte journal offset")
-        yield _OFFSET_UNPACK(entry[:OFFSET.size])[0]
+        offset: int = _OFFSET_UNPACK(entry[:OFFSET.size])[0]
+        if offset > MAX_SIZE:
+            raise JobDirCorrupt(at[0], at[1], f"a queue entry names journal offset {offset}, past any file's end")
+        yield offset
 
 
 def _lifo_newest(path: str, count: int) -> Iterator[tuple[tuple[str, int], bytes]]:

@@ -16,6 +16,7 @@ from .queues import OffsetQueues
 from .safefs import create_aside, open_file
 from .seen import SeenFile
 from .state import JournalState, Progress, read_state
+from .writeerrors import naming
 
 __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
@@ -53,9 +54,10 @@ def save_torn_tail(path: str, end: int) -> str | None:
         data = src.read()
     if not data:
         return None
-    fd, aside = create_aside(f"{path}.torn-{end}")
-    try:
-        write_all(fd, data)
-    finally:
-        os.close(fd)
+    with naming(f"{path}.torn-{end}"):
+        fd, aside = create_aside(f"{path}.torn-{end}")
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
     return aside

@@ -202,6 +202,25 @@ def check_slot(slot: Any, what: str = "Request.slot") -> str | None:
     return slot
 
 
+def check_stored(url: str, method: str, headers: Any, meta: Any) -> None:
+    """Raise ``ValueError`` unless a request read back from a job directory is one ``Request`` accepts.
+
+    A record with valid checksums can still hold what the door refuses (a URL with no host,
+    a header value with CR or LF, a method that is no method name): it was written by other
+    code, or altered. Such a request is never handed out; the message names the field.
+    """
+    try:
+        _check_url(url)
+        if not _METHOD.match(method):
+            raise ValueError(f"Request.method {method!r} is not an HTTP method name such as 'GET'")
+        if headers:
+            _check_headers(headers)
+        if meta:
+            _check_meta(meta)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class Request:
     """A request to crawl: a URL and what to send with it.
 

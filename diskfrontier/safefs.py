@@ -25,12 +25,14 @@ link is changed while the frontier runs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
+import functools
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from .errors import JobDirUnsafe
@@ -110,41 +112,71 @@ def open_fd(path: str, flags: int, mode: int = 0o644, *, directory: bool = False
     if before is not None:
         _refuse(path, before.st_mode, expected)
     nonblock = 0 if flags & os.O_NONBLOCK else os.O_NONBLOCK
+    # The descriptor is stored by C code (list.extend) before any Python code can run, so a
+    # KeyboardInterrupt at any point after the open still finds it here and closes it, once.
+    opened: list[int] = []
     try:
-        fd = os.open(path, flags | _NOFOLLOW | nonblock, mode)
-    except OSError as exc:
-        # ELOOP (Linux, macOS) or EMLINK (FreeBSD) from O_NOFOLLOW, EEXIST from O_EXCL, ENXIO
-        # from a pipe without a reader: a link or a pipe that appeared since the lstat
-        now = _lstat(path) if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EEXIST, errno.ENXIO) else None
-        if now is None or stat.S_ISREG(now.st_mode) or stat.S_ISDIR(now.st_mode):
+        try:
+            opened.extend(map(os.open, (path,), (flags | _NOFOLLOW | nonblock,), (mode,)))
+        except OSError as exc:
+            _explain_refused_open(path, exc, expected)
             raise
-        error = _unsafe(path, now.st_mode, expected)
-        assert error is not None
-        raise error from None
-    try:
+        fd = opened[0]
         _refuse(path, os.fstat(fd).st_mode, expected)
         if nonblock:
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return fd
     except BaseException:
-        os.close(fd)
+        for fd in opened:
+            os.close(fd)
         raise
-    return fd
+
+
+def _explain_refused_open(path: str, exc: OSError, expected: str) -> None:
+    """Raise ``JobDirUnsafe`` if ``exc`` came from a link or a pipe that appeared since the lstat.
+
+    ELOOP (Linux, macOS) or EMLINK (FreeBSD) come from O_NOFOLLOW, EEXIST from O_EXCL, ENXIO
+    from a pipe without a reader. Returns (and the caller re-raises ``exc``) otherwise.
+    """
+    now = _lstat(path) if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EEXIST, errno.ENXIO) else None
+    if now is None or stat.S_ISREG(now.st_mode) or stat.S_ISDIR(now.st_mode):
+        return
+    error = _unsafe(path, now.st_mode, expected)
+    assert error is not None
+    raise error from None
 
 
 def open_file(path: str, mode: str = "rb") -> IO[Any]:
     """A Python file object over ``open_fd``: ``open()`` for files inside a job directory.
 
-    ``mode`` is one of ``open()``'s: r, r+, w, w+, a, a+, x, x+, with b or t.
+    ``mode`` is one of ``open()``'s: r, r+, w, w+, a, a+, x, x+, with b or t (text is UTF-8). ``open_fd`` is
+    ``open()``'s opener, so the descriptor belongs to the file object from the moment it
+    exists: an exception at any point (an interrupt too) closes it exactly once, and never
+    here a second time (a second close could close another thread's new file).
     """
     base = mode.replace("b", "").replace("t", "")
     if base not in _MODES:
         raise ValueError(f"unsupported mode {mode!r}")
-    fd = open_fd(path, _MODES[base])
+    if "b" in mode:
+        return open(path, mode, opener=open_fd)
+    return open(path, mode, encoding="utf-8", opener=open_fd)
+
+
+@contextlib.contextmanager
+def descriptor(path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> Iterator[int]:
+    """``os.open`` as a context: the descriptor is closed exactly once when the block ends.
+
+    For the few opens that are not of a job directory's files (folders, to fsync or to walk).
+    The descriptor is kept by C code before any Python code runs, so an interrupt right after
+    the open still closes it (and only once).
+    """
+    opened: list[int] = []
     try:
-        return os.fdopen(fd, mode.replace("x", "w"))
-    except BaseException:
-        os.close(fd)
-        raise
+        opened.extend(map(functools.partial(os.open, dir_fd=dir_fd), (path,), (flags,), (mode,)))
+        yield opened[0]
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 def create_exclusive(path: str, mode: int = 0o644) -> int:
@@ -266,11 +298,8 @@ def remove_tree(path: str) -> None:
     if st is None:
         return
     _refuse(path, st.st_mode, DIRECTORY)
-    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
-    try:
+    with descriptor(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW) as top:
         _clear(top, path, 0)
-    finally:
-        os.close(top)
     os.rmdir(path)
 
 
@@ -284,9 +313,6 @@ def _clear(dir_fd: int, where: str, depth: int) -> None:
             continue
         if depth + 1 >= MAX_DEPTH:
             raise JobDirUnsafe(os.path.join(where, name), f"nests more than {MAX_DEPTH} folders deep", fix=_FOREIGN)
-        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
-        try:
+        with descriptor(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=dir_fd) as sub:
             _clear(sub, os.path.join(where, name), depth + 1)
-        finally:
-            os.close(sub)
         os.rmdir(name, dir_fd=dir_fd)

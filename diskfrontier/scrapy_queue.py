@@ -11,7 +11,6 @@ Nothing here unpickles unless asked to (``load_entry``): unpickling runs code.
 
 from __future__ import annotations
 
-import json
 import marshal
 import os
 import pickle
@@ -20,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import boundedjson
 from .queuelib_files import fifo_entries, fifo_info, lifo_entries, lifo_header
 
 _QUEUE_NAME = re.compile(r"(-?\d+)(s?)\Z")
@@ -84,7 +84,7 @@ def holds_requests(directory: str) -> bool:
         return True
     try:
         with open(os.path.join(directory, "active.json"), "rb") as f:
-            return bool(json.loads(f.read()))
+            return bool(boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1)))
     except FileNotFoundError:
         return False
     except (OSError, ValueError):

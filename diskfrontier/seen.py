@@ -36,6 +36,7 @@ from .atomic import write_all, write_atomic
 from .errors import JobDirCorrupt
 from .safefs import open_fd, open_file
 from .seenindex import SHA1_BYTES, IndexRecord, IndexUnusable, SeenIndex, key_of
+from .writeerrors import naming, raise_named
 
 log = logging.getLogger("diskfrontier")
 
@@ -489,8 +490,9 @@ class SeenFile:
         try:
             os.lseek(self.fd, start, os.SEEK_SET)
             write_all(self.fd, data)
-        except BaseException:
+        except BaseException as exc:
             os.ftruncate(self.fd, start)
+            raise_named(self.path, exc)
             raise
         self._pending.clear()
         self.end = start + len(data)
@@ -522,8 +524,9 @@ class SeenFile:
         try:
             os.lseek(self.sums_fd, at, os.SEEK_SET)
             write_all(self.sums_fd, b"".join(_SUM.pack(s) for s in sums))
-        except BaseException:
+        except BaseException as exc:
             os.ftruncate(self.sums_fd, at)
+            raise_named(self.sums_path, exc)
             raise
         self._sums_on_disk += len(sums)
 
@@ -534,8 +537,9 @@ class SeenFile:
     def sync(self) -> None:
         """Flush and fsync."""
         self.flush()
-        os.fsync(self.fd)
-        os.fsync(self.sums_fd)
+        with naming(self.path):
+            os.fsync(self.fd)
+            os.fsync(self.sums_fd)
 
     def close(self) -> None:
         """Flush and close."""
@@ -545,6 +549,6 @@ class SeenFile:
         finally:
             for name in ("fd", "sums_fd"):
                 fd = getattr(self, name)
+                setattr(self, name, -1)  # forgotten first: a failed close must not lead to a second one
                 if fd >= 0:
                     os.close(fd)
-                    setattr(self, name, -1)

@@ -39,6 +39,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .boundedjson import MAX_CRC, MAX_SIZE, check_int
 from .safefs import create_exclusive, open_file, unique_temp
 
 _BYTEORDER = sys.byteorder
@@ -237,6 +238,9 @@ class IndexRecord:
         if not (isinstance(value, list) and len(value) == 4
                 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)):
             raise ValueError("seen_index is not [seen_bytes, count, crc, size]")
+        parts = ("seen_bytes", "count", "crc", "size")
+        for part, number, high in zip(parts, value, (MAX_SIZE, MAX_SIZE, MAX_CRC, MAX_SIZE), strict=True):
+            check_int(f"seen_index's {part}", number, 0, high)
         return cls(*value)
 
 

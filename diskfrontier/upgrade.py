@@ -27,14 +27,13 @@ the seen file only gained fingerprints) or the new one under an older
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-from . import checkpoint
+from . import boundedjson, checkpoint
 from .atomic import fsync_dir, write_all, write_json_atomic
 from .codec import decode_request
 from .errors import JobDirCorrupt
@@ -70,7 +69,7 @@ def install(path: str, tmp_path: str) -> None:
 def upgrade_journal(layout: Layout, progress: Progress | None = None) -> None:
     """Upgrade the job directory of ``layout`` to format 4 (see the module docstring)."""
     with open_file(layout.meta) as f:
-        meta = json.loads(f.read(1 << 20))
+        meta = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
     if "id" not in meta:
         meta["id"] = new_id()
         write_json_atomic(layout.meta, meta)

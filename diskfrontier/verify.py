@@ -9,6 +9,12 @@ failed), rewrites the seen file with every fingerprint that still parses plus ev
 fingerprint of the journal, with fresh checksums (each file replaced atomically), and
 marks the checkpoint so that the next open rebuilds the queues from the repaired
 journal.
+
+Every pending (and failed) request is also decoded and checked as ``pop`` would
+(``rejects.py``): one that cannot be served is named, and repair writes it to a side file
+(``requests.urls.rejected-<time>``) and rewrites the journal without it (a RETRY or
+REFETCH set aside still finishes the request it replaced), so that a drain after the
+repair hands out every good request and nothing bad.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from .journal import (
     HOST,
     MAGIC,
     PUSH,
+    REFETCH,
+    RETRY,
     JournalScan,
     done_body,
     done_target,
@@ -40,11 +48,14 @@ from .journal import (
     parse_push,
 )
 from .queues import distrust_reason, queue_offsets, queue_path
+from .rejects import find_unservable, write_rejected
 from .safefs import create_aside, open_file
 from .seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
 from .state import JournalState, Progress, read_state
+from .writeerrors import naming
 
 PROGRESS_EVERY = 1 << 16
+_LISTED = 100  # requests that cannot be served named one by one; the side file lists them all
 
 
 @dataclass
@@ -68,6 +79,7 @@ class Report:
     records: int = 0
     dropped_bytes: int = 0
     repaired: bool = False
+    set_aside: list[str] = field(default_factory=list)  # side files written by repair
 
     @property
     def sound(self) -> bool:
@@ -90,11 +102,15 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
         salt = fold_id(ident) if ident is not None and version == FORMAT_VERSION else 0
         saved = checkpoint.read_checkpoint(layout.cursor, ident if version == FORMAT_VERSION else None)
         state = _check_journal(layout, report, saved, repair, progress, salt, ident)
+        if state is not None:
+            state = _check_requests(layout, report, state, version, repair, salt, ident)
         if version >= 2:
             _check_seen(layout, report, saved, state, repair, salt, ident)
         if state is not None and version == FORMAT_VERSION:
             _check_queues(layout, report, saved, state, salt)
-        if saved.problem is not None and saved.state != "missing":
+        if saved.out_of_range:  # intact, yet holding what no close writes: damage, not a crash's leftover
+            report.findings.append(Finding(layout.cursor, 0, f"{saved.problem}; repair marks it for a rebuild"))
+        elif saved.problem is not None and saved.state != "missing":
             report.notes.append(f"{layout.cursor}: {saved.problem}; the queues will be rebuilt from the journal at "
                                 f"the next open")
         if repair and report.findings:
@@ -193,6 +209,27 @@ def _check_journal(
     return state
 
 
+def _check_requests(
+    layout: Layout, report: Report, state: JournalState, version: int, repair: bool, salt: int, ident: str | None,
+) -> JournalState:
+    """Decode every pending and failed request; with ``repair``, set aside those that cannot be served."""
+    rejected = find_unservable(layout.journal, state, version, salt)
+    for item in rejected[:_LISTED]:
+        report.findings.append(Finding(layout.journal, item.offset, f"a request that cannot be served: {item.problem}"))
+    if len(rejected) > _LISTED:
+        report.findings.append(Finding(layout.journal, rejected[_LISTED].offset,
+                                       f"and {len(rejected) - _LISTED:,} more requests that cannot be served"))
+    if not (repair and rejected):
+        return state
+    name = write_rejected(layout.root, rejected)
+    report.set_aside.append(name)
+    report.notes.append(f"{name}: the {len(rejected):,} requests that cannot be served, set aside (JSON lines: "
+                        f"offset, problem, url, record in base64); the journal no longer holds them")
+    _about_to_rewrite(layout, ident)
+    _rewrite_journal(layout.journal, set(), salt, {item.offset for item in rejected})
+    return read_state(layout.journal, salt=salt, repair=True, offsets=False)
+
+
 def _about_to_rewrite(layout: Layout, ident: str | None) -> None:
     """Before a file is rewritten: from now on the next open rebuilds everything from zero.
 
@@ -205,15 +242,27 @@ def _about_to_rewrite(layout: Layout, ident: str | None) -> None:
         os.unlink(layout.seen_index)
 
 
-def _rewrite_journal(path: str, bad_dones: set[int], salt: int) -> None:
-    """Rewrite the journal with every intact record, framed for its new place (in its own format)."""
+def _rewrite_journal(
+    path: str, bad_dones: set[int], salt: int, rejected: frozenset[int] | set[int] = frozenset(),
+) -> None:
+    """Rewrite the journal with every intact record, framed for its new place (in its own format).
+
+    The request records at the ``rejected`` offsets are left out: what names them goes too,
+    and a RETRY or REFETCH left out becomes the DONE of the request it finished.
+    """
     with open_file(path) as f:
         magic = f.read(len(MAGIC))
     out = bytearray(magic)
     moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
+    failed: set[int] = set()  # new offsets of the requests failed so far
     for offset, body in JournalScan(path, salt=salt, repair=True):
         kind = body[0]
-        if kind == HOST:
+        if offset in rejected:
+            target = int.from_bytes(body[-8:], "big") if kind in (RETRY, REFETCH) else None
+            if target is None or target not in moved or moved[target] in failed:
+                continue  # nothing finished by it (a failed request it gave back stays failed)
+            body = memoryview(done_body(moved[target]))  # what it finished stays finished
+        elif kind == HOST:
             pass
         elif kind == DONE:
             if offset in bad_dones or done_target(body) not in moved:
@@ -224,6 +273,7 @@ def _rewrite_journal(path: str, bad_dones: set[int], salt: int) -> None:
             if offset in bad_dones or failure.target not in moved:
                 continue  # names nothing pending (or its request was lost): nothing left to mark failed
             body = memoryview(fail_body(moved[failure.target], failure.failed_at, failure.error.encode("utf-8")))
+            failed.add(moved[failure.target])
         elif kind != PUSH:  # a RETRY or REFETCH: a PUSH, and the DONE of its target
             target = int.from_bytes(body[-8:], "big")
             moved[offset] = len(out)
@@ -231,6 +281,7 @@ def _rewrite_journal(path: str, bad_dones: set[int], salt: int) -> None:
                 body = memoryview(bytes([PUSH]) + bytes(body[1:-8]))  # what it finished is gone
             else:
                 body = memoryview(bytes(body[:-8]) + moved[target].to_bytes(8, "big"))
+                failed.discard(moved[target])
         else:
             moved[offset] = len(out)
         out += frame(len(out), bytes(body), salt if magic == MAGIC else 0)
@@ -242,11 +293,12 @@ def _set_aside(path: str) -> None:
     """Keep a copy of a damaged file beside it (``<file>.damaged``, a new name) before it is rewritten."""
     with open_file(path) as src:
         data = src.read()
-    fd, _name = create_aside(f"{path}.damaged")
-    try:
-        write_all(fd, data)
-    finally:
-        os.close(fd)
+    with naming(f"{path}.damaged"):
+        fd, _name = create_aside(f"{path}.damaged")
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
 
 
 def _check_seen(
