@@ -1,6 +1,7 @@
 """diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
 
 from .errors import (
+    CrawlDamaged,
     FormatError,
     FrontierClosed,
     FrontierError,
@@ -19,6 +20,7 @@ from .request import Request
 from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [
+    "CrawlDamaged",
     "CrawlStats",
     "FailedRequest",
     "FormatError",
