@@ -100,11 +100,14 @@ def talking(url: str, what: str) -> Iterator[None]:
 def damaged(url: str, key: str, problem: str) -> CrawlDamaged:
     """The ``CrawlDamaged`` of ``key`` (a key of a crawl at ``url``) with ``problem``, saying how to repair."""
     found = _CRAWL_OF_KEY.match(key)
-    crawl = found.group(1) if found else "NAME"
-    return CrawlDamaged(key, problem, hint=(
-        f"keys of the crawl were deleted, evicted or changed from outside: run 'diskfrontier verify "
-        f"{_shown(url)} --crawl {crawl}' to see every problem, and with --repair to rebuild the crawl's "
-        f"indexes from its stored requests"))
+    return CrawlDamaged(key, problem, hint=repair_hint(url, found.group(1) if found else "NAME"))
+
+
+def repair_hint(url: str, crawl: str) -> str:
+    """What to do about damage found in crawl ``crawl`` at ``url``."""
+    return (f"keys of the crawl were deleted, evicted or changed from outside: run 'diskfrontier verify "
+            f"{_shown(url)} --crawl {crawl}' to see every problem, and with --repair to rebuild the crawl's "
+            f"indexes from its stored requests")
 
 
 def evicting(url: str, policy: str, what: str) -> RedisMisconfigured:

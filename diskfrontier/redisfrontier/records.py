@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from typing import Any
 
 from ..codec import decode_request, encode_request
-from ..errors import FrontierError
+from ..errors import CrawlDamaged, FrontierError
 from ..request import Request, _check_priority
 
 _HEAD = struct.Struct(">iBHd")  # priority, flags (1: dont_filter), attempts, not_before
@@ -24,8 +25,14 @@ def pack_body(request: Request, record: bytes, attempts: int, not_before: float)
         bytes((len(slot),)), slot, bytes((len(fingerprint),)), fingerprint, record))
 
 
-def unpack_body(body: bytes, where: str) -> Request:
-    """The request a body holds; ``FrontierError`` naming ``where`` if it is not one we wrote."""
+_CHANGED = "the crawl's keys were changed by something else"
+
+
+def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
+    """The request a body holds; ``CrawlDamaged`` naming ``where`` (its key and field) if it is not
+    one we wrote, with ``hint`` saying what to do."""
+    if not isinstance(body, bytes):
+        raise CrawlDamaged(where, "is missing (an index names a request that is not stored)", hint=hint)
     try:
         priority, flags, attempts, not_before = _HEAD.unpack_from(body)
         at = _HEAD.size
@@ -36,9 +43,8 @@ def unpack_body(body: bytes, where: str) -> Request:
         if fp_end > len(body) or not fingerprint or not slot:
             raise ValueError("cut short")
         request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise FrontierError(f"{where} does not hold a request diskfrontier stored ({exc}); the crawl's keys "
-                            f"were changed by something else") from None
+    except (struct.error, IndexError, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise CrawlDamaged(where, f"does not hold a request diskfrontier stored ({exc})", hint=hint) from None
     request._slot = slot
     request.attempts = attempts
     request.not_before = not_before or None
