@@ -89,7 +89,7 @@ def talking(url: str, what: str) -> Iterator[None]:
         if text.startswith("WRONGTYPE"):
             raise CrawlDamaged("a key of the crawl", f"is of a type diskfrontier never made ({what}: {text})",
                                hint="run 'diskfrontier verify URL --crawl NAME' to find it") from None
-        if text.startswith("OOM"):
+        if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
             raise FrontierError(f"{what}: Redis at {_shown(url)} is out of memory ({text}); nothing was "
                                 f"changed: raise maxmemory or free memory") from None
         raise FrontierError(f"{what}: Redis at {_shown(url)} answered with an error: {text}") from None
@@ -99,8 +99,10 @@ def talking(url: str, what: str) -> Iterator[None]:
 
 def damaged(url: str, key: str, problem: str) -> CrawlDamaged:
     """The ``CrawlDamaged`` of ``key`` (a key of a crawl at ``url``) with ``problem``, saying how to repair."""
+    key, _, part = key.partition(" ")  # "KEY field F": the problem is of the field
     found = _CRAWL_OF_KEY.match(key)
-    return CrawlDamaged(key, problem, hint=repair_hint(url, found.group(1) if found else "NAME"))
+    return CrawlDamaged(key, f"{part} {problem}" if part else problem,
+                        hint=repair_hint(url, found.group(1) if found else "NAME"))
 
 
 def repair_hint(url: str, crawl: str) -> str:

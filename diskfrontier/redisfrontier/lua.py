@@ -67,9 +67,9 @@ end
 -- there (the first key an evicting server drops), its counters are numbers and agree with the
 -- sizes of the keys they count.
 local function crawl_settings()
+  check_policy()
   local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq')
   if not s[1] then error({err = 'DFNOCRAWL'}) end
-  check_policy()
   if call('EXISTS', SENTINEL) == 0 then
     damaged(SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them')
   end
@@ -341,11 +341,12 @@ while got < want do
   local member = best[1]
   local id, host = string.sub(member, 1, 12), string.sub(member, 13)
   local hk = P .. 'h:' .. host
+  local body = call('HGET', REQ, id)
+  if not body then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. READY .. ')') end
+  head(body, id)
   if call('ZREM', P .. 'q:' .. host, id) == 0 then
     damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
   end
-  local body = call('HGET', REQ, id)
-  if not body then damaged(REQ .. ' has no request ' .. id .. ' (queued in ' .. P .. 'q:' .. host .. ')') end
   call('HINCRBY', hk, 'i', 1)
   call('HINCRBY', hk, 'p', -1)
   call('HSET', hk, 't', tostring(now))
@@ -512,7 +513,11 @@ local P = string.sub(META, 1, -5)
 local SENTINEL = P .. 'sentinel'
 local version, order, delay, per_host, prefer, bits, mode, new_order = unpack(ARGV)
 local changed = 0
-if redis.call('EXISTS', META) == 0 then
+local kind = redis.call('TYPE', META)['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+  error({err = 'DFDAMAGED ' .. META .. ' is a ' .. kind .. ', not a hash'})
+end
+if kind == 'none' then
   if mode ~= 'create' then return {0} end
   redis.call('HSET', META, 'v', version, 'order', order ~= '' and order or new_order,
              'delay', delay ~= '' and delay or '0', 'per_host', per_host ~= '' and per_host or '0',
