@@ -56,19 +56,29 @@ local function clock()
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
--- Redis must never evict: a server switched to another maxmemory-policy after open is refused
--- at its first step.
-local function check_policy()
+-- Redis must never evict: a server switched to another maxmemory-policy after open is refused by
+-- every step from at most POLICY_EVERY seconds after (INFO costs more than the rest of a step's
+-- checks together, so it is read at most that often for the crawl, by whichever step comes).
+local POLICY_EVERY = 0.1  -- seconds (docs/format.md, "Redis")
+-- Returns true when the time of this check is to be written (after the other checks: a write may
+-- be refused when memory is full).
+local function check_policy(checked_at, now)
+  local last = tonumber(checked_at)
+  if last and now >= last and now - last < POLICY_EVERY then return false end
   local policy = string.match(redis.call('INFO', 'memory'), 'maxmemory_policy:(%S+)')
   if policy and policy ~= 'noeviction' then error({err = 'DFEVICTION ' .. policy}) end
+  return checked_at ~= false
 end
 
 -- The crawl's settings, after the checks every step makes: the crawl exists, its sentinel is
 -- there (the first key an evicting server drops), its counters are numbers and agree with the
 -- sizes of the keys they count.
 local function crawl_settings()
-  check_policy()
-  local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq')
+  local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
+                 'policy_at')
+  local now = clock()
+  -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
+  local checked = check_policy(s[9] or (s[1] and '0'), now)
   if not s[1] then error({err = 'DFNOCRAWL'}) end
   if call('EXISTS', SENTINEL) == 0 then
     damaged(SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them')
@@ -94,10 +104,11 @@ local function crawl_settings()
   if waiting ~= delayed_now then
     damaged(DELAYED .. ' holds ' .. waiting .. ' requests but ' .. META .. ' counts ' .. delayed_now .. ' delayed')
   end
+  if checked then call('HSET', META, 'policy_at', tostring(now)) end
   local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
   return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
-          idle = s[4] == 'idle', pending = pending}
+          idle = s[4] == 'idle', pending = pending, now = now}
 end
 
 local function id_of(seq, lifo)
@@ -283,7 +294,7 @@ end
 # body, not_before. Returns 1 (queued) or 0 (a duplicate) per request.
 PUSH = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local n = tonumber(ARGV[1])
 local out, touched, added, fresh_seen, dups = {}, {}, 0, 0, 0
 local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
@@ -327,7 +338,7 @@ return out
 # "next-event now pending in-flight" (next-event empty if nothing waits for a time).
 POP = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local want, lease, client = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local touched = {}
 reclaim(now, 1000, touched)
@@ -380,7 +391,7 @@ return out
 # Returns per request 1 (done) or 0 (the lease was lost: another client may hold it).
 FINISH = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local what, seconds, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, touched = {}, {}
 local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
@@ -460,7 +471,7 @@ local host, field, value = ARGV[1], ARGV[2], ARGV[3]
 local hk = P .. 'h:' .. host
 if value == '' then call('HDEL', hk, field) else call('HSET', hk, field, value) end
 call('SADD', HOSTS, host)
-place(host, clock(), cs)
+place(host, cs.now, cs)
 return 1
 """
 
@@ -468,7 +479,7 @@ return 1
 # {pending, in flight, ready now (0/1), next event}.
 LOOK = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local touched = {}
 reclaim(now, 1000, touched)
 release(now, 1000, touched)
@@ -498,7 +509,7 @@ local before = num(call('HGET', hk, 'd'), hk .. ' field d', true) or 0
 call('HSET', hk, 'd', ARGV[2])
 call('SADD', HOSTS, ARGV[1])
 call('HINCRBY', META, 'done', tonumber(ARGV[2]) - before)
-place(ARGV[1], clock(), cs)  -- a budget counts done requests
+place(ARGV[1], cs.now, cs)  -- a budget counts done requests
 return 1
 """
 
@@ -554,7 +565,7 @@ return {1, s[1], s[2], s[3], s[4], s[5], changed}
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).
 REPLACE = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 for _, host in ipairs(ARGV) do place(host, now, cs) end
 return #ARGV
 """
@@ -563,7 +574,7 @@ return #ARGV
 # failure first. Returns how many.
 REQUEUE_FAILED = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local limit = tonumber(ARGV[1])
 local info = call('HGETALL', P .. 'failinfo')
 local order = {}
