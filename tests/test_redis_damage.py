@@ -332,3 +332,33 @@ def test_verify_command_on_redis_needs_a_crawl_that_exists(redis_url, crawl_name
     result = run("verify", redis_url, "--crawl", crawl_name)
     assert (result.exit_code, result.output) == (
         1, f"Error: there is no crawl '{crawl_name}' in Redis at {redis_url} (no key {key(crawl_name, 'meta')})\n")
+
+
+def test_repair_renames_aside_a_key_of_the_wrong_type_and_fixes_garbage_counters(crawl, client, crawl_name, redis_url):
+    f = crawl()
+    pushed(f)
+    host = key(crawl_name, "h:a.example")
+    client.delete(host)
+    client.set(host, "not a hash")
+    client.hset(key(crawl_name, "meta"), "done", "lots")
+    report = verify_crawl(redis_url, crawl_name)
+    assert [str(x) for x in report.findings] == [
+        f"{host}: is a string, not a hash",
+        f"{key(crawl_name, 'meta')}: field done is b'lots', not a whole number"]
+    report = verify_crawl(redis_url, crawl_name, repair=True)
+    assert report.set_aside == [key(crawl_name, "bad:h:a.example")] and report.notes == []
+    assert client.get(key(crawl_name, "bad:h:a.example")) == b"not a hash"
+    assert verify_crawl(redis_url, crawl_name).sound
+    assert f.stats()["done"] == 0
+    assert sorted(drain(f)) == sorted(URLS)
+
+
+def test_verify_names_an_evicting_server_and_repair_refuses_it(crawl, client, crawl_name, redis_url):
+    pushed(crawl())
+    client.config_set("maxmemory-policy", "volatile-lru")
+    result = run("verify", redis_url, "--crawl", crawl_name)
+    assert (result.exit_code, result.output) == (
+        1, "damaged: maxmemory-policy: is volatile-lru: Redis may drop keys of the crawl; set noeviction\n")
+    result = run("verify", redis_url, "--crawl", crawl_name, "--repair")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: verify --repair: Redis has maxmemory-policy volatile-lru")

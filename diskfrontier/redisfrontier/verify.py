@@ -275,7 +275,8 @@ class _Crawl:
             for name in _HOST_NUMBERS:
                 if name in fields and _number(fields[name]) is None:
                     self.problem(b"h:" + host, f"field {name.decode()} is {fields[name][:60]!r}, not a number")
-        for host in sorted(self.host_hashes.keys() | self.pending_of.keys() | self.leased_of.keys()):
+        wrong = {suffix[2:] for suffix in self.renamed if suffix.startswith(b"h:")}  # named already: its type
+        for host in sorted((self.host_hashes.keys() | self.pending_of.keys() | self.leased_of.keys()) - wrong):
             fields = self.host_hashes.get(host, {})
             for name, want in ((b"p", self.pending_of[host]), (b"i", self.leased_of[host])):
                 have = _number(fields.get(name)) or 0
@@ -288,7 +289,7 @@ class _Crawl:
             if top is None or member[:12] != top:
                 self.problem(b"ready", f"holds {_name(member)}, which is not the first request of "
                                        f"{_name(self.key(b'q:' + host))}")
-            elif self.host_hashes.get(host, {}).get(b"r") != member:
+            elif host not in wrong and self.host_hashes.get(host, {}).get(b"r") != member:
                 self.problem(b"h:" + host, f"field r is not {_name(member)}, its entry in ready")
         for host, fields in sorted(self.host_hashes.items()):
             if b"r" in fields and fields[b"r"] not in self.ready:
