@@ -362,3 +362,18 @@ def test_verify_names_an_evicting_server_and_repair_refuses_it(crawl, client, cr
     result = run("verify", redis_url, "--crawl", crawl_name, "--repair")
     assert result.exit_code == 1
     assert result.output.startswith("Error: verify --repair: Redis has maxmemory-policy volatile-lru")
+
+
+def test_verify_names_seen_buckets_that_went_and_repair_counts_what_is_left(crawl, client, crawl_name, redis_url):
+    f = crawl(expected_urls=100)
+    pushed(f)
+    buckets = client.keys(key(crawl_name, "s:*"))
+    gone = client.hlen(buckets[0])
+    client.delete(buckets[0])
+    report = verify_crawl(redis_url, crawl_name, repair=True)
+    assert [str(x) for x in report.findings] == [
+        f"{key(crawl_name, 'meta')}: field seen counts {len(URLS)} fingerprints; the seen buckets hold "
+        f"{len(URLS) - gone} (buckets were evicted or deleted: the URLs they held would be accepted again, and "
+        f"repair cannot bring them back)"]
+    assert report.repaired and verify_crawl(redis_url, crawl_name).sound
+    assert f.stats()["seen"] == len(URLS) - gone

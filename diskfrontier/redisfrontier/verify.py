@@ -141,6 +141,11 @@ class _Crawl:
         ok = b"hosts" in self.types and b"hosts" not in self.renamed and self.types[b"hosts"] == b"set"
         self.hosts: set[bytes] = set(c.smembers(self.key(b"hosts"))) if ok else set()
         self.queues = {s[2:]: self._zset(s) for s in self.types if s.startswith(b"q:")}
+        buckets = [s for s, kind in self.types.items() if s.startswith((b"s:", b"x:")) and kind == b"hash"]
+        pipe = c.pipeline(transaction=False)
+        for suffix in buckets:
+            pipe.hlen(p + suffix)
+        self.seen = sum(pipe.execute()) if buckets else 0
         self.host_hashes = {s[2:]: self._hash(s) for s in self.types if s.startswith(b"h:")}
 
     @staticmethod
@@ -316,6 +321,11 @@ class _Crawl:
             have = _number(meta.get(name, b"0"))
             if have is not None and have != want:
                 self.problem(b"meta", f"field {name.decode()} counts {have:g}; the crawl holds {want}")
+        seen = _number(meta.get(b"seen", b"0"))
+        if seen is not None and seen != self.seen:
+            self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the seen buckets hold {self.seen}"
+                                  + (" (buckets were evicted or deleted: the URLs they held would be accepted "
+                                     "again, and repair cannot bring them back)" if seen > self.seen else ""))
         self.max_seq = max((self._seq(rid) for rid in [*self.good, *self.failed] if _ID.match(rid)), default=0)
         seq = _number(meta.get(b"seq", b"0"))
         if seq is not None and seq < self.max_seq:
@@ -411,7 +421,7 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
         pipe.hdel(k(b"h:" + host), b"r", *garbage)
     failed = len(keys.failed) - len(keys.bad_failed) if b"failed" not in keys.renamed else 0
     counts: dict[bytes, Any] = {b"pending": len(keys.pending), b"inflight": len(keys.leased), b"delayed": delayed,
-                                b"failed": failed, b"sentinel": 1}
+                                b"failed": failed, b"sentinel": 1, b"seen": keys.seen}
     seq = _number(keys.meta.get(b"seq"))
     if seq is None or seq < keys.max_seq:
         counts[b"seq"] = keys.max_seq
