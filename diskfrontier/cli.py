@@ -397,8 +397,9 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
     """Check every record of every file; exit 1 if damage is found.
 
     A Redis crawl (a URL and --crawl): check its queues, leases, hosts and counters against
-    its stored requests; --repair rebuilds them from the stored requests (stop the crawl's
-    clients first) and sets aside, in the crawl's 'bad' hash, what cannot be decoded.
+    its stored requests (best with its clients stopped); --repair rebuilds them from the stored
+    requests (stop the crawl's clients first) and sets aside, in the crawl's 'bad' hash, what
+    cannot be decoded.
 
     Example: diskfrontier verify crawls/shop --repair
              diskfrontier verify redis://localhost:6379/0 --crawl news --repair

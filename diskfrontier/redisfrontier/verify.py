@@ -4,8 +4,9 @@
 The ``req`` hash (request id -> body) is the crawl's truth, as the journal is a job
 directory's. Everything else is an index of it (``q:HOST``, ``delayed``, ``lease`` with
 ``owner``, ``ready``, ``wait``, ``hosts``) or a count (``h:HOST`` fields ``p`` and ``i``,
-``meta`` fields ``pending``, ``inflight``, ``delayed``, ``seq``, ``failed``). Verification
-only reads. Repair, with the crawl's clients stopped, writes in one ``MULTI``/``EXEC``
+``meta`` fields ``pending``, ``inflight``, ``delayed``, ``seq``, ``failed``, ``seen``).
+Verification only reads: the keys found by ``SCAN``, in one ``MULTI``/``EXEC``. Repair,
+with the crawl's clients stopped, writes in one ``MULTI``/``EXEC``
 (refused if a client changed the crawl meanwhile): bodies that cannot be decoded are set
 aside in the ``bad`` hash, keys of a wrong type that hold what cannot be rebuilt are
 renamed to ``bad:KEY``, a leased request whose lease or token is gone becomes pending,
@@ -129,24 +130,27 @@ class _Crawl:
             raise CrawlDamaged(_name(self.key(b"meta")), f"is a {self.types[b'meta'].decode()}, not a hash",
                                hint="the crawl's settings are lost and verify cannot rebuild them: copy out what "
                                     "is left (diskfrontier export) into a new crawl")
-        self.meta = self._hash(b"meta")
-        self.bodies = self._hash(b"req", scan=True)
-        self.owner = self._hash(b"owner")
-        self.failed = self._hash(b"failed")
-        self.failinfo = self._hash(b"failinfo")
-        self.lease = self._zset(b"lease")
-        self.delayed = self._zset(b"delayed")
-        self.ready = self._zset(b"ready")
-        self.wait = self._zset(b"wait")
-        ok = b"hosts" in self.types and b"hosts" not in self.renamed and self.types[b"hosts"] == b"set"
-        self.hosts: set[bytes] = set(c.smembers(self.key(b"hosts"))) if ok else set()
-        self.queues = {s[2:]: self._zset(s) for s in self.types if s.startswith(b"q:")}
-        buckets = [s for s, kind in self.types.items() if s.startswith((b"s:", b"x:")) and kind == b"hash"]
-        pipe = c.pipeline(transaction=False)
-        for suffix in buckets:
-            pipe.hlen(p + suffix)
-        self.seen = sum(pipe.execute()) if buckets else 0
-        self.host_hashes = {s[2:]: self._hash(s) for s in self.types if s.startswith(b"h:")}
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        """Every key of a usable type, read in one ``MULTI``/``EXEC``: what clients running meanwhile
+        change is seen wholly before or wholly after each of their steps."""
+        snap = _Snapshot(self.client.pipeline(transaction=True), self.prefix, self.types)
+        meta, bodies, owner, failed, failinfo = (snap.hash(s) for s in (b"meta", b"req", b"owner", b"failed",
+                                                                            b"failinfo"))
+        lease, delayed, ready, wait = (snap.zset(s) for s in (b"lease", b"delayed", b"ready", b"wait"))
+        hosts = snap.members(b"hosts")
+        queues = {s[2:]: snap.zset(s) for s in self.types if s.startswith(b"q:")}
+        host_hashes = {s[2:]: snap.hash(s) for s in self.types if s.startswith(b"h:")}
+        buckets = [snap.size(s) for s, kind in self.types.items() if s.startswith((b"s:", b"x:")) and kind == b"hash"]
+        got = snap.run()
+        self.meta, self.bodies, self.owner, self.failed, self.failinfo = (got(x, {}) for x in (
+            meta, bodies, owner, failed, failinfo))
+        self.lease, self.delayed, self.ready, self.wait = (got(x, {}) for x in (lease, delayed, ready, wait))
+        self.hosts: set[bytes] = got(hosts, set())
+        self.queues = {host: got(x, {}) for host, x in queues.items()}
+        self.host_hashes = {host: got(x, {}) for host, x in host_hashes.items()}
+        self.seen = sum(got(x, 0) for x in buckets)
 
     @staticmethod
     def _kind_of(suffix: bytes) -> bytes | None:
@@ -156,20 +160,6 @@ class _Crawl:
             return b"hash"
         return None
 
-    def _usable(self, suffix: bytes, kind: bytes) -> bool:
-        return self.types.get(suffix) == kind
-
-    def _hash(self, suffix: bytes, *, scan: bool = False) -> dict[bytes, bytes]:
-        if not self._usable(suffix, b"hash"):
-            return {}
-        if scan:
-            return dict(self.client.hscan_iter(self.key(suffix), count=1000))
-        return dict(self.client.hgetall(self.key(suffix)))
-
-    def _zset(self, suffix: bytes) -> dict[bytes, float]:
-        if not self._usable(suffix, b"zset"):
-            return {}
-        return dict(self.client.zrange(self.key(suffix), 0, -1, withscores=True))
 
     # ------------------------------------------------------------------ checking
     def read_and_check(self, now: float) -> None:
@@ -335,6 +325,46 @@ class _Crawl:
     def _seq(self, rid: bytes) -> int:
         number = int(rid, 16)
         return _LIFO_BASE - number if self.lifo else number
+
+
+class _Snapshot:
+    """Reads queued on one transaction; each read's place in the answer, or None for a key of another
+    type (read as empty)."""
+
+    def __init__(self, pipe: Any, prefix: bytes, types: dict[bytes, bytes]) -> None:
+        self.pipe, self.prefix, self.types = pipe, prefix, types
+        self.count = 0
+
+    def _queue(self, suffix: bytes, kind: bytes, read: Any) -> int | None:
+        if self.types.get(suffix) != kind:
+            return None
+        read(self.prefix + suffix)
+        self.count += 1
+        return self.count - 1
+
+    def hash(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"hash", self.pipe.hgetall)
+
+    def zset(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"zset", lambda key: self.pipe.zrange(key, 0, -1, withscores=True))
+
+    def members(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"set", self.pipe.smembers)
+
+    def size(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"hash", self.pipe.hlen)
+
+    def run(self) -> Any:
+        """Run the reads; returns ``got(place, empty)``, the answer of the read at ``place``."""
+        answers = self.pipe.execute() if self.count else []
+
+        def got(place: int | None, empty: Any) -> Any:
+            if place is None:
+                return empty
+            answer = answers[place]
+            return dict(answer) if isinstance(answer, list) else answer
+
+        return got
 
 
 def verify_crawl(url: str, crawl: str, *, repair: bool = False) -> RedisReport:
