@@ -433,7 +433,7 @@ def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn
     report = verify_crawl(url, crawl, repair=repair)
     if as_json:
         click.echo(json.dumps({
-            "sound": report.sound, "requests": report.requests, "repaired": report.repaired,
+            "sound": report.sound, "requests": report.requests, "repaired": report.repaired, "kept": report.kept,
             "set_aside": report.set_aside, "notes": report.notes,
             "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
         }, indent=2))

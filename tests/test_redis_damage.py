@@ -313,9 +313,22 @@ def test_verify_command_on_a_redis_crawl(crawl, client, crawl_name, redis_url):
     result = run("verify", redis_url, "--crawl", crawl_name, "--json")
     assert result.exit_code == 1
     shown = json.loads(result.output)
-    assert (shown["sound"], shown["requests"], shown["repaired"], shown["set_aside"], shown["notes"]) == (
-        False, 3, False, [], [])
+    fields = ("sound", "requests", "repaired", "kept", "set_aside", "notes")
+    assert tuple(shown[name] for name in fields) == (False, 3, False, 0, [], [])
     assert [f"damaged: {x['key']}: {x['problem']}" for x in shown["findings"]] == damage
+    result = run("verify", redis_url, "--crawl", crawl_name, "--repair", "--json")
+    shown = json.loads(result.output)
+    assert (result.exit_code, shown["repaired"], shown["kept"], shown["set_aside"]) == (
+        1, True, 2, [f"{key(crawl_name, 'bad')} field req:{ids[0]}"])
+    client.hset(key(crawl_name, "req"), ids[0], b"junk")  # damaged again, as before, for the text output
+    client.hdel(key(crawl_name, "bad"), f"req:{ids[0]}")
+    client.hset(key(crawl_name, "meta"), "pending", 3)
+    client.hset(key(crawl_name, "h:a.example"), "p", 3)
+    client.delete(key(crawl_name, "q:a.example"))
+    client.delete(key(crawl_name, "ready"))
+    client.zadd(key(crawl_name, "ready"), {f"{ids[0]}a.example": -2})
+    client.hset(key(crawl_name, "h:a.example"), "r", f"{ids[0]}a.example")
+    assert run("verify", redis_url, "--crawl", crawl_name).output == "\n".join(damage) + "\n"
     result = run("verify", redis_url, "--crawl", crawl_name, "--repair")
     assert (result.exit_code, result.output) == (1, "\n".join(damage) + (
         f"\nrepaired: rebuilt the indexes and counts of crawl '{crawl_name}' from its 2 stored requests; set aside: "
@@ -377,3 +390,12 @@ def test_verify_names_seen_buckets_that_went_and_repair_counts_what_is_left(craw
         f"repair cannot bring them back)"]
     assert report.repaired and verify_crawl(redis_url, crawl_name).sound
     assert f.stats()["seen"] == len(URLS) - gone
+
+
+def test_verify_names_two_ready_entries_of_one_host(crawl, client, crawl_name, redis_url):
+    pushed(crawl(), URLS[:2])
+    (member,) = client.zrange(key(crawl_name, "ready"), 0, -1)
+    client.zadd(key(crawl_name, "ready"), {b"000000000001a.example": 5})
+    assert f"{key(crawl_name, 'ready')}: holds both 000000000001a.example and {member.decode()}: a host has one entry" \
+        in map(str, verify_crawl(redis_url, crawl_name, repair=True).findings)
+    assert verify_crawl(redis_url, crawl_name).sound

@@ -277,7 +277,12 @@ class _Crawl:
                 have = _number(fields.get(name)) or 0
                 if have != want and _number(fields.get(name, b"0")) is not None:
                     self.problem(b"h:" + host, f"field {name.decode()} counts {have:g}; the crawl stores {want}")
-        members = {member[12:]: member for member in self.ready}
+        members: dict[bytes, bytes] = {}
+        for member in sorted(self.ready):
+            if member[12:] in members:
+                self.problem(b"ready", f"holds both {_name(members[member[12:]])} and {_name(member)}: a host "
+                                       f"has one entry")
+            members[member[12:]] = member
         for host, member in sorted(members.items()):
             queue = self.queues.get(host, {})
             top = min(queue.items(), key=lambda item: (item[1], item[0]))[0] if queue else None
