@@ -2,6 +2,7 @@
 
 from .errors import (
     CallbackRefused,
+    CrawlDamaged,
     DiskFull,
     FormatError,
     FrontierClosed,
@@ -24,6 +25,7 @@ from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [
     "CallbackRefused",
+    "CrawlDamaged",
     "CrawlStats",
     "DiskFull",
     "FailedRequest",

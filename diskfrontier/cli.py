@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -50,6 +50,7 @@ from .journal import MAX_SECONDS, MAX_TIME
 from .jsonlines import record_from_json, request_to_json, seen_to_json
 from .recovery import Progress
 from .redisfrontier import RedisFrontier, is_redis_url
+from .redisfrontier.verify import verify_crawl
 from .request import PRIORITY_MAX, PRIORITY_MIN, Request, check_slot, retries_text
 from .verify import verify
 from .writeerrors import naming
@@ -396,20 +397,25 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
 
 @main.command(name="verify")
 @EXISTING_JOBDIR
-@FILES_ONLY_CRAWL_OPTION
-@click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record.")
+@CRAWL_OPTION
+@click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record (Redis: rebuild "
+                                             "the crawl's indexes from its stored requests).")
 @JSON_OPTION
 @one_line_errors
 def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) -> None:
     """Check every record of every file; exit 1 if damage is found.
 
-    A job directory only: a Redis crawl has no files to check.
+    A Redis crawl (a URL and --crawl): check its queues, leases, hosts and counters against
+    its stored requests (best with its clients stopped); --repair rebuilds them from the stored
+    requests (stop the crawl's clients first) and sets aside, in the crawl's 'bad' hash, what
+    cannot be decoded.
 
     Example: diskfrontier verify crawls/shop --repair
+             diskfrontier verify redis://localhost:6379/0 --crawl news --repair
     """
-    refuse_redis(jobdir, "verify checks the record files of a job directory, and a Redis crawl has none (Redis "
-                         "keeps its own data: check it with redis-check-aof)")
-    redis_crawl(jobdir, crawl)
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _verify_redis(jobdir, name, repair, as_json)
     require_jobdir(jobdir)
     with progress_bar("verifying") as progress:
         report = verify(jobdir, repair=repair, progress=progress)
@@ -429,6 +435,28 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
         elif report.repaired:
             click.echo(f"repaired: kept every intact record, dropped {report.dropped_bytes:,} damaged bytes; "
                        f"the queues are rebuilt at the next open")
+    sys.exit(0 if report.sound else 1)
+
+
+def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn:
+    report = verify_crawl(url, crawl, repair=repair)
+    if as_json:
+        click.echo(json.dumps({
+            "sound": report.sound, "requests": report.requests, "repaired": report.repaired, "kept": report.kept,
+            "set_aside": report.set_aside, "notes": report.notes,
+            "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
+        }, indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(f"damaged: {finding}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        if report.sound:
+            click.echo(f"sound: {report.requests:,} stored requests checked")
+        elif report.repaired:
+            aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
+            click.echo(f"repaired: rebuilt the indexes and counts of crawl {crawl!r} from its "
+                       f"{report.kept:,} stored requests{aside}")
     sys.exit(0 if report.sound else 1)
 
 

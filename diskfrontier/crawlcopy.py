@@ -138,7 +138,7 @@ class _RedisSource:
     def __init__(self, url: str, crawl: str) -> None:
         self.frontier = RedisFrontier(url, crawl=crawl, create=False)
         self.order = self.frontier.order
-        self.settings = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
                          "prefer": self.frontier.prefer}
 
     def pending_count(self) -> int:

@@ -65,6 +65,16 @@ class FrontierClosed(FrontierError):
     """The frontier was used after close()."""
 
 
+class CrawlDamaged(FrontierError):
+    """A Redis crawl's keys disagree with each other or hold values diskfrontier never wrote: keys
+    were deleted, evicted or changed from outside. ``key`` names the key found wrong."""
+
+    def __init__(self, key: str, problem: str, *, hint: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{key}: {problem}; {hint}")
+
+
 class JobDirUnsafe(FrontierError):
     """An entry of the job directory is a symbolic link, or not the kind of file it should be."""
 

@@ -238,8 +238,7 @@ def test_copy_refuses_a_destination_that_is_not_empty(tmp_path, redis_url, crawl
 
 
 def test_commands_on_files_refuse_a_redis_url(redis_url, crawl_name):
-    for command, why in (("verify", "verify checks the record files of a job directory"),
-                         ("compact", "compact rewrites the journal of a job directory"),
+    for command, why in (("compact", "compact rewrites the journal of a job directory"),
                          ("adopt-scrapy", "adopt-scrapy converts the files of a Scrapy JOBDIR"),
                          ("demo", "the demo crawls into a job directory")):
         for extra in ([], ["--crawl", crawl_name]):
@@ -372,7 +371,9 @@ def test_console_script_copies_to_redis_and_reports_errors(tmp_path, redis_url, 
                            capture_output=True, text=True)
     assert shown.returncode == 0 and sorted(json.loads(x)["url"] for x in shown.stdout.splitlines()) == [
         "https://a.example/", "https://b.example/"]
-    for args in (["verify", redis_url, "--crawl", crawl_name], ["inspect", DOWN, "--crawl", crawl_name],
+    verified = subprocess.run([*SCRIPT, "verify", redis_url, "--crawl", crawl_name], capture_output=True, text=True)
+    assert (verified.returncode, verified.stdout, verified.stderr) == (0, "sound: 2 stored requests checked\n", "")
+    for args in (["compact", redis_url, "--crawl", crawl_name], ["inspect", DOWN, "--crawl", crawl_name],
                  ["inspect", redis_url]):
         failed = subprocess.run([*SCRIPT, *args], capture_output=True, text=True)
         assert failed.returncode in (1, 2) and failed.stdout == "", args

@@ -8,11 +8,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import FrontierError
+from ..errors import CrawlDamaged, FrontierError
 
 log = logging.getLogger("diskfrontier")
 
 CRAWL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}\Z")
+_SCRIPT_WHERE = re.compile(r"\s*script: \w+, on @\w+:\d+\.?\Z")  # what Redis 7 adds to a script's error
+_CRAWL_OF_KEY = re.compile(r"df:\{([^}]*)\}:")
 
 
 class RedisUnavailable(FrontierError):
@@ -75,16 +77,48 @@ def talking(url: str, what: str) -> Iterator[None]:
         raise FrontierError(f"{what}: Redis at {_shown(url)} refused the command ({exc}); the user needs "
                             f"EVALSHA, HSET, ZADD, TIME and INFO on the crawl's keys") from None
     except rx.ResponseError as exc:
-        text = str(exc)
+        text = _SCRIPT_WHERE.sub("", str(exc))
         if "DFNOCRAWL" in text:
-            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {_shown(url)} (deleted while "
-                                f"this client had it open)") from None
-        if text.startswith("OOM"):
+            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {_shown(url)} (deleted or evicted "
+                                f"while this client had it open)") from None
+        if text.startswith("DFDAMAGED "):
+            key, _, problem = text[len("DFDAMAGED "):].partition(" ")
+            raise damaged(url, key, f"{problem} (found by {what})") from None
+        if text.startswith("DFEVICTION "):
+            raise evicting(url, text[len("DFEVICTION "):], what) from None
+        if text.startswith("WRONGTYPE"):
+            raise CrawlDamaged("a key of the crawl", f"is of a type diskfrontier never made ({what}: {text})",
+                               hint="run 'diskfrontier verify URL --crawl NAME' to find it") from None
+        if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
             raise FrontierError(f"{what}: Redis at {_shown(url)} is out of memory ({text}); nothing was "
                                 f"changed: raise maxmemory or free memory") from None
         raise FrontierError(f"{what}: Redis at {_shown(url)} answered with an error: {text}") from None
     except rx.RedisError as exc:
         raise FrontierError(f"{what}: Redis at {_shown(url)}: {type(exc).__name__}: {exc}") from None
+
+
+def damaged(url: str, key: str, problem: str) -> CrawlDamaged:
+    """The ``CrawlDamaged`` of ``key`` (a key of a crawl at ``url``) with ``problem``, saying how to repair."""
+    key, _, part = key.partition(" ")  # "KEY field F": the problem is of the field
+    found = _CRAWL_OF_KEY.match(key)
+    return CrawlDamaged(key, f"{part} {problem}" if part else problem,
+                        hint=repair_hint(url, found.group(1) if found else "NAME"))
+
+
+def repair_hint(url: str, crawl: str) -> str:
+    """What to do about damage found in crawl ``crawl`` at ``url``."""
+    return (f"keys of the crawl were deleted, evicted or changed from outside: run 'diskfrontier verify "
+            f"{_shown(url)} --crawl {crawl}' to see every problem, and with --repair to rebuild the crawl's "
+            f"indexes from its stored requests")
+
+
+def evicting(url: str, policy: str, what: str) -> RedisMisconfigured:
+    """The error of a server found evicting (``policy``) after the crawl was opened."""
+    return RedisMisconfigured(
+        f"{what}: Redis at {_shown(url)} has maxmemory-policy {policy} now (it was changed after the crawl was "
+        f"opened): it may drop keys of the crawl (pending requests, leases, fingerprints) without a word, and may "
+        f"have done so already; set 'maxmemory-policy noeviction' (CONFIG SET maxmemory-policy noeviction, and in "
+        f"redis.conf), then run 'diskfrontier verify URL --crawl NAME' to see whether anything was lost")
 
 
 def _shown(url: str) -> str:

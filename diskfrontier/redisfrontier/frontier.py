@@ -8,7 +8,7 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
@@ -29,9 +29,11 @@ from .connection import (
     check_server,
     connect,
     log,
+    repair_hint,
     talking,
 )
 from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
+from .values import Values
 
 FORMAT = "1"
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
@@ -116,6 +118,8 @@ class RedisFrontier:
         self._client_id = f"{secrets.token_hex(6)}-{os.getpid()}"
         self._redis = connect(url)
         self._meta = f"df:{{{self.crawl}}}:meta"
+        self._prefix = f"df:{{{self.crawl}}}:"
+        self._values = Values(url)
         try:
             self._open(url, order, delay, per_host, prefer, expected_urls, create, new_order, copy_of)
         except BaseException:
@@ -144,19 +148,22 @@ class RedisFrontier:
             raise FrontierError(f"there is no crawl {self.crawl!r} in Redis at {self._shown_url}")
         if answer[0] == -1:
             raise FrontierError(f"crawl {self.crawl!r} in Redis at {self._shown_url} is of format "
-                                f"{answer[1].decode() or '?'}; this version of diskfrontier reads format {FORMAT}")
-        self.order = answer[1].decode()
+                                f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
+                                f"format {FORMAT}")
+        v, meta = self._values, self._meta
+        self.order = v.text(answer[1], f"{meta} field order")
+        if self.order not in ("lifo", "fifo"):
+            raise v.bad(f"{meta} field order", f"is {self.order!r}, not 'lifo' or 'fifo'")
         if order is not None and order != self.order:
             raise FrontierError(f"crawl {self.crawl!r} is {self.order.upper()}; its order is fixed when it is made "
                                 f"(open it with order=None or order={self.order!r})")
         self.made = bool(answer[7])  # this open made the crawl (marked, with copy_of)
         if self.made and copy_of is not None:
             self.copy_mark = copy_of
-        self.delay = float(answer[2])
-        self.per_host = int(answer[3]) or None
-        self.prefer = answer[4].decode()
-        self._seen_keys = SeenKeys(int(answer[5]))
-        self._prefix = f"df:{{{self.crawl}}}:"
+        self.delay = v.real(answer[2], f"{meta} field delay", 0.0)
+        self.per_host = v.whole(answer[3], f"{meta} field per_host", 0) or None
+        self.prefer = v.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority"
+        self._seen_keys = SeenKeys(v.whole(answer[5], f"{meta} field bits"))
         if answer[6]:
             self._place_hosts_again()
         self._closed = False
@@ -195,6 +202,15 @@ class RedisFrontier:
     def _run(self, what: str, name: str, args: list[Any]) -> Any:
         with talking(self.url, what):
             return self._scripts[name](keys=[self._meta], args=args)
+
+    @property
+    def _hint(self) -> str:
+        return repair_hint(self.url, self.crawl)
+
+    def _body(self, key: str, rid: bytes, body: Any) -> Request:
+        """The request stored as ``rid`` in hash ``key`` of the crawl (``CrawlDamaged`` if it is not one)."""
+        where = f"{self._prefix}{key} field {rid.decode(errors='replace')}"
+        return unpack_body(body, where, hint=self._hint)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -340,7 +356,7 @@ class RedisFrontier:
             with self._lock:
                 for k in range(got):
                     rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
-                    request = unpack_body(body, f"request {rid.decode()} of crawl {self.crawl!r}")
+                    request = self._body("req", rid, body)
                     self._count += 1
                     request._seq = self._count
                     self._held[self._count] = (request, rid, token)
@@ -449,8 +465,11 @@ class RedisFrontier:
         out = []
         for rid, body in bodies.items():
             info = infos.get(rid, b"\0" * 8)
+            if len(info) < 8:
+                raise self._values.bad(f"{p}failinfo field {rid.decode(errors='replace')}",
+                                       "does not hold a failure diskfrontier stored")
             (at,) = struct.unpack_from(">d", info)
-            request = unpack_body(body, f"failed request {rid.decode(errors='replace')} of crawl {self.crawl!r}")
+            request = self._body("failed", rid, body)
             out.append(FailedRequest(request, info[8:].decode("utf-8", "replace"), at))
         return sorted(out, key=lambda failed: failed.failed_at)
 
@@ -522,7 +541,7 @@ class RedisFrontier:
             owners = set() if leased else set(self._redis.hkeys(p + "owner"))
             for rid, body in self._redis.hscan_iter(p + "req", count=1000):
                 if rid not in owners:
-                    yield unpack_body(body, f"request {rid.decode(errors='replace')} of crawl {self.crawl!r}")
+                    yield self._body("req", rid, body)
 
     def seen_fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint in the crawl's seen set (SCAN over its buckets, then HSCAN of each)."""
@@ -531,9 +550,13 @@ class RedisFrontier:
         with talking(self.url, "seen_fingerprints"):
             for pattern in ("s:*", "x:*"):
                 for key in self._redis.scan_iter(match=_glob_escape(p) + pattern, count=1000):
-                    suffix = key.decode()[len(p):]
+                    suffix = key.decode(errors="replace")[len(p):]
                     for field in self._redis.hkeys(key):
-                        yield self._seen_keys.fingerprint(suffix, field)
+                        try:
+                            yield self._seen_keys.fingerprint(suffix, field)
+                        except ValueError:
+                            raise self._values.bad(key.decode(errors="replace"), "is not a seen bucket "
+                                                   "diskfrontier made") from None
 
     # ------------------------------------------------------------------ state
     def _look(self) -> tuple[int, int, int, float | None, float]:
@@ -545,7 +568,8 @@ class RedisFrontier:
         """Requests pending in the crawl (not counting those leased to any client)."""
         self._check_open()
         with talking(self.url, "len"):
-            return int(self._redis.hget(self._meta, "pending") or 0)
+            pending = self._redis.hget(self._meta, "pending")
+        return self._values.whole(pending, f"{self._meta} field pending", 0)
 
     @property
     def finished(self) -> bool:
@@ -581,8 +605,9 @@ class RedisFrontier:
             pipe.scard(p + "hosts")
             pipe.zcard(p + "ready")
             meta, delayed, hosts, ready = pipe.execute()
-        meta = {k.decode(): v.decode() for k, v in meta.items()}
-        count = {name: int(meta.get(name, 0)) for name in (
+        v, key = self._values, self._meta
+        meta = {k.decode(errors="replace"): value for k, value in meta.items()}
+        count = {name: v.whole(meta.get(name), f"{key} field {name}", 0) for name in (
             "pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed",
             "failed")}
         return {
@@ -603,9 +628,9 @@ class RedisFrontier:
             "hosts": hosts,
             "ready_hosts": ready,
             "order": self.order,
-            "delay": float(meta.get("delay", 0)),  # the crawl's, as any client last set them
-            "per_host": int(meta.get("per_host", 0)) or None,
-            "prefer": meta.get("prefer", self.prefer),
+            "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # the crawl's, as any client last set them
+            "per_host": v.whole(meta.get("per_host"), f"{key} field per_host", 0) or None,
+            "prefer": v.text(meta.get("prefer", self.prefer), f"{key} field prefer"),
             "lease": self.lease,
             "seen_bucket_bits": self._seen_keys.bits,
         }
@@ -651,15 +676,17 @@ class RedisFrontier:
         self._check_open()
         p = self._prefix
         with talking(self.url, "hosts"):
-            default_delay = float(self._redis.hget(self._meta, "delay") or 0)
-            names = sorted(name.decode() for name in self._redis.sscan_iter(p + "hosts", count=1000))
+            default_delay = self._values.real(self._redis.hget(self._meta, "delay"), f"{self._meta} field delay", 0.0)
+            names = sorted(self._values.text(name, f"{p}hosts member {name!r}")
+                           for name in self._redis.sscan_iter(p + "hosts", count=1000))
             rows: list[Any] = []
             for at in range(0, len(names), 1000):
                 pipe = self._redis.pipeline(transaction=False)
                 for name in names[at:at + 1000]:
                     pipe.hmget(p + "h:" + name, *_HOST_FIELDS)
                 rows += pipe.execute()
-        infos = (_host_info(name, row, default_delay) for name, row in zip(names, rows, strict=True))
+        bad = self._values.bad
+        infos = (_host_info(name, row, default_delay, bad, p) for name, row in zip(names, rows, strict=True))
         return [info for info in infos if info is not None]
 
     def host(self, name: str) -> HostInfo | None:
@@ -671,7 +698,8 @@ class RedisFrontier:
             pipe.hget(self._meta, "delay")
             pipe.hmget(self._prefix + "h:" + name, *_HOST_FIELDS)
             delay, row = pipe.execute()
-        return _host_info(name, row, float(delay or 0))
+        default_delay = self._values.real(delay, f"{self._meta} field delay", 0.0)
+        return _host_info(name, row, default_delay, self._values.bad, self._prefix)
 
     def drop(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
@@ -724,17 +752,28 @@ class RedisFrontier:
 _HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t")  # a host hash's fields, in the order _host_info reads them
 
 
-def _host_info(name: str, row: list[Any], default_delay: float) -> HostInfo | None:
-    """The ``HostInfo`` of a host hash's fields; None if it holds nothing worth showing."""
-    pending, inflight, done = (int(v or 0) for v in row[:3])
-    delay = default_delay if row[3] is None else float(row[3])
-    blocked = float(row[4]) if row[4] is not None else None
+def _host_info(name: str, row: list[Any], default_delay: float, bad: Callable[[str, str], Exception],
+               prefix: str) -> HostInfo | None:
+    """The ``HostInfo`` of a host hash's fields; None if it holds nothing worth showing. A field that
+    is not a number is ``bad(where, problem)``."""
+    numbers: list[float | None] = []
+    for field, value in zip(_HOST_FIELDS, row, strict=True):
+        try:
+            number = None if value is None else float(value)
+        except ValueError:
+            number = math.nan
+        if number is not None and not math.isfinite(number):
+            raise bad(f"{prefix}h:{name} field {field}", f"is {value[:60]!r}, not a finite number")
+        numbers.append(number)
+    pending, inflight, done = (int(n or 0) for n in numbers[:3])
+    delay = default_delay if numbers[3] is None else numbers[3]
+    blocked = numbers[4]
     if blocked is not None and blocked >= _FOREVER:
         blocked = math.inf
-    budget = int(row[5]) if row[5] is not None else None
+    budget = int(numbers[5]) if numbers[5] is not None else None
     ready_at = None
     if pending:
-        last = float(row[6]) if row[6] is not None and delay > 0 else 0.0
+        last = numbers[6] if numbers[6] is not None and delay > 0 else 0.0
         ready_at = max(last + delay if last else 0.0, blocked or 0.0)
     if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None:
         return HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget)

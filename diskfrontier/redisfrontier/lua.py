@@ -16,20 +16,99 @@ _COMMON = r"""
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
 local READY, WAIT, DELAYED, LEASE = P .. 'ready', P .. 'wait', P .. 'delayed', P .. 'lease'
-local REQ, OWNER, HOSTS = P .. 'req', P .. 'owner', P .. 'hosts'
+local REQ, OWNER, HOSTS, SENTINEL = P .. 'req', P .. 'owner', P .. 'hosts', P .. 'sentinel'
 local FOREVER = 1e18
+local delayed_now = 0  -- requests in DELAYED, kept up to date by every script as it runs
+
+-- A key found wrong: the client raises CrawlDamaged with this text.
+local function damaged(text)
+  error({err = 'DFDAMAGED ' .. text})
+end
+
+-- redis.call, but a key of the wrong type or a field that is not a number is named as damage.
+local function call(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    local e = r.err
+    if string.find(e, 'WRONGTYPE', 1, true) or string.find(e, 'not an integer', 1, true)
+       or string.find(e, 'not a valid float', 1, true) then
+      local args = {...}
+      damaged(tostring(args[2]) .. ' cannot be read by ' .. args[1] .. ' (' .. e .. ')')
+    end
+    error(r)
+  end
+  return r
+end
+
+-- A number read from a key; damage if it is not one (nil stays nil when optional).
+local function num(value, where, optional)
+  if value == false or value == nil then
+    if optional then return nil end
+    damaged(where .. ' is missing')
+  end
+  local n = tonumber(value)
+  if n == nil or n ~= n then damaged(where .. ' is ' .. string.format('%q', value) .. ', not a number') end
+  return n
+end
 
 local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
+-- Redis must never evict: a server switched to another maxmemory-policy after open is refused by
+-- every step from at most POLICY_EVERY seconds after (INFO costs more than the rest of a step's
+-- checks together, so it is read at most that often for the crawl, by whichever step comes).
+local POLICY_EVERY = 0.1  -- seconds (docs/format.md, "Redis")
+-- Returns true when the time of this check is to be written (after the other checks: a write may
+-- be refused when memory is full).
+local function check_policy(checked_at, now)
+  local last = tonumber(checked_at)
+  if last and now >= last and now - last < POLICY_EVERY then return false end
+  local policy = string.match(redis.call('INFO', 'memory'), 'maxmemory_policy:(%S+)')
+  if policy and policy ~= 'noeviction' then error({err = 'DFEVICTION ' .. policy}) end
+  return checked_at ~= false
+end
+
+-- The crawl's settings, after the checks every step makes: the crawl exists, its sentinel is
+-- there (the first key an evicting server drops), its counters are numbers and agree with the
+-- sizes of the keys they count.
 local function crawl_settings()
-  local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer')
+  local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
+                 'policy_at')
+  local now = clock()
+  -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
+  local checked = check_policy(s[9] or (s[1] and '0'), now)
   if not s[1] then error({err = 'DFNOCRAWL'}) end
-  local per_host = tonumber(s[3]) or 0
+  if call('EXISTS', SENTINEL) == 0 then
+    damaged(SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them')
+  end
+  local pending = num(s[5], META .. ' field pending')
+  local inflight = num(s[6], META .. ' field inflight')
+  delayed_now = num(s[7], META .. ' field delayed')
+  num(s[8], META .. ' field seq')
+  local leased = call('ZCARD', LEASE)
+  if leased ~= inflight then
+    damaged(LEASE .. ' holds ' .. leased .. ' leases but ' .. META .. ' counts ' .. inflight .. ' in flight')
+  end
+  local owners = call('HLEN', OWNER)
+  if owners ~= inflight then
+    damaged(OWNER .. ' holds ' .. owners .. ' lease tokens but ' .. META .. ' counts ' .. inflight .. ' in flight')
+  end
+  local stored = call('HLEN', REQ)
+  if stored ~= pending + inflight then
+    damaged(REQ .. ' holds ' .. stored .. ' requests but ' .. META .. ' counts ' .. pending .. ' pending and '
+            .. inflight .. ' in flight')
+  end
+  local waiting = call('ZCARD', DELAYED)
+  if waiting ~= delayed_now then
+    damaged(DELAYED .. ' holds ' .. waiting .. ' requests but ' .. META .. ' counts ' .. delayed_now .. ' delayed')
+  end
+  if checked then call('HSET', META, 'policy_at', tostring(now)) end
+  local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
-  return {lifo = s[1] == 'lifo', delay = tonumber(s[2]) or 0, per_host = per_host, idle = s[4] == 'idle'}
+  return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
+          idle = s[4] == 'idle', pending = pending, now = now}
 end
 
 local function id_of(seq, lifo)
@@ -37,8 +116,14 @@ local function id_of(seq, lifo)
   return string.format('%012x', seq)
 end
 
-local function head(body)
-  local priority, flags, attempts, not_before, slotlen, at = struct.unpack('>iBHdB', body)
+-- Priority, slot, attempts and not_before of the body stored as request ``id`` of hash ``where``.
+local function head(body, id, where)
+  where = where or REQ
+  if not body then damaged(where .. ' has no request ' .. id .. ' (an index names it)') end
+  local ok, priority, _, attempts, not_before, slotlen, at = pcall(struct.unpack, '>iBHdB', body)
+  if not ok or #body < at + slotlen - 1 then
+    damaged(where .. ' field ' .. id .. ' does not hold a request diskfrontier stored')
+  end
   return priority, string.sub(body, at, at + slotlen - 1), attempts, not_before
 end
 
@@ -46,32 +131,41 @@ end
 -- when it has nothing pending or a count holds it back).
 local function place(host, now, cs)
   local hk = P .. 'h:' .. host
-  local h = redis.call('HMGET', hk, 'r', 'i', 'd', 'dl', 'b', 'bu', 't')
+  local q = P .. 'q:' .. host
+  local h = call('HMGET', hk, 'r', 'i', 'd', 'dl', 'b', 'bu', 't', 'p')
   if h[1] then
-    redis.call('ZREM', READY, h[1])
-    redis.call('HDEL', hk, 'r')
+    if call('ZREM', READY, h[1]) == 0 then
+      damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
+    end
+    call('HDEL', hk, 'r')
   end
-  redis.call('ZREM', WAIT, host)
-  local top = redis.call('ZRANGE', P .. 'q:' .. host, 0, 0, 'WITHSCORES')
+  call('ZREM', WAIT, host)
+  local top = call('ZRANGE', q, 0, 0, 'WITHSCORES')
+  if delayed_now == 0 then  -- nothing waits for a time: a host's pending count is its queue's length
+    local queued, pending = call('ZCARD', q), num(h[8], hk .. ' field p', true) or 0
+    if queued ~= pending then
+      damaged(q .. ' holds ' .. queued .. ' requests but ' .. hk .. ' counts ' .. pending .. ' pending')
+    end
+  end
   if #top == 0 then return end
-  local inflight = tonumber(h[2]) or 0
+  local inflight = num(h[2], hk .. ' field i', true) or 0
   if cs.per_host and inflight >= cs.per_host then return end
-  local budget = tonumber(h[6])
-  if budget and (tonumber(h[3]) or 0) + inflight >= budget then return end
-  local delay = tonumber(h[4]) or cs.delay
+  local budget = num(h[6], hk .. ' field bu', true)
+  if budget and (num(h[3], hk .. ' field d', true) or 0) + inflight >= budget then return end
+  local delay = num(h[4], hk .. ' field dl', true) or cs.delay
   local wake = 0
-  if h[7] and delay > 0 then wake = tonumber(h[7]) + delay end
-  local blocked = tonumber(h[5]) or 0
+  if h[7] and delay > 0 then wake = num(h[7], hk .. ' field t') + delay end
+  local blocked = num(h[5], hk .. ' field b', true) or 0
   if blocked > wake then wake = blocked end
   if wake > now then
-    redis.call('ZADD', WAIT, wake, host)
+    call('ZADD', WAIT, wake, host)
     return
   end
-  local score = tonumber(top[2])
+  local score = num(top[2], q .. ' score')
   if cs.idle then score = inflight * 8589934592 + score + 2147483648 end
   local member = top[1] .. host
-  redis.call('ZADD', READY, score, member)
-  redis.call('HSET', hk, 'r', member)
+  call('ZADD', READY, score, member)
+  call('HSET', hk, 'r', member)
 end
 
 local function place_all(touched, now, cs)
@@ -81,70 +175,70 @@ end
 -- A pending request goes into its host's queue (or waits for its time).
 local function enqueue(id, host, priority, not_before, now, touched)
   if not_before > now then
-    redis.call('ZADD', DELAYED, not_before, id)
+    call('ZADD', DELAYED, not_before, id)
+    call('HINCRBY', META, 'delayed', 1)
+    delayed_now = delayed_now + 1
   else
-    redis.call('ZADD', P .. 'q:' .. host, -priority, id)
+    call('ZADD', P .. 'q:' .. host, -priority, id)
     touched[host] = true
   end
 end
 
 -- Leases that ran out: the requests are pending again, at their place.
 local function reclaim(now, limit, touched)
-  local ids = redis.call('ZRANGEBYSCORE', LEASE, '-inf', now, 'LIMIT', 0, limit)
+  local ids = call('ZRANGEBYSCORE', LEASE, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
-    local body = redis.call('HGET', REQ, id)
-    redis.call('ZREM', LEASE, id)
-    redis.call('HDEL', OWNER, id)
-    if body then
-      local priority, host = head(body)
-      redis.call('ZADD', P .. 'q:' .. host, -priority, id)
-      local hk = P .. 'h:' .. host
-      redis.call('HINCRBY', hk, 'i', -1)
-      redis.call('HINCRBY', hk, 'p', 1)
-      touched[host] = true
-    end
+    local priority, host = head(call('HGET', REQ, id), id)
+    call('ZREM', LEASE, id)
+    if call('HDEL', OWNER, id) == 0 then damaged(OWNER .. ' has no token for leased request ' .. id) end
+    call('ZADD', P .. 'q:' .. host, -priority, id)
+    local hk = P .. 'h:' .. host
+    call('HINCRBY', hk, 'i', -1)
+    call('HINCRBY', hk, 'p', 1)
+    touched[host] = true
   end
   if #ids > 0 then
-    redis.call('HINCRBY', META, 'inflight', -#ids)
-    redis.call('HINCRBY', META, 'pending', #ids)
-    redis.call('HINCRBY', META, 'reclaimed', #ids)
+    call('HINCRBY', META, 'inflight', -#ids)
+    call('HINCRBY', META, 'pending', #ids)
+    call('HINCRBY', META, 'reclaimed', #ids)
   end
 end
 
 -- Requests whose not_before has come join their host's queue; hosts whose time has come wake.
 local function release(now, limit, touched)
-  local ids = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
+  local ids = call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
-    redis.call('ZREM', DELAYED, id)
-    local body = redis.call('HGET', REQ, id)
-    if body then
-      local priority, host = head(body)
-      redis.call('ZADD', P .. 'q:' .. host, -priority, id)
-      touched[host] = true
-    end
+    local priority, host = head(call('HGET', REQ, id), id)
+    call('ZREM', DELAYED, id)
+    call('ZADD', P .. 'q:' .. host, -priority, id)
+    touched[host] = true
   end
-  local hosts = redis.call('ZRANGEBYSCORE', WAIT, '-inf', now, 'LIMIT', 0, limit)
+  if #ids > 0 then
+    call('HINCRBY', META, 'delayed', -#ids)
+    delayed_now = delayed_now - #ids
+  end
+  local hosts = call('ZRANGEBYSCORE', WAIT, '-inf', now, 'LIMIT', 0, limit)
   for _, host in ipairs(hosts) do touched[host] = true end
 end
 
 -- True if only a call can let a host hand out again: blocked for ever, or at its budget with
 -- nothing leased.
 local function held_for_ever(host)
-  local h = redis.call('HMGET', P .. 'h:' .. host, 'b', 'bu', 'd', 'i')
-  if (tonumber(h[1]) or 0) >= FOREVER then return true end
-  local budget = tonumber(h[2])
-  return budget ~= nil and (tonumber(h[4]) or 0) == 0 and (tonumber(h[3]) or 0) >= budget
+  local hk = P .. 'h:' .. host
+  local h = call('HMGET', hk, 'b', 'bu', 'd', 'i')
+  if (num(h[1], hk .. ' field b', true) or 0) >= FOREVER then return true end
+  local budget = num(h[2], hk .. ' field bu', true)
+  return budget ~= nil and (num(h[4], hk .. ' field i', true) or 0) == 0
+         and (num(h[3], hk .. ' field d', true) or 0) >= budget
 end
 
 -- The due time of the first request waiting for a time whose host waiting alone can free
 -- (nil if none); past 64 of held hosts, the next one's time.
 local function next_due()
-  local first = redis.call('ZRANGE', DELAYED, 0, 64, 'WITHSCORES')
+  local first = call('ZRANGE', DELAYED, 0, 64, 'WITHSCORES')
   for k = 1, #first, 2 do
     if k > 128 then return tonumber(first[k + 1]) end
-    local body = redis.call('HGET', REQ, first[k])
-    if not body then return tonumber(first[k + 1]) end
-    local _, host = head(body)
+    local _, host = head(call('HGET', REQ, first[k]), first[k])
     if not held_for_ever(host) then return tonumber(first[k + 1]) end
   end
   return nil
@@ -154,7 +248,7 @@ end
 local function next_event()
   local best = next_due()
   for _, key in ipairs({WAIT, LEASE}) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #first > 0 then
       local t = tonumber(first[2])
       if t < FOREVER and (best == nil or t < best) then best = t end
@@ -163,31 +257,64 @@ local function next_event()
   if best == nil then return '' end
   return tostring(best)
 end
+
+-- Requests are queued (pending and not delayed), yet no host is ready and nothing waits for a
+-- time or a lease: unless every host holding them is held for ever (its budget), an index was
+-- deleted or changed from outside. Looked into once per state of the crawl (its counters).
+local function audit(pending)
+  local queued = pending - delayed_now
+  if queued <= 0 or call('ZCARD', READY) > 0 or call('ZCARD', WAIT) > 0 or call('ZCARD', LEASE) > 0 then
+    return
+  end
+  local c = call('HMGET', META, 'seq', 'leases', 'done', 'failed', 'audited')
+  local stamp = table.concat({tostring(c[1]), tostring(c[2]), tostring(c[3]), tostring(c[4]), pending}, ':')
+  if c[5] == stamp then return end
+  local found = 0
+  for _, host in ipairs(call('SMEMBERS', HOSTS)) do
+    local q, hk = P .. 'q:' .. host, P .. 'h:' .. host
+    local n = call('ZCARD', q)
+    local counted = num(call('HGET', hk, 'p'), hk .. ' field p', true) or 0
+    if delayed_now == 0 and n ~= counted then
+      damaged(q .. ' holds ' .. n .. ' requests but ' .. hk .. ' counts ' .. counted .. ' pending')
+    end
+    if n > 0 and not held_for_ever(host) then
+      damaged(q .. ' holds ' .. n .. ' requests but its host is in neither ' .. READY .. ' nor ' .. WAIT)
+    end
+    found = found + n
+  end
+  if found ~= queued then
+    damaged(META .. ' counts ' .. queued .. ' requests queued (pending, not delayed) but the queues of the hosts in '
+            .. HOSTS .. ' hold ' .. found)
+  end
+  call('HSET', META, 'audited', stamp)
+end
 """
 
 # ARGV: count, then per request: seen key ('' for dont_filter), seen field, host, priority,
 # body, not_before. Returns 1 (queued) or 0 (a duplicate) per request.
 PUSH = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local n = tonumber(ARGV[1])
 local out, touched, added, fresh_seen, dups = {}, {}, 0, 0, 0
-local seq = tonumber(redis.call('HGET', META, 'seq') or '0')
+local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
 for k = 0, n - 1 do
   local a = 2 + k * 6
   local seen_key, host = ARGV[a], ARGV[a + 2]
   local fresh = true
   if seen_key ~= '' then
-    fresh = redis.call('HSETNX', P .. seen_key, ARGV[a + 1], '') == 1
+    fresh = call('HSETNX', P .. seen_key, ARGV[a + 1], '') == 1
     if fresh then fresh_seen = fresh_seen + 1 end
   end
   if fresh then
     seq = seq + 1
     local id = id_of(seq, cs.lifo)
-    redis.call('HSET', REQ, id, ARGV[a + 4])
+    if call('HSET', REQ, id, ARGV[a + 4]) == 0 then
+      damaged(REQ .. ' already holds request ' .. id .. ': ' .. META .. ' field seq is behind')
+    end
     enqueue(id, host, tonumber(ARGV[a + 3]), tonumber(ARGV[a + 5]), now, touched)
-    redis.call('SADD', HOSTS, host)
-    redis.call('HINCRBY', P .. 'h:' .. host, 'p', 1)
+    call('SADD', HOSTS, host)
+    call('HINCRBY', P .. 'h:' .. host, 'p', 1)
     added = added + 1
     out[k + 1] = 1
   else
@@ -196,12 +323,12 @@ for k = 0, n - 1 do
   end
 end
 if added > 0 then
-  redis.call('HSET', META, 'seq', seq)
-  redis.call('HINCRBY', META, 'pending', added)
-  redis.call('HINCRBY', META, 'pushed', added)
+  call('HSET', META, 'seq', seq)
+  call('HINCRBY', META, 'pending', added)
+  call('HINCRBY', META, 'pushed', added)
 end
-if fresh_seen > 0 then redis.call('HINCRBY', META, 'seen', fresh_seen) end
-if dups > 0 then redis.call('HINCRBY', META, 'duplicates', dups) end
+if fresh_seen > 0 then call('HINCRBY', META, 'seen', fresh_seen) end
+if dups > 0 then call('HINCRBY', META, 'duplicates', dups) end
 place_all(touched, now, cs)
 return out
 """
@@ -211,7 +338,7 @@ return out
 # "next-event now pending in-flight" (next-event empty if nothing waits for a time).
 POP = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local want, lease, client = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local touched = {}
 reclaim(now, 1000, touched)
@@ -220,33 +347,39 @@ place_all(touched, now, cs)
 local out = {0, ''}
 local got = 0
 while got < want do
-  local best = redis.call('ZRANGE', READY, 0, 0)
+  local best = call('ZRANGE', READY, 0, 0)
   if #best == 0 then break end
   local member = best[1]
   local id, host = string.sub(member, 1, 12), string.sub(member, 13)
   local hk = P .. 'h:' .. host
-  redis.call('ZREM', P .. 'q:' .. host, id)
-  redis.call('HINCRBY', hk, 'i', 1)
-  redis.call('HINCRBY', hk, 'p', -1)
-  redis.call('HSET', hk, 't', tostring(now))
+  local body = call('HGET', REQ, id)
+  if not body then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. READY .. ')') end
+  head(body, id)
+  if call('ZREM', P .. 'q:' .. host, id) == 0 then
+    damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
+  end
+  call('HINCRBY', hk, 'i', 1)
+  call('HINCRBY', hk, 'p', -1)
+  call('HSET', hk, 't', tostring(now))
   place(host, now, cs)
   local expiry = now + lease
-  local token = client .. ':' .. redis.call('HINCRBY', META, 'leases', 1)
-  redis.call('ZADD', LEASE, expiry, id)
-  redis.call('HSET', OWNER, id, token)
+  local token = client .. ':' .. call('HINCRBY', META, 'leases', 1)
+  call('ZADD', LEASE, expiry, id)
+  call('HSET', OWNER, id, token)
   got = got + 1
   out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', REQ, id)
+  out[#out + 1] = body
   out[#out + 1] = token
   out[#out + 1] = tostring(expiry)
 end
 if got > 0 then
-  redis.call('HINCRBY', META, 'pending', -got)
-  redis.call('HINCRBY', META, 'inflight', got)
+  call('HINCRBY', META, 'pending', -got)
+  call('HINCRBY', META, 'inflight', got)
 end
 out[1] = got
 if got < want then
-  local c = redis.call('HMGET', META, 'pending', 'inflight')
+  local c = call('HMGET', META, 'pending', 'inflight')
+  audit(tonumber(c[1]))
   out[2] = next_event() .. ' ' .. tostring(now) .. ' ' .. (c[1] or '0') .. ' ' .. (c[2] or '0')
 end
 return out
@@ -258,70 +391,74 @@ return out
 # Returns per request 1 (done) or 0 (the lease was lost: another client may hold it).
 FINISH = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local what, seconds, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, touched = {}, {}
 local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
 local seq = nil
 for k = 0, n - 1 do
   local id, token, body = ARGV[4 + k * 3], ARGV[5 + k * 3], ARGV[6 + k * 3]
-  if redis.call('HGET', OWNER, id) ~= token then
+  if call('HGET', OWNER, id) ~= token then
     out[k + 1] = 0
+  elseif not call('ZSCORE', LEASE, id) then
+    damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
   elseif what == 'extend' then
-    redis.call('ZADD', LEASE, now + seconds, id)
+    call('ZADD', LEASE, now + seconds, id)
     out[k + 1] = 1
   else
     out[k + 1] = 1
-    local old = redis.call('HGET', REQ, id)
-    local priority, host = head(old)
+    local old = call('HGET', REQ, id)
+    local priority, host = head(old, id)
     local hk = P .. 'h:' .. host
-    redis.call('ZREM', LEASE, id)
-    redis.call('HDEL', OWNER, id)
-    redis.call('HINCRBY', hk, 'i', -1)
+    call('ZREM', LEASE, id)
+    call('HDEL', OWNER, id)
+    call('HINCRBY', hk, 'i', -1)
     touched[host] = true
     if what == 'release' then
-      redis.call('ZADD', P .. 'q:' .. host, -priority, id)
-      redis.call('HINCRBY', hk, 'p', 1)
+      call('ZADD', P .. 'q:' .. host, -priority, id)
+      call('HINCRBY', hk, 'p', 1)
       back = back + 1
     elseif what == 'fail' then
-      redis.call('HDEL', REQ, id)
-      redis.call('HSET', P .. 'failed', id, old)
-      redis.call('HSET', P .. 'failinfo', id, body)
-      redis.call('HINCRBY', hk, 'd', 1)
+      call('HDEL', REQ, id)
+      call('HSET', P .. 'failed', id, old)
+      call('HSET', P .. 'failinfo', id, body)
+      call('HINCRBY', hk, 'd', 1)
       failed = failed + 1
     else
-      redis.call('HDEL', REQ, id)
+      call('HDEL', REQ, id)
       if what ~= 'retry' then
-        redis.call('HINCRBY', hk, 'd', 1)
+        call('HINCRBY', hk, 'd', 1)
         done = done + 1
       end
       if what ~= 'done' then
-        if seq == nil then seq = tonumber(redis.call('HGET', META, 'seq')) end
+        if seq == nil then seq = num(call('HGET', META, 'seq'), META .. ' field seq') end
         seq = seq + 1
         local new = id_of(seq, cs.lifo)
         local due = 0
         if seconds > 0 then due = now + seconds end
         local stored = string.sub(body, 1, 7) .. struct.pack('>d', due) .. string.sub(body, 16)
-        local new_priority, new_host = head(stored)
-        redis.call('HSET', REQ, new, stored)
+        local new_priority, new_host = head(stored, new)
+        if call('HSET', REQ, new, stored) == 0 then
+          damaged(REQ .. ' already holds request ' .. new .. ': ' .. META .. ' field seq is behind')
+        end
         enqueue(new, new_host, new_priority, due, now, touched)
-        redis.call('HINCRBY', P .. 'h:' .. new_host, 'p', 1)
-        if new_host ~= host then redis.call('SADD', HOSTS, new_host) end
+        call('HINCRBY', P .. 'h:' .. new_host, 'p', 1)
+        if new_host ~= host then call('SADD', HOSTS, new_host) end
         requeued = requeued + 1
         if what == 'retry' then moved = moved + 1 end
       end
     end
   end
 end
-if seq ~= nil then redis.call('HSET', META, 'seq', seq) end
+if seq ~= nil then call('HSET', META, 'seq', seq) end
 local left = done + moved + back + failed
-if failed > 0 then redis.call('HINCRBY', META, 'failed', failed) end
+if failed > 0 then call('HINCRBY', META, 'failed', failed) end
 if left > 0 then
-  redis.call('HINCRBY', META, 'inflight', -left)
-  if done > 0 then redis.call('HINCRBY', META, 'done', done) end
-  if back + requeued > 0 then redis.call('HINCRBY', META, 'pending', back + requeued) end
-  if moved > 0 then redis.call('HINCRBY', META, 'retried', moved) end
-  if requeued > moved then redis.call('HINCRBY', META, 'refetch_scheduled', requeued - moved) end
+  call('HINCRBY', META, 'inflight', -left)
+  if done > 0 then call('HINCRBY', META, 'done', done) end
+  if back + requeued > 0 then call('HINCRBY', META, 'pending', back + requeued) end
+  if moved > 0 then call('HINCRBY', META, 'retried', moved) end
+  if requeued > moved then call('HINCRBY', META, 'refetch_scheduled', requeued - moved) end
 end
 place_all(touched, now, cs)
 return out
@@ -332,9 +469,9 @@ SET_HOST = _COMMON + r"""
 local cs = crawl_settings()
 local host, field, value = ARGV[1], ARGV[2], ARGV[3]
 local hk = P .. 'h:' .. host
-if value == '' then redis.call('HDEL', hk, field) else redis.call('HSET', hk, field, value) end
-redis.call('SADD', HOSTS, host)
-place(host, clock(), cs)
+if value == '' then call('HDEL', hk, field) else call('HSET', hk, field, value) end
+call('SADD', HOSTS, host)
+place(host, cs.now, cs)
 return 1
 """
 
@@ -342,14 +479,15 @@ return 1
 # {pending, in flight, ready now (0/1), next event}.
 LOOK = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local touched = {}
 reclaim(now, 1000, touched)
 release(now, 1000, touched)
 place_all(touched, now, cs)
-local c = redis.call('HMGET', META, 'pending', 'inflight')
-local ready = redis.call('ZCARD', READY)
-return {tonumber(c[1]) or 0, tonumber(c[2]) or 0, ready, next_event(), tostring(now)}
+local c = call('HMGET', META, 'pending', 'inflight')
+local ready = call('ZCARD', READY)
+if ready == 0 then audit(tonumber(c[1])) end
+return {tonumber(c[1]), tonumber(c[2]), ready, next_event(), tostring(now)}
 """
 
 # ARGV: count, then seen key and field per fingerprint. Marks them seen; returns how many were new.
@@ -357,9 +495,9 @@ MARK_SEEN = _COMMON + r"""
 crawl_settings()
 local n, fresh = tonumber(ARGV[1]), 0
 for k = 0, n - 1 do
-  fresh = fresh + redis.call('HSETNX', P .. ARGV[2 + k * 2], ARGV[3 + k * 2], '')
+  fresh = fresh + call('HSETNX', P .. ARGV[2 + k * 2], ARGV[3 + k * 2], '')
 end
-if fresh > 0 then redis.call('HINCRBY', META, 'seen', fresh) end
+if fresh > 0 then call('HINCRBY', META, 'seen', fresh) end
 return fresh
 """
 
@@ -369,25 +507,25 @@ return fresh
 RECORD_FAILED = _COMMON + r"""
 local cs = crawl_settings()
 local n = tonumber(ARGV[1])
-local seq = tonumber(redis.call('HGET', META, 'seq'))
+local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
 local fresh, touched = 0, {}
 for k = 0, n - 1 do
   local key, field, body, info = ARGV[2 + k * 4], ARGV[3 + k * 4], ARGV[4 + k * 4], ARGV[5 + k * 4]
-  if key ~= '' then fresh = fresh + redis.call('HSETNX', P .. key, field, '') end
+  if key ~= '' then fresh = fresh + call('HSETNX', P .. key, field, '') end
   seq = seq + 1
   local id = id_of(seq, cs.lifo)
   local _, host = head(body)
-  redis.call('HSET', P .. 'failed', id, body)
-  redis.call('HSET', P .. 'failinfo', id, info)
-  redis.call('HINCRBY', P .. 'h:' .. host, 'd', 1)
-  redis.call('SADD', HOSTS, host)
+  call('HSET', P .. 'failed', id, body)
+  call('HSET', P .. 'failinfo', id, info)
+  call('HINCRBY', P .. 'h:' .. host, 'd', 1)
+  call('SADD', HOSTS, host)
   touched[host] = true
 end
 if n > 0 then
-  redis.call('HSET', META, 'seq', seq)
-  redis.call('HINCRBY', META, 'failed', n)
+  call('HSET', META, 'seq', seq)
+  call('HINCRBY', META, 'failed', n)
 end
-if fresh > 0 then redis.call('HINCRBY', META, 'seen', fresh) end
+if fresh > 0 then call('HINCRBY', META, 'seen', fresh) end
 place_all(touched, clock(), cs)  -- a budget counts done requests
 return n
 """
@@ -396,11 +534,11 @@ return n
 SET_DONE = _COMMON + r"""
 local cs = crawl_settings()
 local hk = P .. 'h:' .. ARGV[1]
-local before = tonumber(redis.call('HGET', hk, 'd') or '0')
-redis.call('HSET', hk, 'd', ARGV[2])
-redis.call('SADD', HOSTS, ARGV[1])
-redis.call('HINCRBY', META, 'done', tonumber(ARGV[2]) - before)
-place(ARGV[1], clock(), cs)  -- a budget counts done requests
+local before = num(call('HGET', hk, 'd'), hk .. ' field d', true) or 0
+call('HSET', hk, 'd', ARGV[2])
+call('SADD', HOSTS, ARGV[1])
+call('HINCRBY', META, 'done', tonumber(ARGV[2]) - before)
+place(ARGV[1], cs.now, cs)  -- a budget counts done requests
 return 1
 """
 
@@ -413,19 +551,36 @@ return 1
 # this call made the crawl.
 OPEN = r"""
 local META = KEYS[1]
+local P = string.sub(META, 1, -5)
+local SENTINEL = P .. 'sentinel'
 local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV)
 local changed, made = 0, 0
-if redis.call('EXISTS', META) == 0 then
+local kind = redis.call('TYPE', META)['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+  error({err = 'DFDAMAGED ' .. META .. ' is a ' .. kind .. ', not a hash'})
+end
+if kind == 'none' then
   if mode ~= 'create' then return {0} end
   redis.call('HSET', META, 'v', version, 'order', order ~= '' and order or new_order,
              'delay', delay ~= '' and delay or '0', 'per_host', per_host ~= '' and per_host or '0',
              'prefer', prefer ~= '' and prefer or 'priority', 'bits', bits, 'seq', 0, 'pending', 0,
-             'inflight', 0, 'done', 0, 'seen', 0, 'created', redis.call('TIME')[1])
+             'inflight', 0, 'delayed', 0, 'done', 0, 'seen', 0, 'created', redis.call('TIME')[1],
+             'sentinel', 1)
+  redis.call('SET', SENTINEL, '1')
   if mark ~= '' then redis.call('HSET', META, 'copying', mark) end
   made = 1
 else
   local have = redis.call('HGET', META, 'v')
   if have ~= version then return {-1, have or ''} end
+  -- A crawl made before the sentinel and the delayed count: both are made now. (A crawl whose
+  -- sentinel went is left as it is: its first step names the damage.)
+  if not redis.call('HGET', META, 'sentinel') then
+    redis.call('SET', SENTINEL, '1')
+    redis.call('HSET', META, 'sentinel', 1)
+  end
+  if not redis.call('HGET', META, 'delayed') then
+    redis.call('HSET', META, 'delayed', redis.call('ZCARD', P .. 'delayed'))
+  end
   local before = redis.call('HMGET', META, 'delay', 'per_host', 'prefer')
   if delay ~= '' then redis.call('HSET', META, 'delay', delay) end
   if per_host ~= '' then redis.call('HSET', META, 'per_host', per_host) end
@@ -443,7 +598,7 @@ return {1, s[1], s[2], s[3], s[4], s[5], changed, made}
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).
 REPLACE = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 for _, host in ipairs(ARGV) do place(host, now, cs) end
 return #ARGV
 """
@@ -452,36 +607,41 @@ return #ARGV
 # failure first. Returns how many.
 REQUEUE_FAILED = _COMMON + r"""
 local cs = crawl_settings()
-local now = clock()
+local now = cs.now
 local limit = tonumber(ARGV[1])
-local info = redis.call('HGETALL', P .. 'failinfo')
+local info = call('HGETALL', P .. 'failinfo')
 local order = {}
 for k = 1, #info, 2 do
-  order[#order + 1] = {id = info[k], at = struct.unpack('>d', info[k + 1])}
+  local ok, at = pcall(struct.unpack, '>d', info[k + 1])
+  if not ok then damaged(P .. 'failinfo field ' .. info[k] .. ' does not hold a failure diskfrontier stored') end
+  order[#order + 1] = {id = info[k], at = at}
 end
 table.sort(order, function(a, b) return a.at < b.at end)
-local seq = tonumber(redis.call('HGET', META, 'seq'))
+local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
 local touched, count = {}, 0
 for _, entry in ipairs(order) do
   if limit > 0 and count >= limit then break end
-  local body = redis.call('HGET', P .. 'failed', entry.id)
-  redis.call('HDEL', P .. 'failed', entry.id)
-  redis.call('HDEL', P .. 'failinfo', entry.id)
+  local body = call('HGET', P .. 'failed', entry.id)
+  call('HDEL', P .. 'failed', entry.id)
+  call('HDEL', P .. 'failinfo', entry.id)
   if body then
+    head(body, entry.id, P .. 'failed')
     seq = seq + 1
     local id = id_of(seq, cs.lifo)
     local stored = string.sub(body, 1, 5) .. struct.pack('>Hd', 0, 0) .. string.sub(body, 16)
-    local priority, host = head(stored)
-    redis.call('HSET', REQ, id, stored)
+    local priority, host = head(stored, id)
+    if call('HSET', REQ, id, stored) == 0 then
+      damaged(REQ .. ' already holds request ' .. id .. ': ' .. META .. ' field seq is behind')
+    end
     enqueue(id, host, priority, 0, now, touched)
-    redis.call('HINCRBY', P .. 'h:' .. host, 'p', 1)
+    call('HINCRBY', P .. 'h:' .. host, 'p', 1)
     count = count + 1
   end
 end
 if count > 0 then
-  redis.call('HSET', META, 'seq', seq)
-  redis.call('HINCRBY', META, 'pending', count)
-  redis.call('HINCRBY', META, 'failed', -count)
+  call('HSET', META, 'seq', seq)
+  call('HINCRBY', META, 'pending', count)
+  call('HINCRBY', META, 'failed', -count)
 end
 place_all(touched, now, cs)
 return count

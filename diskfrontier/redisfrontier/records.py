@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
+from typing import Any
 
 from ..codec import decode_request, encode_request
-from ..errors import FrontierError
-from ..request import Request, _check_priority
+from ..errors import CrawlDamaged, FrontierError
+from ..request import PRIORITY_MAX, PRIORITY_MIN, Request, _check_priority
 
 _HEAD = struct.Struct(">iBHd")  # priority, flags (1: dont_filter), attempts, not_before
 _DONT_FILTER = 1
@@ -24,8 +26,16 @@ def pack_body(request: Request, record: bytes, attempts: int, not_before: float)
         bytes((len(slot),)), slot, bytes((len(fingerprint),)), fingerprint, record))
 
 
-def unpack_body(body: bytes, where: str) -> Request:
-    """The request a body holds; ``FrontierError`` naming ``where`` if it is not one we wrote."""
+_CHANGED = "the crawl's keys were changed by something else"
+
+
+def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
+    """The request a body holds; ``CrawlDamaged`` naming ``where`` (its key and field) if it is not
+    one we wrote, with ``hint`` saying what to do."""
+    key, _, part = where.partition(" ")  # "KEY field ID"
+    part = f"{part} " if part else ""
+    if not isinstance(body, bytes):
+        raise CrawlDamaged(key, f"{part}is missing (an index names a request that is not stored)", hint=hint)
     try:
         priority, flags, attempts, not_before = _HEAD.unpack_from(body)
         at = _HEAD.size
@@ -34,11 +44,17 @@ def unpack_body(body: bytes, where: str) -> Request:
         fp_end = slot_end + 1 + body[slot_end]
         fingerprint = body[slot_end + 1:fp_end]
         if fp_end > len(body) or not fingerprint or not slot:
-            raise ValueError("cut short")
+            raise IndexError
+        if not PRIORITY_MIN <= priority <= PRIORITY_MAX or not (not_before == 0 or 0 < not_before < math.inf):
+            raise ValueError(f"priority {priority} or not_before {not_before} out of range")
         request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None)
-    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise FrontierError(f"{where} does not hold a request diskfrontier stored ({exc}); the crawl's keys "
-                            f"were changed by something else") from None
+    except (struct.error, IndexError) as exc:
+        raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored (cut short)", hint=hint) from exc
+    except UnicodeDecodeError as exc:
+        raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored (its slot is not UTF-8)",
+                           hint=hint) from exc
+    except (ValueError, TypeError) as exc:
+        raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored ({exc})", hint=hint) from None
     request._slot = slot
     request.attempts = attempts
     request.not_before = not_before or None
