@@ -32,7 +32,7 @@ import time
 import msgpack
 
 from diskfrontier import Frontier, Request
-from diskfrontier.codec import encode_request
+from diskfrontier.request.codec import encode_request
 
 
 def workload(n: int) -> tuple[list[str], list[int], list[int]]:
@@ -218,7 +218,7 @@ def rss():
     with open('/proc/self/statm') as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
 n = int(sys.argv[2])
-from diskfrontier.seenindex import SeenIndex, key_of
+from diskfrontier.jobdir.seenindex import SeenIndex, key_of
 fps = (hashlib.sha1(str(i).encode()).digest() for i in range(n))
 before = rss()
 if sys.argv[1] == 'diskfrontier':

@@ -130,7 +130,7 @@ def bench_many_hosts(work: str) -> None:
 
 def bench_delayed_arrays() -> None:
     """10^7 delayed requests in the compact arrays themselves."""
-    from diskfrontier.delayed import DelayedRequests
+    from diskfrontier.politeness.delayed import DelayedRequests
 
     n = 10_000_000
     before = _rss()

@@ -18,9 +18,9 @@ from .errors import (
     ScrapyQueueFound,
 )
 from .failures import FailedRequest
-from .frontier import Frontier
+from .jobdir.frontier import Frontier
 from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
-from .request import Request
+from .request.model import Request
 from .runs import CrawlStats, RunStats, crawl
 
 __all__ = [

@@ -1,5 +1,5 @@
 """``python -m diskfrontier``: the same as the ``diskfrontier`` command."""
 
-from .cli import main
+from .cli.commands import main
 
 main()

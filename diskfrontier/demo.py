@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .frontier import Frontier
-from .request import Request
+from .jobdir.frontier import Frontier
+from .request.model import Request
 from .runs import crawl
 
 _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')

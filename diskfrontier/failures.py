@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .request import Request
+from .request.model import Request
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import FrontierError
-from .journal import MAX_SECONDS
-from .request import Request, retries_text
+from .jobdir.journal import MAX_SECONDS
+from .request.model import Request, retries_text
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again

@@ -16,7 +16,7 @@ def pytest_report_header(config):
 if os.environ.get("DISKFRONTIER_TEST_POLITE"):
     # The behaviour suite again with the host layer on (per_host set, so pop goes through the
     # per-host buffers and heaps) but holding nothing back: every promise must still hold.
-    import diskfrontier.frontier as _frontier
+    import diskfrontier.jobdir.frontier as _frontier
 
     _plain_init = _frontier.Frontier.__init__
 

@@ -14,7 +14,8 @@ import os
 import random
 import sys
 
-from diskfrontier import Frontier, Request, frontier as frontier_module
+from diskfrontier import Frontier, Request
+from diskfrontier.jobdir import frontier as frontier_module
 
 # The crash tests of the saved seen index have every clean close save it.
 frontier_module.INDEX_MIN_NEW_KEYS = int(os.environ.get("DISKFRONTIER_TEST_INDEX_MIN_NEW_KEYS",

@@ -232,7 +232,7 @@ def _child_main(argv: list[str]) -> None:
     global HOST_LETTER
     path, order, size, state, HOST_LETTER = argv
     if order == "lifo":  # the LIFO fixtures have a saved seen index (requests.seen.index); the FIFO ones none
-        from diskfrontier import frontier as frontier_module
+        from diskfrontier.jobdir import frontier as frontier_module
 
         frontier_module.INDEX_MIN_NEW_KEYS = 1
     expected = _workload(path, order, size, state)
@@ -294,7 +294,7 @@ def build_fixture(root: str, order: str, size: str, state: str, letter: str = "h
     assert replay(fx.records) == pending, "the journal does not hold what the builder was told"
     assert replay_held(fx.records) == fx.held, "the journal does not hold back what the builder was told"
     if size == "requeue":  # the record types this fixture is for, below the floor and (crash) above it
-        from diskfrontier.journal import HOST, REFETCH, RETRY
+        from diskfrontier.jobdir.journal import HOST, REFETCH, RETRY
 
         for part, records in (("below", [r for r in fx.records if r.end <= fx.floor]),
                               ("above", [r for r in fx.records if r.offset >= fx.floor])):
@@ -319,8 +319,8 @@ class Record(NamedTuple):
 
 def journal_map(path: str) -> list[Record]:
     """A Record for every record of an intact journal."""
-    from diskfrontier.codec import decode_request
-    from diskfrontier.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
+    from diskfrontier.request.codec import decode_request
+    from diskfrontier.jobdir.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
     from jobkit import dir_salt
 
     out, urls = [], {}
@@ -346,7 +346,7 @@ def _alive(records: list[Record], upto: int | None = None, without: Record | Non
     REFETCH record, less those a DONE, RETRY or REFETCH record finished. ``without``: as ``verify --repair``
     leaves the journal when that record is destroyed (what it finished is pending again; a record that
     finished it finishes nothing: a DONE is dropped, a RETRY or REFETCH becomes a PUSH)."""
-    from diskfrontier.journal import CARRIES_REQUEST
+    from diskfrontier.jobdir.journal import CARRIES_REQUEST
 
     alive: dict[int, Record] = {}
     for record in records:
@@ -372,7 +372,7 @@ def replay_held(records: list[Record], upto: int | None = None) -> Counter:
 
 
 def read_checkpoint(path: str, ident: str | None):
-    from diskfrontier.checkpoint import read_checkpoint as read
+    from diskfrontier.jobdir.checkpoint import read_checkpoint as read
 
     return read(path, ident)
 
@@ -436,7 +436,7 @@ def target_files(job: str, target: str) -> list[str]:
 
 def journal_records(path: str) -> list[tuple[int, int]]:
     """(offset, body length) of every intact record of a journal."""
-    from diskfrontier.journal import JournalScan
+    from diskfrontier.jobdir.journal import JournalScan
     from jobkit import dir_salt
 
     return [(offset, len(body)) for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path)),
@@ -671,9 +671,9 @@ class FakeClock:
 
 @contextlib.contextmanager
 def fake_clock():
-    """Give ``diskfrontier.frontier`` and ``diskfrontier.hosts`` a FakeClock for the length of a case."""
-    from diskfrontier import frontier as frontier_module
-    from diskfrontier import hosts as hosts_module
+    """Give ``diskfrontier.jobdir.frontier`` and ``diskfrontier.politeness.schedule`` a FakeClock for the length of a case."""
+    from diskfrontier.jobdir import frontier as frontier_module
+    from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
     old = frontier_module.time, hosts_module.time
@@ -805,7 +805,7 @@ def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseEx
                    outcome: Outcome) -> None:
     """The refusal's advice must work: verify sees the damage; repair (when advised) lets the directory open."""
     from diskfrontier import Frontier, FrontierError
-    from diskfrontier.verify import verify
+    from diskfrontier.jobdir.maintenance.verify import verify
 
     if not _names_file(exc, job):
         raise Wrong(f"the error names no file: {exc}")
@@ -848,7 +848,7 @@ def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseEx
 
 def expectations(fx: Fixture, target: str, kind: str, spans: list[tuple[int, int]]) -> Expect:
     """What the damaged copy of ``fx`` may give back."""
-    from diskfrontier.journal import CARRIES_REQUEST
+    from diskfrontier.jobdir.journal import CARRIES_REQUEST
 
     expect = Expect(fx.pending, fx.done, full_dedupe=target.startswith("requests.seen"), held=fx.held)
     if target != "requests.urls":
@@ -904,7 +904,7 @@ def run_record_case(fx: Fixture, work: str, record: Record, *, seconds: int = 10
     """Like ``run_case``, with one byte of the body of the journal record ``record`` changed (its checksum then
     fails wherever the byte is): the record is destroyed, and nothing else, so that what ``verify --repair``
     leaves is known exactly (``_alive(without=record)``), and a refusal must lead to exactly that."""
-    from diskfrontier.journal import FRAME
+    from diskfrontier.jobdir.journal import FRAME
 
     rng = random.Random(f"{fx.name}/record/{record.offset}")  # noqa: S311 - reproducible damage
     job = os.path.join(work, f"{fx.name}-record-{record.offset}")
@@ -952,7 +952,7 @@ def requeue_records(fx: Fixture, per_class: int = 2) -> list[Record]:
     """The records of ``fx`` that the requeue fixtures are about: HOST, RETRY and REFETCH records, and records
     a RETRY or REFETCH finished; ``per_class`` of each class (its type, its target's type, whether it is held
     back, whether a RETRY or REFETCH finished it, and on which side of the floor it is)."""
-    from diskfrontier.journal import HOST, REQUEUES
+    from diskfrontier.jobdir.journal import HOST, REQUEUES
 
     by_offset = {r.offset: r for r in fx.records}
     requeued = {r.target: r.kind for r in fx.records if r.kind in REQUEUES}

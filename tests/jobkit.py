@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from diskfrontier.jobdir import Layout, read_meta, salt_of
+from diskfrontier.jobdir.layout import Layout, read_meta, salt_of
 
 
 def dir_salt(job: str | os.PathLike[str]) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from diskfrontier.demo import SyntheticSite
-from diskfrontier.jobinfo import pending_requests
+from diskfrontier.jobdir.reader import pending_requests
 
 CHILD = os.path.join(os.path.dirname(__file__), "scrapy_child.py")
 CONCURRENCY = 8

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from w3lib.url import canonicalize_url, safe_url_string
 
-from diskfrontier.canonical import _fast_canonical, canonicalize, is_plain, make_safe
+from diskfrontier.request.canonical import _fast_canonical, canonicalize, is_plain, make_safe
 
 label = st.text(string.ascii_lowercase + string.digits + "-", min_size=1, max_size=12)
 host = st.lists(label, min_size=1, max_size=4).map(".".join)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
-from diskfrontier.jobdir import FORMAT_VERSION
+from diskfrontier.jobdir.layout import FORMAT_VERSION
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
@@ -296,7 +296,7 @@ def test_long_work_draws_a_progress_bar_on_a_terminal(example, tmp_path, monkeyp
     label = {"compact": "compacting", "verify": "verifying", "export": "exporting",
              "import": "importing", "demo": "crawling", "push": "pushing"}[command[0]]
     assert label not in quiet.stderr  # not a terminal: no bar
-    monkeypatch.setattr("diskfrontier.cli_support.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("diskfrontier.cli.support.stderr_is_terminal", lambda: True)
     if command[0] in ("import", "push"):
         args[1] += "2"
     result = CliRunner().invoke(main, args)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from diskfrontier import Frontier, FrontierError, RedisFrontier, Request
 from diskfrontier.cli import main
-from diskfrontier.jobinfo import host_table, pending_requests, seen_fingerprints
+from diskfrontier.jobdir.reader import host_table, pending_requests, seen_fingerprints
 
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
 DOWN = "redis://127.0.0.1:1/0"  # nothing listens there

@@ -112,6 +112,6 @@ def test_ctrl_c_in_any_command_is_aborted_and_130(tmp_path, monkeypatch, command
 
     target = {"inspect": "inspect_jobdir", "peek": "pending_requests", "verify": "verify",
               "compact": "Frontier", "export": "pending_requests"}[command]
-    monkeypatch.setattr(f"diskfrontier.cli.{target}", interrupted)
+    monkeypatch.setattr(f"diskfrontier.cli.commands.{target}", interrupted)
     result = CliRunner().invoke(main, [command, job])
     assert result.exit_code == 130 and result.output == "Aborted.\n"

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
-from diskfrontier.copytarget import build_path
-from diskfrontier.crawlcopy import copy_crawl
-from diskfrontier.jobinfo import failed_requests, pending_requests
+from diskfrontier.transfer.destination import build_path
+from diskfrontier.transfer.copy import copy_crawl
+from diskfrontier.jobdir.reader import failed_requests, pending_requests
 
 pytestmark = pytest.mark.crash
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from diskfrontier import FormatError, Frontier, JobDirCorrupt, Request
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.maintenance.verify import verify
 
 N = 200
 

@@ -14,8 +14,8 @@ import pytest
 from jobkit import dir_salt
 
 from diskfrontier import Frontier, FrontierError, JobDirCorrupt, Request
-from diskfrontier.journal import FRAME, JournalScan, done_body, frame
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.journal import FRAME, JournalScan, done_body, frame
+from diskfrontier.jobdir.maintenance.verify import verify
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
@@ -271,7 +271,7 @@ def test_an_upgrade_killed_half_way_finishes_at_the_next_open(tmp_path, monkeypa
     job = _copy("format1-killed-fifo", tmp_path)
     with open(os.path.join(DATA, "format1-killed-fifo.expected.json")) as f:
         want = json.load(f)
-    import diskfrontier.upgrade as upgrade
+    import diskfrontier.jobdir.maintenance.upgrade as upgrade
 
     def killed(*args, **kwargs):
         raise SystemExit("killed")

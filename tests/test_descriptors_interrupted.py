@@ -24,8 +24,8 @@ import pytest
 import diskfrontier
 from diskfrontier import Frontier, Request
 from diskfrontier.errors import FrontierError
-from diskfrontier.jobdir import Layout, read_meta
-from diskfrontier.safefs import open_fd, open_file
+from diskfrontier.jobdir.layout import Layout, read_meta
+from diskfrontier.files.safefs import open_fd, open_file
 
 _MAX_RUNS = 5000
 
@@ -181,7 +181,7 @@ def test_a_file_object_dropped_by_an_interrupt_is_not_closed_again(tmp_path, mon
     before = _open_fds()
     monkeypatch.setattr(builtins, "open", open_then_interrupt)
     monkeypatch.setattr(io, "open", open_then_interrupt)
-    import diskfrontier.jobdir as jobdir
+    import diskfrontier.jobdir.layout as jobdir
     with pytest.raises(KeyboardInterrupt):
         try:
             jobdir.read_meta(Layout(job))

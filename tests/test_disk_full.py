@@ -17,7 +17,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-import diskfrontier.atomic
+import diskfrontier.files.atomic
 from diskfrontier import Frontier, FrontierError, Request
 from diskfrontier.cli import main
 from diskfrontier.errors import DiskFull
@@ -148,17 +148,17 @@ def test_an_injected_enospc_at_close_names_the_file_and_loses_nothing(tmp_path, 
     job = str(tmp_path / "job")
     frontier = Frontier(job)
     frontier.push_many(Request(f"https://a.example/{i}") for i in range(20))
-    real = diskfrontier.atomic.write_all
+    real = diskfrontier.files.atomic.write_all
 
     def full(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(diskfrontier.atomic, "write_all", full)
+    monkeypatch.setattr(diskfrontier.files.atomic, "write_all", full)
     with pytest.raises(DiskFull) as raised:
         frontier.close()
     assert raised.value.filename.startswith(job + os.sep)
     assert not [n for n in os.listdir(job) if ".tmp-" in n]  # the temp file went with the error
-    monkeypatch.setattr(diskfrontier.atomic, "write_all", real)
+    monkeypatch.setattr(diskfrontier.files.atomic, "write_all", real)
     assert sorted(_drain(job)) == sorted(f"https://a.example/{i}" for i in range(20))
 
 

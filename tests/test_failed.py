@@ -23,13 +23,13 @@ from crashkit import kill_after_acks
 from jobkit import dir_id, dir_salt
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
-from diskfrontier import checkpoint as checkpoint_module
+from diskfrontier.jobdir import checkpoint as checkpoint_module
 from diskfrontier.cli import main
-from diskfrontier.hoststate import HOSTS_MAGIC, HostFileRecord, load_host_state, save_host_state
-from diskfrontier.jobdir import Layout
-from diskfrontier.jobinfo import failed_requests, inspect_jobdir, pending_requests
-from diskfrontier.journal import MAX_ERROR, RETRY, done_body, fail_body, frame, parse_push, push_body
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.hostfile import HOSTS_MAGIC, HostFileRecord, load_host_state, save_host_state
+from diskfrontier.jobdir.layout import Layout
+from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
+from diskfrontier.jobdir.journal import MAX_ERROR, RETRY, done_body, fail_body, frame, parse_push, push_body
+from diskfrontier.jobdir.maintenance.verify import verify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "failed_child.py")

@@ -8,11 +8,13 @@ import time
 
 import pytest
 
-from diskfrontier import Frontier, Request, atomic, safefs
-from diskfrontier.atomic import fsync_path, write_atomic
+from diskfrontier import Frontier, Request
+from diskfrontier.files import atomic
+from diskfrontier.files import safefs
+from diskfrontier.files.atomic import fsync_path, write_atomic
 from diskfrontier.errors import FrontierError, JobDirUnsafe
-from diskfrontier.lock import Lock
-from diskfrontier.safefs import (
+from diskfrontier.jobdir.lock import Lock
+from diskfrontier.files.safefs import (
     DIRECTORY,
     FILE,
     check_entries,

@@ -12,7 +12,7 @@ import pytest
 from crashkit import kill_after_acks
 
 from diskfrontier import Frontier
-from diskfrontier.jobinfo import pending_requests
+from diskfrontier.jobdir.reader import pending_requests
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts_child.py")
 HOSTS = ["h0.example", "h1.example", "h2.example", "h3.example"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from jobkit import dir_salt
 
 from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
-from diskfrontier.jobinfo import pending_requests
+from diskfrontier.jobdir.reader import pending_requests
 
 
 def urls(host: str, n: int, start: int = 0) -> list[Request]:
@@ -415,7 +415,7 @@ def test_a_retry_with_bad_attempts_is_refused_before_anything_is_written(tmp_pat
 
 
 def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
-    from diskfrontier.journal import frame, push_body
+    from diskfrontier.jobdir.journal import frame, push_body
 
     job = str(tmp_path / "job")
     with Frontier(job) as f:
@@ -484,7 +484,7 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     """A host buffer (a heap, then a sorted-array form past 64 keys) against a plain heap."""
     import heapq
 
-    from diskfrontier.hosts import HostSchedule
+    from diskfrontier.politeness.schedule import HostSchedule
 
     schedule = HostSchedule("lifo", 0.0, 1)
     host = schedule.host(schedule.hid("a.example"))
@@ -504,7 +504,7 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
 def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
-    from diskfrontier.hosttable import HostTable
+    from diskfrontier.politeness.hosttable import HostTable
 
     table = HostTable()
     ids = {}
@@ -617,7 +617,7 @@ def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
 
 
 def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(tmp_path, monkeypatch):
-    import diskfrontier.frontier as frontier_module
+    import diskfrontier.jobdir.frontier as frontier_module
 
     now = time.time()
     with Frontier(tmp_path / "job") as f:

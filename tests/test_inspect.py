@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from jobkit import dir_id
 
-import diskfrontier.jobinfo as jobinfo
+import diskfrontier.jobdir.reader as jobinfo
 from diskfrontier import Frontier, Request
-from diskfrontier import checkpoint as checkpoint_module
-from diskfrontier.jobdir import Layout
+from diskfrontier.jobdir import checkpoint as checkpoint_module
+from diskfrontier.jobdir.layout import Layout
 
 
 def crawled(path, *, compact: bool) -> None:
@@ -89,7 +89,7 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
 
 
 def test_done_counts_requests_done_not_retries_nor_compactions(tmp_path):
-    from diskfrontier.jobinfo import inspect_jobdir
+    from diskfrontier.jobdir.reader import inspect_jobdir
 
     job = str(tmp_path / "job")
     with Frontier(job) as f:

@@ -17,8 +17,8 @@ import threading
 import pytest
 
 from diskfrontier import Frontier, FrontierError, Request
-from diskfrontier.seen import SeenFile
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.seen import SeenFile
+from diskfrontier.jobdir.maintenance.verify import verify
 
 HERE = os.path.dirname(__file__)
 
@@ -237,7 +237,7 @@ def test_failed_compaction_leaves_a_usable_frontier(tmp_path, monkeypatch):
     f.push_many(Request(f"https://a.example/{i}") for i in range(300))
     for _ in range(200):
         f.done(f.pop())
-    import diskfrontier.compaction as compaction
+    import diskfrontier.jobdir.maintenance.compaction as compaction
 
     def no_space(fd, data):
         raise OSError(28, "No space left on device")
@@ -258,7 +258,7 @@ def test_failed_close_still_releases_the_lock(tmp_path, monkeypatch):
     job = tmp_path / "job"
     f = Frontier(job)
     f.push(Request("https://a.example/"))
-    import diskfrontier.frontier as frontier_module
+    import diskfrontier.jobdir.frontier as frontier_module
 
     def no_space(path):
         raise OSError(28, "No space left on device")
@@ -275,7 +275,7 @@ def test_a_frontier_that_cannot_go_on_says_so(tmp_path, monkeypatch):
     job = tmp_path / "job"
     f = Frontier(job)
     f.push_many(Request(f"https://a.example/{i}") for i in range(10))
-    import diskfrontier.frontier as frontier_module
+    import diskfrontier.jobdir.frontier as frontier_module
 
     def broken_install(path, tmp):
         raise OSError(5, "Input/output error")

@@ -1,7 +1,7 @@
 """The limits of a request: what is refused at the door, and records beyond them never read.
 
 A request whose URL, body, stored record or ``meta`` nesting is beyond the limits of
-``diskfrontier.request`` raises ``RequestTooLarge`` (a ``ValueError``) before anything is
+``diskfrontier.request.model`` raises ``RequestTooLarge`` (a ``ValueError``) before anything is
 written; a record beyond them in a job directory is refused as damage, without crashing
 the interpreter.
 """
@@ -18,11 +18,12 @@ import msgpack
 import pytest
 
 import diskfrontier
-from diskfrontier import Frontier, Request, codec
-from diskfrontier.codec import Unencodable, decode_request, encode_request
+from diskfrontier import Frontier, Request
+from diskfrontier.request import codec
+from diskfrontier.request.codec import Unencodable, decode_request, encode_request
 from diskfrontier.errors import RequestTooLarge
-from diskfrontier.journal import MAX_BODY
-from diskfrontier.request import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH
+from diskfrontier.jobdir.journal import MAX_BODY
+from diskfrontier.request.model import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH
 
 FINGERPRINT = b"\x01" * 20
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(diskfrontier.__file__))
@@ -105,7 +106,7 @@ def test_a_record_nested_10000_deep_is_refused_without_a_crash():
     result = run_python("""
         import sys
         import msgpack
-        from diskfrontier import codec
+        from diskfrontier.request import codec
         inner = msgpack.packb([])
         for _ in range(10_000):
             inner = msgpack.packb([msgpack.ExtType(codec.EXT_TUPLE, inner)])

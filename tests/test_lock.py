@@ -14,7 +14,7 @@ import pytest
 
 from diskfrontier import Frontier
 from diskfrontier.errors import FrontierError, JobDirNotOwned, JobDirUnsafe
-from diskfrontier.lock import Lock, probe_lock
+from diskfrontier.jobdir.lock import Lock, probe_lock
 
 PRECIOUS = b"precious bytes that live outside the job directory\n"
 
@@ -32,7 +32,7 @@ OPEN_FRONTIER = textwrap.dedent("""
 ACQUIRE_LOCK = textwrap.dedent("""
     import sys
     from diskfrontier import JobDirLocked
-    from diskfrontier.lock import Lock
+    from diskfrontier.jobdir.lock import Lock
     lock = Lock(sys.argv[1])
     try:
         lock.acquire()
@@ -116,7 +116,7 @@ def test_a_forked_child_releasing_the_lock_leaves_it_held_by_the_parent(tmp_path
 
 HOLD_THEN_DIE = textwrap.dedent("""
     import os, sys, time
-    from diskfrontier.lock import Lock
+    from diskfrontier.jobdir.lock import Lock
     lock = Lock(sys.argv[1])
     lock.acquire()
     child = os.fork()
@@ -189,7 +189,7 @@ def test_probe_lock_on_a_missing_lock_file_creates_nothing(tmp_path):
 def test_probe_lock_names_a_holder_in_another_process(tmp_path):
     path = tmp_path / "lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from diskfrontier.lock import Lock; "
+        [sys.executable, "-c", "import sys, time; from diskfrontier.jobdir.lock import Lock; "
          "Lock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)", str(path)],
         stdout=subprocess.PIPE, text=True)
     try:

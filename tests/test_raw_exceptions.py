@@ -19,10 +19,10 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.checkpoint import _crc, read_checkpoint
+from diskfrontier.jobdir.checkpoint import _crc, read_checkpoint
 from diskfrontier.errors import FrontierError, JobDirCorrupt
-from diskfrontier.queues import BatchedFifoQueue, queue_crc
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.queues import BatchedFifoQueue, queue_crc
+from diskfrontier.jobdir.maintenance.verify import verify
 
 DEEP = "[" * 100_000 + "]" * 100_000
 BIG = 2**63

@@ -16,7 +16,7 @@ import pytest
 
 from diskfrontier import Frontier, Request, crawl
 from diskfrontier.demo import MultiHostSite
-from diskfrontier.jobinfo import pending_requests
+from diskfrontier.jobdir.reader import pending_requests
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crawl_child.py")
 PAGES = 2000

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from queuelib import FifoDiskQueue, LifoDiskQueue
 
 from diskfrontier import Frontier, Request, ScrapyQueueFound
-from diskfrontier.adopt import MARKER, adopt_scrapy
+from diskfrontier.transfer.adopt import MARKER, adopt_scrapy
 from diskfrontier.cli import main
 from diskfrontier.demo import SyntheticSite
 

@@ -19,7 +19,7 @@ from diskfrontier import Frontier
 from diskfrontier.errors import CallbackRefused
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.serialize import RequestDicts, spider_method
-from diskfrontier.scrapy_records import frontier_request
+from diskfrontier.scrapyfiles.records import frontier_request
 
 
 class ShopSpider(scrapy.Spider):

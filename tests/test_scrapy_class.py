@@ -19,7 +19,7 @@ from test_scrapy_scheduler import Session, drain
 
 from diskfrontier import Frontier
 from diskfrontier.scrapy.serialize import request_class
-from diskfrontier.scrapy_records import frontier_request
+from diskfrontier.scrapyfiles.records import frontier_request
 
 
 def store(jobdir, *dicts):

@@ -21,7 +21,8 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
 from test_canonical import urls
 
-from diskfrontier import Frontier, ScrapyQueueFound, scrapy_records
+from diskfrontier import Frontier, ScrapyQueueFound
+from diskfrontier.scrapyfiles import records as scrapy_records
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.scheduler import default_fingerprint, fingerprint_function
 

@@ -19,9 +19,9 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier import frontier as frontier_module
+from diskfrontier.jobdir import frontier as frontier_module
 from diskfrontier.errors import JobDirCorrupt
-from diskfrontier.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
+from diskfrontier.jobdir.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
 
 
 @pytest.fixture(autouse=True)
@@ -164,8 +164,8 @@ def test_a_missing_seen_file_with_an_index_is_named(tmp_path):
 
 
 def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path, monkeypatch):
-    from diskfrontier import checkpoint
-    from diskfrontier import verify as verify_module
+    from diskfrontier.jobdir import checkpoint
+    from diskfrontier.jobdir.maintenance import verify as verify_module
 
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
@@ -189,9 +189,9 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
 
 FULL_DISK_AT_CLOSE = """
 import os, resource, signal, sys
-import diskfrontier.frontier
+import diskfrontier.jobdir.frontier
 from diskfrontier import Frontier, Request
-diskfrontier.frontier.INDEX_MIN_NEW_KEYS = 1
+diskfrontier.jobdir.frontier.INDEX_MIN_NEW_KEYS = 1
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 f = Frontier(sys.argv[1])
 f.push_many(Request(f"https://a.example/{i}") for i in range(300))

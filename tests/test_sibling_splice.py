@@ -20,10 +20,10 @@ from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
 from diskfrontier.errors import FrontierError, JobDirCorrupt
-from diskfrontier.journal import DONE, FRAME, MAGIC, PUSH, JournalScan
-from diskfrontier.jobdir import Layout, salt_of, read_meta
-from diskfrontier.seen import BLOCK
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.journal import DONE, FRAME, MAGIC, PUSH, JournalScan
+from diskfrontier.jobdir.layout import Layout, salt_of, read_meta
+from diskfrontier.jobdir.seen import BLOCK
+from diskfrontier.jobdir.maintenance.verify import verify
 
 
 def build(path: str, letter: str, *, kill: bool) -> None:

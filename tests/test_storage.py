@@ -13,7 +13,7 @@ import pytest
 from queuelib import FifoDiskQueue
 
 from diskfrontier.errors import JobDirCorrupt
-from diskfrontier.journal import (
+from diskfrontier.jobdir.journal import (
     FRAME,
     MAGIC,
     JournalScan,
@@ -24,10 +24,10 @@ from diskfrontier.journal import (
     push_body,
     read_record,
 )
-from diskfrontier.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
-from diskfrontier.seen import BLOCK, SeenFile, read_sums
-from diskfrontier.seenindex import SeenIndex
-from diskfrontier.state import read_state
+from diskfrontier.jobdir.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
+from diskfrontier.jobdir.seen import BLOCK, SeenFile, read_sums
+from diskfrontier.jobdir.seenindex import SeenIndex
+from diskfrontier.jobdir.replay import read_state
 
 SALT = 0x5EED1234  # the salt of the journals these tests write (a job directory's comes from its id)
 
@@ -140,7 +140,7 @@ def test_writer_cuts_back_a_failed_write(tmp_path, monkeypatch):
     write_journal(path, pushes(2))
     size = os.path.getsize(path)
     writer = JournalWriter(str(path), size, salt=SALT, fsync=False)
-    import diskfrontier.journal as journal
+    import diskfrontier.jobdir.journal as journal
 
     def half_then_fail(fd, data):
         os.write(fd, bytes(data[: len(data) // 2]))
@@ -343,7 +343,7 @@ def test_a_lifo_queue_file_written_whole_is_queuelibs_own_format(tmp_path):
 
     from queuelib import LifoDiskQueue
 
-    from diskfrontier.queues import OFFSET, lifo_file
+    from diskfrontier.jobdir.queues import OFFSET, lifo_file
 
     offsets = [8, 300, 2**40 + 5, 77, 2**63 + 1]
     queue = LifoDiskQueue(str(tmp_path / "q"))
@@ -354,7 +354,7 @@ def test_a_lifo_queue_file_written_whole_is_queuelibs_own_format(tmp_path):
 
 
 def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_past_the_first(tmp_path):
-    from diskfrontier.seen import check_seen_file
+    from diskfrontier.jobdir.seen import check_seen_file
 
     path = str(tmp_path / "requests.seen")
     seen = SeenFile(path, SALT)
@@ -464,7 +464,7 @@ def test_after_a_kill_the_open_checkpoint_holds_the_crc_of_the_journal_below_its
 
 @pytest.mark.parametrize("order", ["lifo", "fifo"])
 def test_an_emptied_queue_is_kept_open_for_its_next_push_and_removed_at_close(tmp_path, order):
-    from diskfrontier.queues import _SPARE, OffsetQueues, queue_path
+    from diskfrontier.jobdir.queues import _SPARE, OffsetQueues, queue_path
 
     directory = str(tmp_path / "q")
     queues = OffsetQueues(directory, order)

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from diskfrontier import Frontier, Request
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.maintenance.verify import verify
 
 pytestmark = pytest.mark.crash
 

@@ -21,8 +21,8 @@ from jobkit import dir_salt
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
 from diskfrontier.errors import JobDirCorrupt
-from diskfrontier.journal import REFETCH, RETRY, frame, push_body
-from diskfrontier.verify import verify
+from diskfrontier.jobdir.journal import REFETCH, RETRY, frame, push_body
+from diskfrontier.jobdir.maintenance.verify import verify
 
 GOOD = ["https://a.example/1", "https://a.example/2", "https://b.example/3"]
 BAD = {

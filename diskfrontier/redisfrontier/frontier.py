@@ -13,13 +13,13 @@ from typing import Any
 
 from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
 from ..failures import FailedRequest
-from ..frontier import _attempts
-from ..frontier import _check_host as _host
-from ..frontier import _check_seconds as _seconds
-from ..frontier import _check_time as _time
-from ..hosts import HostInfo
-from ..journal import MAX_ATTEMPTS
-from ..request import Request
+from ..jobdir.frontier import _attempts
+from ..jobdir.frontier import _check_host as _host
+from ..jobdir.frontier import _check_seconds as _seconds
+from ..jobdir.frontier import _check_time as _time
+from ..jobdir.journal import MAX_ATTEMPTS
+from ..politeness.schedule import HostInfo
+from ..request.model import Request
 from . import lua
 from .connection import (
     LeaseExpired,

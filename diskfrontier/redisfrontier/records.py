@@ -7,9 +7,9 @@ import math
 import struct
 from typing import Any
 
-from ..codec import decode_request, encode_request
 from ..errors import CrawlDamaged, FrontierError
-from ..request import PRIORITY_MAX, PRIORITY_MIN, Request, _check_priority
+from ..request.codec import decode_request, encode_request
+from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request, _check_priority
 
 _HEAD = struct.Struct(">iBHd")  # priority, flags (1: dont_filter), attempts, not_before
 _DONT_FILTER = 1
@@ -64,7 +64,7 @@ def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
 def encode(request: Request) -> bytes:
     """The msgpack record of ``request`` (``FrontierError`` if it cannot be stored: Redis keeps no
     requests in memory of one process, so there is nowhere else for it)."""
-    from ..codec import Unencodable
+    from ..request.codec import Unencodable
 
     try:
         return encode_request(request)

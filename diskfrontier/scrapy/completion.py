@@ -24,7 +24,7 @@ from typing import Any
 
 from scrapy import Request as ScrapyRequest
 
-from ..request import Request
+from ..request.model import Request
 
 
 def engine_slot(crawler: Any) -> Any:

@@ -78,14 +78,14 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
-from ..codec import Unencodable, encode_request
 from ..errors import FrontierError
-from ..fingerprint import request_fingerprint
-from ..frontier import Frontier
-from ..jobdir import Layout
+from ..jobdir.frontier import Frontier
+from ..jobdir.layout import Layout
 from ..redisfrontier import LeaseExpired, RedisFrontier
-from ..request import Request, check_slot, host_of
-from ..scrapy_records import frontier_request, route_priority, scrapy_dict
+from ..request.codec import Unencodable, encode_request
+from ..request.fingerprint import request_fingerprint
+from ..request.model import Request, check_slot, host_of
+from ..scrapyfiles.records import frontier_request, route_priority, scrapy_dict
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
 from .wake import EngineWake
@@ -118,7 +118,7 @@ def slot_of(request: ScrapyRequest) -> str:
 def default_fingerprint(request: ScrapyRequest) -> bytes:
     """Scrapy's default fingerprint, byte for byte, with diskfrontier's faster canonical URL.
 
-    ``canonical.py`` is checked against w3lib's ``canonicalize_url`` (and this function
+    ``request/canonical.py`` is checked against w3lib's ``canonicalize_url`` (and this function
     against Scrapy's ``RequestFingerprinter``) by property tests; ``verbatim_url``
     requests are left to Scrapy.
     """

@@ -1,0 +1,264 @@
+"""What every ``diskfrontier`` command shares: one-line errors, exit codes, the job directory
+check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars, output files
+written whole."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any, TypeVar
+
+import click
+
+from ..errors import FrontierError
+from ..files.safefs import create_exclusive, unique_temp
+from ..jobdir.recovery import Progress
+from ..redisfrontier import RedisFrontier, is_redis_url
+from ..redisfrontier.connection import check_crawl_name
+from ..transfer.copy import shown_url
+from ..transfer.destination import MARKER
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a Unix tool killed by a closed pipe (``| head``)
+
+
+def one_line_errors(func: F) -> F:
+    """Give every command the same endings.
+
+    A FrontierError or an OSError is one line on stderr and exit code 1; Ctrl-C is
+    ``Aborted.`` and exit code 130; a reader that closed our stdout (``| head``) ends
+    the command quietly with exit code 141. Never a traceback.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo("Aborted.", err=True)
+            raise SystemExit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            _silence_stdout()
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+        except FrontierError as exc:
+            raise SystemExit(_fail(str(exc))) from None
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            raise SystemExit(_fail(f"{exc.strerror or exc}{where}")) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null, so that flushing what is still
+    buffered at exit does not fail again (Python would print "Exception ignored")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (CliRunner's stream)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _fail(message: str) -> int:
+    click.echo(f"Error: {message}", err=True)
+    return 1
+
+
+_NOT_A_JOBDIR_HINT = (
+    "give the directory of a crawl (the one holding frontier.json); 'diskfrontier push DIR URL' "
+    "creates one in a new or empty directory, and 'diskfrontier adopt-scrapy DIR' takes over a "
+    "JOBDIR of Scrapy's own scheduler"
+)
+
+
+def is_jobdir(path: str) -> bool:
+    """Whether ``path`` is a diskfrontier job directory: its ``frontier.json`` is a regular
+    file (not a symlink, not a folder)."""
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(path, "frontier.json")).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def require_jobdir(path: str, *, may_create: bool = False) -> None:
+    """Raise FrontierError unless ``path`` is a job directory, before anything is written there.
+
+    With ``may_create`` (push, import) a missing or empty directory will do as well:
+    the frontier creates the job directory in it. Only reads (``lstat``, ``listdir``). The
+    folder in which ``copy`` builds a job directory is refused while it holds the copy's marker
+    (the copy is running, or was stopped half-way).
+    """
+    if os.path.lexists(os.path.join(path, MARKER)):
+        raise FrontierError(f"{path} is a job directory that 'diskfrontier copy' is building, or was building when "
+                            f"it was stopped: it is not complete; run the same copy again to redo it")
+    if is_jobdir(path):
+        return
+    if may_create:
+        try:
+            if not os.listdir(path):
+                return
+        except (FileNotFoundError, NotADirectoryError):
+            return  # missing: created by the frontier (or one-line error if it cannot be)
+    meta = os.path.join(path, "frontier.json")
+    why = "its frontier.json is not a regular file" if os.path.lexists(meta) else "no frontier.json"
+    where = " and is not empty" if may_create else ""
+    raise FrontierError(f"{path} is not a diskfrontier job directory ({why}){where}; {_NOT_A_JOBDIR_HINT}")
+
+
+def table(rows: list[tuple[str, Any]]) -> str:
+    """Rows of (label, value) as two aligned columns."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def human_bytes(n: int) -> str:
+    """``1,234 B``, ``5.6 KiB``, ``7.8 MiB``, ``9.0 GiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
+def stderr_is_terminal() -> bool:
+    """Progress bars are drawn only for a person watching (stderr is a terminal)."""
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def progress_bar(label: str, length: int = 0) -> Iterator[Progress | None]:
+    """A ``progress(done, total)`` callback drawing a bar on stderr, or None when nobody watches.
+
+    ``done`` and ``total`` are absolute (bytes, records, pages); ``total`` may change
+    as the work learns its size.
+    """
+    if not stderr_is_terminal():
+        yield None
+        return
+    with click.progressbar(length=max(1, length), label=label, file=sys.stderr, show_eta=True) as bar:
+
+        def report(done: int, total: int) -> None:
+            bar.length = max(1, total)
+            bar.update(max(0, min(done, bar.length) - bar.pos))
+
+        yield report
+
+
+@contextmanager
+def whole_file(output: str) -> Iterator[IO[str]]:
+    """A text stream to ``output`` (``-``: stdout) that appears there only whole.
+
+    A file is written under a temp name in the same folder (``<output>.tmp-<pid>-<random>``),
+    fsynced and renamed over ``output`` at the end; on any exception (a Ctrl-C, a full disk)
+    the temp file is removed and ``output`` is as it was.
+    """
+    if output == "-":
+        with click.open_file("-", "w", encoding="utf-8") as out:
+            yield out
+        return
+    tmp = unique_temp(os.path.abspath(output))
+    fd = create_exclusive(tmp, 0o666)  # the umask applies, as to any file a command creates
+    try:
+        with open(fd, "w", encoding="utf-8", closefd=True) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ------------------------------------------------------------------ Redis targets
+class TargetUsageError(click.UsageError):
+    """A Redis URL without its crawl, or a crawl name beside a job directory: bad usage (exit code 2),
+    shown as the one line ``Error: ...``."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+class JobDirOrRedis(click.ParamType):
+    """A job directory (checked as ``click.Path(file_okay=False)`` checks it) or a Redis URL
+    (``redis://``, ``rediss://`` or ``unix://``), taken as it is."""
+
+    name = "jobdir"
+
+    def __init__(self, *, exists: bool) -> None:
+        self.path = click.Path(exists=exists, file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and is_redis_url(value):
+            return value
+        return self.path.convert(value, param, ctx)
+
+
+def check_crawl_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The callback of a crawl-name option: a valid name, or bad usage saying what one is."""
+    if value is None:
+        return None
+    try:
+        return check_crawl_name(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a crawl name: give 1 to 100 letters, digits or '_.:-'") from None
+
+
+CRAWL_OPTION = click.option(
+    "--crawl", metavar="NAME", default=None, callback=check_crawl_option,
+    help="The crawl to use when JOBDIR is a Redis URL (redis://host:6379/0); required then.")
+# For the commands that work on a job directory's files only: --crawl is accepted so that a
+# Redis URL is refused with the reason, not with "no such option".
+FILES_ONLY_CRAWL_OPTION = click.option("--crawl", default=None, hidden=True)
+
+
+def redis_crawl(target: str, crawl: str | None) -> str | None:
+    """The crawl to use if ``target`` is a Redis URL, None if it is a job directory;
+    ``TargetUsageError`` if ``--crawl`` is missing for a URL or given for a directory."""
+    if is_redis_url(target):
+        if crawl is None:
+            raise TargetUsageError(f"{shown_url(target)} is a Redis URL: name the crawl in it with --crawl NAME")
+        return crawl
+    if crawl is not None:
+        raise TargetUsageError(f"--crawl names a crawl in Redis, and {target} is a job directory; give a Redis "
+                               f"URL (redis://host:6379/0) with --crawl, or leave --crawl out")
+    return None
+
+
+def refuse_redis(target: str, why: str) -> None:
+    """FrontierError (one line, exit code 1) if ``target`` is a Redis URL: ``why`` says what the
+    command needs that a Redis crawl does not have."""
+    if is_redis_url(target):
+        raise FrontierError(f"{shown_url(target)} is a Redis URL; {why}")
+
+
+@contextmanager
+def redis_call_errors() -> Iterator[None]:
+    """A ValueError or TypeError of the Redis backend (a setting out of its range) as a FrontierError,
+    so that it ends the command with one line."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise FrontierError(str(exc)) from None
+
+
+def open_redis(url: str, crawl: str, *, create: bool = False) -> RedisFrontier:
+    """The crawl ``crawl`` at ``url``, keeping its settings; ``create``: made if it does not exist
+    (else FrontierError naming it)."""
+    with redis_call_errors():
+        return RedisFrontier(url, crawl=crawl, create=create)

@@ -1,0 +1,306 @@
+"""Copying a crawl between a job directory and Redis (either way, or between two of either).
+
+What is copied: every pending request (a job directory's requests in flight at a crash or
+at its close, and a Redis crawl's leased ones, come over as pending) with its priority,
+slot, attempts and not_before; every failed request with its error, attempts and time;
+the whole seen set (the fingerprints of requests already done included); each host's
+delay, block and budget, and its done count.
+
+The source is only read: a job directory through the read-only views of ``jobinfo`` (no
+lock taken, so a live crawl is neither disturbed nor refused), a Redis crawl with scans.
+The destination must be new or empty, and appears only when the copy is complete
+(``transfer/destination.py``): a copy stopped at any point is redone by running it again. Pending
+requests are pushed before the rest of the seen set is marked, so that a fingerprint
+marked first cannot make the push of its own pending request count as a duplicate;
+failed requests come before the hosts' done counts, which they are part of.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import FrontierError
+from ..failures import FailedRequest
+from ..jobdir.frontier import Frontier
+from ..jobdir.layout import FORMAT_VERSION, Layout, read_meta
+from ..jobdir.reader import all_seen_fingerprints, failed_requests, host_table, pending_requests
+from ..jobdir.recovery import Progress
+from ..redisfrontier import RedisFrontier, is_redis_url
+from ..request.model import Request
+from .destination import Build, JobDirBuild, RedisBuild
+
+BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call
+REDIS_MAX_BUDGET = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """What is copied of one host: its own settings (None: none of its own) and done count."""
+
+    host: str
+    delay: float | None
+    blocked_until: float | None
+    budget: int | None
+    done: int
+
+    @property
+    def has_settings(self) -> bool:
+        return self.delay is not None or bool(self.blocked_until) or self.budget is not None
+
+
+@dataclass
+class CopyReport:
+    """What ``copy_crawl`` did."""
+
+    source: str
+    destination: str
+    order: str
+    pending: int = 0  # pending requests read from the source
+    queued: int = 0  # of them, pushed to the destination
+    duplicates: int = 0  # of them, refused as duplicates (another pending request had the fingerprint)
+    failed: int = 0  # failed requests copied, with their errors, attempts and times
+    seen_read: int = 0  # fingerprints read from the source's seen set (a few may be read twice)
+    seen: int = 0  # fingerprints in the destination's seen set at the end
+    host_settings: int = 0  # hosts whose delay, block or budget was copied
+    host_done: int = 0  # hosts whose done count was copied
+    done: int = 0  # their done counts added up
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its password."""
+    return re.sub(r"//[^@/]*@", "//***@", url)
+
+
+def describe(target: str, crawl: str | None) -> str:
+    """A job directory's path, or ``crawl 'name' at redis://...`` (no password)."""
+    return target if crawl is None else f"crawl {crawl!r} at {shown_url(target)}"
+
+
+# ------------------------------------------------------------------ sources
+class _JobDirSource:
+    """A job directory, read without the lock (safe beside a live crawl)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.layout = Layout(path)
+        if not os.path.lexists(self.layout.meta):
+            raise FrontierError(f"{path} is not a diskfrontier job directory (no frontier.json)")
+        meta = read_meta(self.layout)
+        self.order: str = meta["order"]
+        self.version: int = meta["version"]
+        self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
+        self._pending = pending_requests(path, push_order=True)
+        self._failed = failed_requests(path)
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self._failed)
+
+    def seen_estimate(self) -> int:
+        try:
+            return os.lstat(self.layout.seen).st_size // 22
+        except FileNotFoundError:
+            return 0
+
+    def requests(self) -> Iterator[Request]:
+        return iter(self._pending)
+
+    def each_seen(self, take: Callable[[bytes], None]) -> None:
+        """Every fingerprint of ``requests.seen``, then those of the journal's PUSH records that the
+        seen file may not have received yet (after a crash, or while a crawl holds the directory):
+        the records from the checkpoint's floor on, as recovery reads them."""
+        for fingerprint in all_seen_fingerprints(self.path):
+            take(fingerprint)
+
+    def hosts(self) -> list[HostCopy]:
+        if self.version < FORMAT_VERSION:
+            return []  # an older format keeps no hosts
+        return [HostCopy(row.host, row.delay, row.blocked_until, row.budget, row.done)
+                for row in host_table(self.path)]
+
+    def close(self) -> None:
+        pass
+
+
+class _RedisSource:
+    """A Redis crawl, read with scans (its leased requests are read as pending)."""
+
+    def __init__(self, url: str, crawl: str) -> None:
+        self.frontier = RedisFrontier(url, crawl=crawl, create=False)
+        self.order = self.frontier.order
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
+                         "prefer": self.frontier.prefer}
+
+    def pending_count(self) -> int:
+        stats = self.frontier.stats()
+        return int(stats["pending"]) + int(stats["in_flight"])
+
+    def seen_estimate(self) -> int:
+        return int(self.frontier.stats()["seen"])
+
+    def requests(self) -> Iterator[Request]:
+        return self.frontier.pending_requests(leased=True)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self.frontier.failed())
+
+    def each_seen(self, take: Callable[[bytes], None]) -> None:
+        for fingerprint in self.frontier.seen_fingerprints():
+            take(fingerprint)
+
+    def hosts(self) -> list[HostCopy]:
+        crawl_delay = self.frontier.delay
+        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
+                         info.budget, info.done)
+                for info in self.frontier.hosts()]
+
+    def close(self) -> None:
+        self.frontier.close()
+
+
+Source = _JobDirSource | _RedisSource
+Destination = Frontier | RedisFrontier
+
+
+# ------------------------------------------------------------------ the copy
+def _check_hosts(hosts: Iterable[HostCopy], to_redis: bool) -> None:
+    """Refuse, before anything is written, a host setting the destination cannot hold."""
+    if not to_redis:
+        return
+    for h in hosts:
+        if h.budget is not None and h.budget > REDIS_MAX_BUDGET:
+            raise FrontierError(f"host {h.host!r} has a budget of {h.budget:,}; Redis keeps budgets up to "
+                                f"2**53 - 1: lower it in the source first (diskfrontier host ... --budget N)")
+
+
+def _batches(items: Iterable[Request]) -> Iterator[list[Request]]:
+    batch: list[Request] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _settings_note(report: CopyReport, source: Source, to_jobdir: bool) -> None:
+    settings = source.settings
+    if settings is None or not to_jobdir:
+        return
+    own = []
+    if settings["delay"]:
+        own.append(f"delay={settings['delay']:g}")
+    if settings["per_host"] is not None:
+        own.append(f"per_host={settings['per_host']}")
+    if settings["prefer"] != "priority":
+        own.append(f"prefer={settings['prefer']!r}")
+    if own:
+        report.notes.append(f"the Redis crawl's settings ({', '.join(own)}) are not kept in a job directory: "
+                            f"pass them to Frontier() when the crawl is opened")
+
+
+def _copy(source: Source, destination: Destination, hosts: list[HostCopy], report: CopyReport,
+          progress: Progress | None) -> None:
+    """Write the whole copy into ``destination``: pending requests, seen set, failed requests, hosts."""
+    total = source.pending_count()
+    for batch in _batches(source.requests()):
+        report.queued += destination.push_many(batch)
+        report.pending += len(batch)
+        if progress is not None:
+            progress(report.pending, max(total, report.pending))
+    report.duplicates = report.pending - report.queued
+
+    marked: list[bytes] = []
+
+    def take(fingerprint: bytes) -> None:
+        marked.append(fingerprint)
+        report.seen_read += 1
+        if len(marked) >= BATCH:
+            destination.mark_seen(marked)
+            marked.clear()
+
+    source.each_seen(take)
+    if marked:
+        destination.mark_seen(marked)
+    failed: list[FailedRequest] = []
+    for entry in source.failed():  # before the hosts: a failure counts in its host's done count
+        failed.append(entry)
+        if len(failed) >= BATCH:
+            report.failed += destination.record_failed(failed)
+            failed.clear()
+    if failed:
+        report.failed += destination.record_failed(failed)
+    for h in hosts:  # done counts first: a host setting then places the host knowing them
+        if h.done:
+            destination.set_done_count(h.host, h.done)
+            report.host_done += 1
+            report.done += h.done
+    for h in hosts:
+        if h.delay is not None:
+            destination.set_delay(h.host, h.delay)
+        if h.blocked_until:
+            destination.block(h.host, h.blocked_until)
+        if h.budget is not None:
+            destination.set_budget(h.host, h.budget)
+        report.host_settings += h.has_settings
+    report.seen = int(destination.stats()["seen"])
+
+
+def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: str | None = None,
+               progress: Progress | None = None) -> CopyReport:
+    """Copy the crawl at ``src`` into ``dst`` (each a job directory, or a Redis URL with its crawl
+    name in ``from_crawl`` / ``to_crawl``); ``dst`` must be new or empty, or an unfinished copy
+    (which is deleted and copied again).
+
+    ``dst`` appears only when the copy is complete: a job directory is built under another
+    name and renamed into place, a Redis crawl is marked until the end (``IncompleteCopy`` for
+    any other open of it). After an error or an interrupt a job directory's unfinished copy is
+    removed; a Redis crawl's stays marked until the copy is run again.
+
+    FrontierError for a source that cannot be read, a destination that is not empty, or a
+    failure while writing.
+    """
+    if is_redis_url(src) != (from_crawl is not None) or is_redis_url(dst) != (to_crawl is not None):
+        raise ValueError("give from_crawl exactly when src is a Redis URL, and to_crawl when dst is one")
+    source: Source = _JobDirSource(src) if from_crawl is None else _RedisSource(src, from_crawl)
+    try:
+        hosts = source.hosts()
+        _check_hosts(hosts, to_crawl is not None)
+        report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
+        build: Build
+        if to_crawl is None:
+            build = JobDirBuild(dst, source.order, report.source)
+        else:
+            expected = 2 * (source.seen_estimate() + source.pending_count())
+            build = RedisBuild(dst, to_crawl, order=source.order, source=report.source, settings=source.settings,
+                               expected=expected, where=report.destination)
+        report.notes += build.notes
+        try:
+            _copy(source, build.frontier, hosts, report, progress)
+            build.finish()
+        except BaseException as exc:
+            build.abandon()
+            if not isinstance(exc, (FrontierError, OSError, ValueError, TypeError)):
+                raise
+            what = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
+            left = ("nothing of it was left" if to_crawl is None
+                    else "it is marked unfinished: run the same copy again to redo it")
+            raise FrontierError(f"{what} (the copy to {report.destination} did not finish; {left})") from None
+        _settings_note(report, source, to_crawl is None)
+        return report
+    finally:
+        source.close()
+
+
+__all__ = ["CopyReport", "HostCopy", "copy_crawl", "describe", "shown_url"]
