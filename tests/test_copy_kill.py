@@ -88,6 +88,18 @@ class Target:
             return f"short: {len(failed)} of {len(expected_failed)} failed"
         return "complete"
 
+    def started(self) -> bool:
+        """Whether a copy into it has begun writing (its build folder, or its crawl marked unfinished)."""
+        if self.job:
+            return os.path.exists(build_path(self.job))
+        try:
+            RedisFrontier(self.url, crawl=self.crawl, create=False).close()
+        except IncompleteCopy:
+            return True
+        except FrontierError:
+            return False
+        return True
+
     def clear(self) -> None:
         """Remove a complete copy, so that the next run makes it again."""
         if self.job:
@@ -132,9 +144,13 @@ def campaign(src_args: list[str], target: Target, expected_pending, expected_fai
         assert state in ("absent", "unfinished build left", "refused", "complete"), (delay, state)
         if state == "complete":
             target.clear()
-    # Ctrl-C half-way: the command says Aborted. and leaves nothing that opens as a crawl
+    # Ctrl-C half-way: the command says Aborted. and leaves nothing that opens as a crawl. The signal is
+    # sent once the copy has begun writing (not at a time measured earlier, which a loaded machine outruns:
+    # a Ctrl-C during Python's own start-up is Python's KeyboardInterrupt, before the command runs).
     child = spawn("copy", *src_args, *target.args())
-    time.sleep(t_startup + 0.4 * (t_full - t_startup))
+    deadline = time.monotonic() + 60
+    while not target.started() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
     state = target.state(expected_pending, expected_failed)
