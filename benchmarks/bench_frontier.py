@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 
+import benchresults
 import msgpack
 
 from diskfrontier import Frontier, Request
@@ -249,6 +250,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seen-n", type=int, default=1_000_000, help="fingerprints for the RSS measurement")
     parser.add_argument("--scheduler-n", type=int, default=100_000, help="URLs for the Scrapy scheduler table")
+    benchresults.add_argument(parser, "bench_frontier")
     args = parser.parse_args()
     urls, priorities, duplicates = workload(args.n)
     small = workload(args.sqlite_n)
@@ -307,6 +309,58 @@ def main() -> None:
     print(f"  ratios: enqueue {median_of(ours, 'push') / median_of(theirs, 'push'):.2f}x, "
           f"next_request {median_of(ours, 'pop') / median_of(theirs, 'pop'):.2f}x "
           f"(diskfrontier's includes a done record per request)")
+    write_results(args, results, rss_df, rss_set)
+
+
+CONTENDERS = [("diskfrontier", "diskfrontier (pop+done)"), ("scrapy", "Scrapy Scheduler JOBDIR"),
+              ("scrapy-sqlite", "Scrapy + PickleLifoSQLite"), ("queuelib", "raw queuelib LIFO")]
+
+
+def write_results(args: argparse.Namespace, results: dict[str, list[dict]], rss_df: float, rss_set: float) -> None:
+    """The tables printed above, as data (benchmarks/results/bench_frontier.json)."""
+    df, sc, kill = results["diskfrontier"], results["scrapy"], results["kill"]
+    ours, theirs = results["sched-df"], results["sched-scrapy"]
+    contenders = benchresults.table(
+        f"{args.n:,} unique URLs over 1,000 hosts, priorities 0..-5, +10% duplicates (Scrapy's SQLite queue: "
+        f"{args.sqlite_n:,}); medians of {args.repeat}",
+        [("contender", None), ("push/s", "{:,.0f}"), ("pop/s", "{:,.0f}"), ("open s", "{:.3f}"),
+         ("disk B/req", "{:,.1f}")],
+        [[label, median_of(results[name], "push"), median_of(results[name], "pop"), median_of(results[name], "open"),
+          median_of(results[name], "disk_per_req")] for name, label in CONTENDERS],
+        ["diskfrontier's pop/s includes a done() (one journal write) per request."])
+    record = median_of(df, "record")
+    ratios = benchresults.table(
+        "diskfrontier against Scrapy's scheduler",
+        [("figure", None), ("measured", None), ("target", None)],
+        [["push", f"{median_of(df, 'push') / median_of(sc, 'push'):.2f}x", ">= 3x"],
+         ["pop (diskfrontier with its done)", f"{median_of(df, 'pop') / median_of(sc, 'pop'):.2f}x", ">= 5x"],
+         ["open", f"{median_of(df, 'open') / median_of(sc, 'open'):.2f}x the time", ""],
+         ["disk per pending request", f"{median_of(df, 'disk_per_req'):.1f} B = "
+          f"{median_of(df, 'disk_per_req') / record:.2f}x one msgpack record of {record:.1f} B", "<= 2x"],
+         ["RSS per seen fingerprint", f"{rss_df:.1f} B (Scrapy's set of digests: {rss_set:.1f} B, "
+          f"{rss_set / rss_df:.1f}x more)", "<= 24 B"],
+         ["re-queue after SIGKILL", f"{median_of(kill, 'requeue'):,.0f} requests/s ({kill[0]['pending']:,} pending "
+          f"rebuilt in {median_of(kill, 'open'):.2f} s)", ">= 200,000/s"]])
+    schedulers = benchresults.table(
+        f"Scrapy schedulers, {args.scheduler_n:,} Scrapy requests with a callback, +10% duplicates; "
+        f"medians of {args.repeat}",
+        [("scheduler", None), ("enqueue/s", "{:,.0f}"), ("next/s", "{:,.0f}"), ("open s", "{:.3f}")],
+        [[label, median_of(results[name], "push"), median_of(results[name], "pop"), median_of(results[name], "open")]
+         for name, label in [("sched-scrapy", "scrapy.core.scheduler.Scheduler"),
+                             ("sched-df", "diskfrontier.scrapy.Scheduler")]],
+        [f"ratios: enqueue {median_of(ours, 'push') / median_of(theirs, 'push'):.2f}x, next_request "
+         f"{median_of(ours, 'pop') / median_of(theirs, 'pop'):.2f}x (diskfrontier's includes a done record per "
+         f"request)"])
+    figures = {
+        "ratios": {"push": median_of(df, "push") / median_of(sc, "push"),
+                   "pop": median_of(df, "pop") / median_of(sc, "pop"),
+                   "open": median_of(df, "open") / median_of(sc, "open"),
+                   "enqueue": median_of(ours, "push") / median_of(theirs, "push"),
+                   "next_request": median_of(ours, "pop") / median_of(theirs, "pop")},
+        "rss_per_fingerprint": {"diskfrontier": rss_df, "set": rss_set},
+        "runs": results,
+    }
+    benchresults.write(args.results, "bench_frontier", vars(args), [contenders, ratios, schedulers], figures)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,14 @@ import sys
 import tempfile
 import time
 
+import benchresults
+
 from diskfrontier import Frontier, Request
 
 HERE = os.path.abspath(__file__)
+DIVIDE = 1  # --quick: every size divided by 10
+TABLES: list[dict] = []  # what each part printed, as data for benchmarks/results/bench_hosts.json
+FIGURES: dict[str, object] = {}
 
 
 def request(url: str) -> Request:
@@ -70,8 +75,9 @@ def pop_done_rate(work: str, n: int, hosts: int, polite: bool) -> float:
 
 
 def bench_frontier(work: str, repeat: int) -> None:
-    n = 200_000
+    n = 200_000 // DIVIDE
     print(f"\npop+done of {n:,} requests, per second (median of {repeat})")
+    rows = []
     print(f"{'hosts':>8}  {'politeness off':>15}  {'per_host=1':>12}  {'on/off':>7}  {'us/pop+done on':>15}")
     per_pop = {}
     for hosts in (1_000, 100_000):
@@ -79,9 +85,15 @@ def bench_frontier(work: str, repeat: int) -> None:
         on = statistics.median(pop_done_rate(work, n, hosts, True) for _ in range(repeat))
         per_pop[hosts] = 1e6 / on
         print(f"{hosts:>8,}  {off:>15,.0f}  {on:>12,.0f}  {on / off:>6.2f}x  {1e6 / on:>15.1f}")
+        rows.append([hosts, off, on, on / off, 1e6 / on])
     growth = per_pop[100_000] / per_pop[1_000]
-    print(f"cost of a polite pop+done at 10^5 hosts / at 10^3 hosts: {growth:.2f}x "
-          f"(log(10^5)/log(10^3) = {math.log(1e5) / math.log(1e3):.2f}x; target: on/off >= 0.50x)")
+    note = (f"cost of a polite pop+done at 10^5 hosts / at 10^3 hosts: {growth:.2f}x "
+            f"(log(10^5)/log(10^3) = {math.log(1e5) / math.log(1e3):.2f}x; target: on/off >= 0.50x)")
+    print(note)
+    TABLES.append(benchresults.table(
+        f"pop+done of {n:,} requests, per second (median of {repeat})",
+        [("hosts", "{:,}"), ("politeness off", "{:,.0f}"), ("per_host=1", "{:,.0f}"), ("on/off", "{:.2f}x"),
+         ("us/pop+done on", "{:.1f}")], rows, [note]))
 
 
 # ---------------------------------------------------------------------- skew
@@ -107,39 +119,53 @@ def first_pops(work: str, n: int, per_host: int | None) -> tuple[list[str], floa
 
 
 def bench_skew(work: str) -> None:
-    n = 1_000_000
+    n = 1_000_000 // DIVIDE
     polite, pushed, took = first_pops(work, n, 1)
     plain, _, _ = first_pops(work, n, None)
     print(f"\nskew: {n:,} URLs, one host 80% (pushed in {pushed:.1f}s)")
     print(f"the first 1,000 pops without a done cover {len(set(polite)):,} distinct hosts with per_host=1, in "
           f"{took * 1e3:.0f} ms (target: 1,000); {len(set(plain)):,} without politeness "
           f"({plain.count('big.example'):,} of them the big host)")
+    TABLES.append(benchresults.table(
+        f"skew: {n:,} URLs, one host 80% (pushed in {pushed:.1f} s): the first 1,000 pops without a done",
+        [("frontier", None), ("distinct hosts", "{:,}"), ("of them the big host", "{:,}"), ("target", None)],
+        [["per_host=1", len(set(polite)), polite.count("big.example"), "1,000 distinct hosts"],
+         ["no politeness", len(set(plain)), plain.count("big.example"), ""]],
+        [f"the 1,000 polite pops took {took * 1e3:.0f} ms"]))
 
 
-def bench_many_hosts(work: str) -> None:
+def bench_many_hosts(work: str) -> tuple[list[str], list[str]]:
     """10^6 hosts with a request each, under a limit of 1,024 descriptors: pushed, reopened, all popped."""
-    n = 1_000_000
+    n = 1_000_000 // DIVIDE
     job = os.path.join(work, "many")
     run_child("build-hosts", job, n)
     result = run_child("pop-all", job, n)
     print(f"\n{n:,} hosts with one request each, RLIMIT_NOFILE 1,024: a clean open takes {result['open']:.2f}s and "
           f"{result['rss'] / n:.0f} B of RSS per host; per_host=1 hands out one request of each of "
           f"{result['distinct']:,} hosts in {result['pops']:.1f}s ({n / result['pops']:,.0f}/s)")
+    FIGURES["many_hosts"] = {"hosts": n, **result}
+    return [f"{n:,} hosts with one request each, RLIMIT_NOFILE 1,024: clean open",
+            f"{result['open']:.2f} s, {result['rss'] / n:.0f} B of RSS per host", ""], \
+           [f"{n:,} hosts, per_host=1: one request of each host handed out",
+            f"{result['pops']:.1f} s ({n / result['pops']:,.0f}/s)", ""]
     shutil.rmtree(job)
 
 
-def bench_delayed_arrays() -> None:
+def bench_delayed_arrays() -> list[str]:
     """10^7 delayed requests in the compact arrays themselves."""
     from diskfrontier.politeness.delayed import DelayedRequests
 
-    n = 10_000_000
+    n = 10_000_000 // DIVIDE
     before = _rss()
     held = DelayedRequests()
     now = time.time()
     for i in range(n):
         held.add(now + 3600 + i % 86_400, i * 64, -(i % 4))
-    print(f"10,000,000 requests waiting for a time (over a day) in the arrays: {(_rss() - before) / n:.1f} B each, "
+    each = (_rss() - before) / n
+    print(f"{n:,} requests waiting for a time (over a day) in the arrays: {each:.1f} B each, "
           f"{len(held._buckets):,} buckets")
+    return [f"{n:,} requests waiting for a time (over a day), in the arrays alone",
+            f"{each:.1f} B each ({len(held._buckets):,} buckets)", ""]
 
 
 # ---------------------------------------------------------------------- memory
@@ -210,7 +236,7 @@ def run_child(*args: object) -> dict:
 
 
 def bench_memory(work: str) -> None:
-    hosts = 100_000
+    hosts = 100_000 // DIVIDE
     run_child("build-hosts", os.path.join(work, "mem-hosts"), hosts)  # built in another process than measured
     run_child("build-one", os.path.join(work, "mem-one"), hosts)
     many = run_child("hosts", os.path.join(work, "mem-hosts"), hosts)
@@ -220,13 +246,25 @@ def bench_memory(work: str) -> None:
           f"(target <= 100 B)")
     print(f"  every request pulled into its host's buffer:  {(many['buffered'] - one['buffered']) / hosts:6.0f} B per "
           f"host, {one['buffered'] / hosts:.0f} B per buffered request on one host")
-    bench_many_hosts(work)
-    n = 1_000_000
+    rows = [["after a clean open (host table), per host", f"{(many['open'] - one['open']) / hosts:.0f} B",
+             "<= 100 B"],
+            ["every request pulled into its host's buffer, per host",
+             f"{(many['buffered'] - one['buffered']) / hosts:.0f} B", ""],
+            ["a buffered request, all on one host", f"{one['buffered'] / hosts:.0f} B", ""]]
+    rows += bench_many_hosts(work)
+    n = 1_000_000 // DIVIDE
     delayed = run_child("delayed", os.path.join(work, "mem-delayed"), n)
     extra = (delayed["rss_delayed"] - delayed["rss_ready"]) / n
     print(f"delayed: {delayed['delayed']:,} requests waiting for a time cost {extra:.1f} B each more than the same "
           f"requests ready (compact arrays: 20 B of entries plus array growth)")
-    bench_delayed_arrays()
+    rows.append([f"{delayed['delayed']:,} requests waiting for a time, more than the same requests ready",
+                 f"{extra:.1f} B each", ""])
+    rows.append(bench_delayed_arrays())
+    TABLES.append(benchresults.table(
+        f"memory: {hosts:,} requests on {hosts:,} hosts against the same on one host (RSS of a fresh process), "
+        f"hosts by the thousand, delayed requests",
+        [("figure", None), ("measured", None), ("target", None)], rows))
+    FIGURES["memory"] = {"hosts": hosts, "many": many, "one": one, "delayed": delayed}
 
 
 # ---------------------------------------------------------------------- scrapy
@@ -309,7 +347,7 @@ def bench_scrapy(work: str, repeat: int, args: argparse.Namespace) -> None:
           f"{delay}, CONCURRENT_REQUESTS = {concurrency}, JOBDIR; median of {repeat}")
     print(f"{'scheduler':<14}  {'seconds':>8}  {'pages/s':>8}  {'vs diskfrontier':>16}  {'small hosts done':>17}  "
           f"{f'pages in first {EARLY:g}s':>19}")
-    rates = {}
+    rates, rows = {}, []
     for name, settings in CONTENDERS.items():
         runs, small, early = [], [], []
         for _ in range(repeat):
@@ -326,6 +364,8 @@ def bench_scrapy(work: str, repeat: int, args: argparse.Namespace) -> None:
         print(f"{name:<14}  {seconds:>8.2f}  {pages / seconds:>8.1f}  "
               f"{rates[name] / rates['diskfrontier']:>15.2f}x  {statistics.median(small):>16.2f}s  "
               f"{statistics.median(early):>19.0f}")
+        rows.append([name, seconds, pages / seconds, rates[name] / rates["diskfrontier"], statistics.median(small),
+                     statistics.median(early)])
     job = os.path.join(work, "crawl-diskfrontier")
     shutil.rmtree(job, ignore_errors=True)
     with MultiHostSite(pages, hosts=8, share=share) as site:
@@ -336,8 +376,15 @@ def bench_scrapy(work: str, repeat: int, args: argparse.Namespace) -> None:
         fetched = site.fetched()
     never = pages - sum(1 for n in range(pages) if fetched[f"/page/{n}"])
     again = sum(count - 1 for count in fetched.values())
-    print(f"diskfrontier killed with SIGKILL at {pages // 4} and {pages * 5 // 8} pages, then resumed: {never} never "
-          f"fetched, {again} fetched again")
+    killed = (f"diskfrontier killed with SIGKILL at {pages // 4} and {pages * 5 // 8} pages, then resumed: {never} "
+              f"never fetched, {again} fetched again")
+    print(killed)
+    TABLES.append(benchresults.table(
+        f"Scrapy crawl: {pages} pages on 8 loopback hosts (127.0.0.2 holds {share:.0%}), DOWNLOAD_DELAY = {delay}, "
+        f"CONCURRENT_REQUESTS = {concurrency}, JOBDIR; median of {repeat}",
+        [("scheduler", None), ("seconds", "{:.2f}"), ("pages/s", "{:.1f}"), ("vs diskfrontier", "{:.2f}x"),
+         ("small hosts done", "{:.2f} s"), (f"pages in first {EARLY:g} s", "{:.0f}")], rows, [killed]))
+    FIGURES["scrapy_killed"] = {"never_fetched": never, "fetched_again": again}
 
 
 def main() -> None:
@@ -349,7 +396,11 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05, help="scrapy: DOWNLOAD_DELAY")
     parser.add_argument("--concurrency", type=int, default=16, help="scrapy: CONCURRENT_REQUESTS")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="every size divided by 10 (a smoke run)")
+    benchresults.add_argument(parser, "bench_hosts")
     args = parser.parse_args()
+    global DIVIDE
+    DIVIDE = 10 if args.quick else 1
     if args.child:
         kind, path, count = args.child
         child_memory(kind, path, int(count))
@@ -367,6 +418,7 @@ def main() -> None:
             bench_scrapy(work, args.repeat, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    benchresults.write(args.results, "bench_hosts", vars(args), TABLES, FIGURES)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+import benchresults
+
 MB = 1e6
 BATCH = 1_000_000
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", metavar="DIR", help="generate in DIR and keep it")
     parser.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
+    benchresults.add_argument(parser, "bench_open_seen")
     args = parser.parse_args()
     if args.generate:
         where, seen, pending = args.generate
@@ -117,6 +120,21 @@ def main() -> None:
                                  ("--version", start, "   (interpreter start and imports, in both rows above)")):
             print(f"  diskfrontier {name:<11} {med(w for w, _, _ in runs):7.2f} s   "
                   f"{med(p for _, p, _ in runs) / MB:,.0f} MB{note}")
+        rows = [["Frontier(path)", f"{med(r['open_s'] for r in opens):.2f} s", "<= 0.5 s at 10^7"],
+                ["peak RSS / RSS once open", f"{o['peak'] / o['rss_open']:.2f}x ({o['peak'] / MB:,.0f} MB / "
+                 f"{o['rss_open'] / MB:,.0f} MB)", "<= 1.2x"],
+                ["RSS per seen fingerprint", f"{(o['rss_open'] - o['rss_before']) / args.seen:.1f} B", ""]]
+        rows += [[f"diskfrontier {name}", f"{med(w for w, _, _ in runs):.2f} s, "
+                  f"{med(p for _, p, _ in runs) / MB:,.0f} MB", note.strip(" ()")]
+                 for name, runs, note in (("inspect", inspect, ""), ("peek -n 20", peek, ""),
+                                          ("--version", start, "interpreter start and imports, in both rows above"))]
+        benchresults.write(args.results, "bench_open_seen", vars(args), [benchresults.table(
+            f"clean open of a job directory with {args.seen:,} seen and {args.pending:,} pending "
+            f"({disk / 1e9:.2f} GB on disk); medians of {args.repeat}",
+            [("figure", None), ("measured", None), ("target", None)], rows)],
+            {"disk": disk, "opens": opens,
+             "commands": {name: [{"wall": w, "peak": p} for w, p, _ in runs]
+                          for name, runs in (("inspect", inspect), ("peek", peek), ("version", start))}})
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -4,7 +4,7 @@
     python benchmarks/bench_redis.py                    # everything (about 5 minutes here)
     python benchmarks/bench_redis.py --quick            # smaller N (under 2 minutes)
     python benchmarks/bench_redis.py --aof everysec     # both sides with appendonly yes
-    python benchmarks/bench_redis.py --only scheduler   # or: frontier, memory
+    python benchmarks/bench_redis.py --only scheduler   # or: frontier, memory, or several: frontier,memory
 
 The benchmark starts its own redis-server (a free loopback port, a temporary directory,
 ``--save ''``, appendonly as asked, the same server for both sides), flushes it before
@@ -46,6 +46,8 @@ import time
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
+
+import benchresults
 
 HERE = os.path.abspath(__file__)
 HOSTS = 100
@@ -639,10 +641,71 @@ def print_memory(result: dict[str, Any], n: int, repeat: int) -> None:
           f"   Each figure is taken with no client of the crawl connected (no client buffers counted).")
 
 
+# ---------------------------------------------------------------------- results as data
+SPEED_COLUMNS = [("figure", None), ("diskfrontier", "{:,.0f}"), ("scrapy-redis", "{:,.0f}"), ("ratio", "{:.2f}x"),
+                 ("target", None)]
+
+
+def speed_cells(label: str, ours: float, theirs: float) -> list[Any]:
+    return [label, ours, theirs, ours / theirs, verdict(ours / theirs, TARGET_SPEED, True)]
+
+
+def scheduler_table(result: dict[str, dict[str, float]], n: int, repeat: int, workers: int) -> dict:
+    rows = []
+    for procs in (1, workers):
+        who = "1 process" if procs == 1 else f"{procs} processes, aggregate"
+        for phase, label in (("enqueue", "enqueue_request/s"), ("drain", "next_request/s")):
+            row = result[f"{phase} {procs}"]
+            rows.append(speed_cells(f"{label}, {who}", row["diskfrontier"], row["scrapy-redis"]))
+        if procs == 1:
+            rows.append(speed_cells("next_request/s, 1 process, stand-in engine *",
+                                    result["drain-engine 1"]["diskfrontier"], result["drain 1"]["scrapy-redis"]))
+    return benchresults.table(
+        f"Scrapy schedulers driven directly: {n:,} distinct scrapy.Request (a callback, priorities 0..-5) over "
+        f"{HOSTS} hosts; requests/s, median of {repeat}", SPEED_COLUMNS, rows,
+        ["No engine (every row but *): diskfrontier's next_request is pop + lease + rebuilding the Scrapy request, "
+         "without the done a crawl adds; scrapy-redis keeps no lease (a popped request whose process dies is lost).",
+         "* a stand-in engine that has finished each request by the next call, so diskfrontier marks it done.",
+         f"{workers} processes: each enqueues its share into the same crawl, then each drains it; aggregate = N / "
+         f"(last worker's end - first worker's start)."])
+
+
+def frontier_table(runs: dict[str, list[float]], n: int, repeat: int) -> dict:
+    sr = {"push": statistics.median(runs["sr push"]), "pop": statistics.median(runs["sr pop"])}
+    return benchresults.table(
+        f"RedisFrontier against scrapy-redis's per-request calls: {n:,} requests over {HOSTS} hosts; requests/s, "
+        f"median of {repeat}", SPEED_COLUMNS,
+        [speed_cells(label, statistics.median(runs[key]), sr[against]) for key, label, against in FRONTIER_ROWS],
+        ["scrapy-redis push: RFPDupeFilter.request_seen() then PriorityQueue.push(); pop: PriorityQueue.pop(). "
+         "Batched rows are set against the same per-request figures (scrapy-redis has no batch call)."])
+
+
+def memory_table(result: dict[str, Any], n: int, repeat: int) -> dict:
+    seen, pending = result["df seen"] / result["sr seen"], result["df pending"] / result["sr pending"]
+    return benchresults.table(
+        f"Redis memory (INFO used_memory after - before, on the flushed server), {n:,} URLs over {HOSTS} hosts; "
+        f"bytes per URL, median of {repeat}",
+        [("figure", None), ("diskfrontier", "{:,.1f}"), ("scrapy-redis", "{:,.1f}"), ("ratio", "{:.2f}x"),
+         ("target", None)],
+        [["per seen URL", result["df seen"], result["sr seen"], seen, verdict(seen, TARGET_SEEN, False)],
+         ["per pending request", result["df pending"], result["sr pending"], pending, "(no target)"]],
+        [f"diskfrontier's seen buckets alone (MEMORY USAGE): {result['df buckets']:.1f} B/URL; mean request body "
+         f"{result['df record']:.0f} B against scrapy-redis's mean pickle of {result['sr record']:.0f} B."])
+
+
 # ---------------------------------------------------------------------- main
+def parts(text: str) -> set[str]:
+    chosen = {p.strip() for p in text.split(",") if p.strip()}
+    unknown = chosen - {"scheduler", "frontier", "memory"}
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"parts are scheduler, frontier and memory, not {', '.join(sorted(unknown))}")
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["scheduler", "frontier", "memory"])
+    parser.add_argument("--only", type=parts, metavar="PARTS",
+                        help="comma-separated parts to run: scheduler, frontier, memory (default: all three)")
     parser.add_argument("-n", type=int, default=None, help="requests for the throughput tables (default 20,000)")
     parser.add_argument("--memory-n", type=int, default=None, help="URLs for the memory table (default 200,000)")
     parser.add_argument("--repeat", type=int, default=3)
@@ -652,6 +715,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N 5,000 and 100,000 for memory")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    benchresults.add_argument(parser, "bench_redis")
     args = parser.parse_args()
     if args.child:
         child_worker(args.child)
@@ -675,13 +739,21 @@ def main() -> None:
               f"server, flushed before each run")
         print(f"targets (the issue): throughput >= {TARGET_SPEED:.0f}x scrapy-redis; memory per seen URL <= "
               f"{TARGET_SEEN}x scrapy-redis's", flush=True)
-        if args.only in (None, "scheduler"):
-            print_scheduler(bench_scheduler(server, n, args.repeat, args.workers), n, args.repeat, args.workers)
-        if args.only in (None, "frontier"):
-            print_frontier(bench_frontier(server, n, args.repeat), n, args.repeat)
-        if args.only in (None, "memory"):
-            print_memory(bench_memory(server, memory_n, args.repeat), memory_n, args.repeat)
+        tables, figures = [], {"server": server.describe()}
+        if args.only is None or "scheduler" in args.only:
+            figures["scheduler"] = result = bench_scheduler(server, n, args.repeat, args.workers)
+            print_scheduler(result, n, args.repeat, args.workers)
+            tables.append(scheduler_table(result, n, args.repeat, args.workers))
+        if args.only is None or "frontier" in args.only:
+            figures["frontier"] = runs = bench_frontier(server, n, args.repeat)
+            print_frontier(runs, n, args.repeat)
+            tables.append(frontier_table(runs, n, args.repeat))
+        if args.only is None or "memory" in args.only:
+            figures["memory"] = memory = bench_memory(server, memory_n, args.repeat)
+            print_memory(memory, memory_n, args.repeat)
+            tables.append(memory_table(memory, memory_n, args.repeat))
     print(f"\n(took {time.perf_counter() - started:.0f} s)")
+    benchresults.write(args.results, "bench_redis", {**vars(args), "n": n, "memory_n": memory_n}, tables, figures)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import benchresults
+
 from diskfrontier import Frontier, Request, crawl
 from diskfrontier.demo import MultiHostSite
 
@@ -203,6 +205,22 @@ def print_table(results: dict[tuple[str, int], list[dict]], pages: int, site_del
         print(f"{way:<10}{workers:>8}{rate:>10,.0f}{low:>9,.0f}{high:>9,.0f}{rate / loop:>8.2f}x{versus:>13}")
 
 
+def results_table(results: dict[tuple[str, int], list[dict]], pages: int, site_delay: float, repeats: int) -> dict:
+    """The table ``print_table`` prints, as data for benchmarks/results/bench_runs.json."""
+    loop = median_rate(results[("loop", 1)])
+    rows = []
+    for way, workers in contenders():
+        runs = results[(way, workers)]
+        rate = median_rate(runs)
+        versus = rate / median_rate(results[("TPE", workers)]) if way == "crawl()" else None
+        rows.append([way, workers, rate, min(r["rate"] for r in runs), max(r["rate"] for r in runs), rate / loop,
+                     versus])
+    return benchresults.table(
+        f"{pages:,} pages on 4 hosts, site delay {site_delay:g} s a response; medians of {repeats}",
+        [("way", None), ("workers", "{}"), ("pages/s", "{:,.0f}"), ("min", "{:,.0f}"), ("max", "{:,.0f}"),
+         ("x loop", "{:.2f}x"), ("crawl()/TPE", "{:.2f}x")], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=None, help="pages of the site (default 2,000; 300 with --quick)")
@@ -210,6 +228,7 @@ def main() -> None:
     parser.add_argument("--site-delay", type=float, nargs="+", default=[0.0, 0.005],
                         help="seconds the site spends on each response, one table each (default 0 0.005)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 pages, 1 repeat")
+    benchresults.add_argument(parser, "bench_runs")
     args = parser.parse_args()
     pages = args.pages if args.pages is not None else (300 if args.quick else 2_000)
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
@@ -221,6 +240,11 @@ def main() -> None:
     for delay, results in tables:
         print_table(results, pages, delay, repeats)
     sys.stdout.flush()
+    benchresults.write(
+        args.results, "bench_runs", {**vars(args), "pages": pages, "repeats": repeats},
+        [results_table(results, pages, delay, repeats) for delay, results in tables],
+        {f"site delay {delay:g}": {f"{way} {workers}": runs for (way, workers), runs in results.items()}
+         for delay, results in tables})
 
 
 if __name__ == "__main__":

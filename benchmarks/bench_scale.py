@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+import benchresults
+
 CHUNK = 10_000  # new URLs per push_many batch; each batch is followed by CHUNK // 10 duplicates
 KILL_PUSHES = 10_000  # pushed by the child killed with SIGKILL
 KILL_IN_FLIGHT = 1_000  # popped (in flight) by it when it is killed
@@ -565,6 +567,27 @@ def report(results: dict[int, dict], skipped: list[str], args: argparse.Namespac
     print(f"  total run time {elapsed / 60:.1f} min")
 
 
+def write_results(results: dict[int, dict], skipped: list[str], args: argparse.Namespace) -> None:
+    """The figure table and the scaling ratios ``report`` prints, as data (benchmarks/results/bench_scale.json)."""
+    sizes = sorted(results)
+    rows = [[row.title, *[row.fmt(results[n][row.key]) if row.key in results[n] else None for n in sizes],
+             row.target, met(row, results)]
+            for row in ROWS if any(row.key in results[n] for n in sizes)]
+    tables = [benchresults.table(
+        f"N unique URLs over 1,000 hosts, priorities 0..-5, +10% duplicates; push_many in batches of {CHUNK:,}; "
+        f"{TIMED_POP:.0%} of N popped+done (timed); medians of {args.repeat} for open, inspect, peek",
+        [("figure", None), *[(f"N={label(n)}", None) for n in sizes], ("target", None), ("met?", None)], rows,
+        ["Command times are whole processes, interpreter start and imports included.", *skipped])]
+    for small, big in pairwise(sizes):
+        tables.append(benchresults.table(
+            f"scaling N={label(small)} -> N={label(big)} ({big / small:g}x N): ratio of each figure",
+            [("figure", None), ("ratio", "{:.2f}x")],
+            [[row.title, results[big][row.key] / results[small][row.key]] for row in ROWS
+             if row.key in results[small] and row.key in results[big] and results[small][row.key]]))
+    benchresults.write(args.results, "bench_scale", vars(args), tables,
+                       {"sizes": {str(n): results[n] for n in sizes}, "skipped": skipped})
+
+
 def parse_sizes(text: str) -> list[int]:
     return sorted({int(float(s)) for s in text.split(",") if s.strip()})
 
@@ -581,6 +604,7 @@ def main() -> None:
     parser.add_argument("--skip", type=lambda s: set(filter(None, s.split(","))), default=set(),
                         help="parts to leave out, comma-separated: fifo (the FIFO directory), push (the per-call "
                              "push run, close() time, and Scrapy), verify, export")
+    benchresults.add_argument(parser, "bench_scale")
     args = parser.parse_args()
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
@@ -610,6 +634,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     free = shutil.disk_usage(args.keep or args.workdir or tempfile.gettempdir()).free
     report(results, skipped, args, time.perf_counter() - started, free)
+    write_results(results, skipped, args)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,43 @@
-"""The README's examples run, and its claims about commands stay true."""
+"""The README's and the documentation site's examples run, and their claims stay true.
+
+Every ```python block of README.md and of every page under docs/ is run (the blocks of one page in
+order, in one namespace, in a fresh working directory); the ```py crawler of the crawl() guide is
+run as a script against a site on loopback addresses. The references list every command and
+every public name.
+"""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
+import pytest
+
+import diskfrontier
 from diskfrontier.cli import main
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+README = os.path.join(ROOT, "README.md")
+DOCS = os.path.join(ROOT, "docs")
+PAGES = sorted(os.path.relpath(p, DOCS) for p in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True))
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _page(name: str) -> str:
+    return _read(os.path.join(DOCS, name))
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
 
 
 def _python_blocks() -> list[str]:
-    with open(README) as f:
-        return re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+    return _blocks(_read(README), "python")
 
 
 def test_readme_library_example_runs(tmp_path, monkeypatch):
@@ -20,7 +45,7 @@ def test_readme_library_example_runs(tmp_path, monkeypatch):
     blocks = _python_blocks()
     assert blocks
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102
     from diskfrontier import Frontier, Request
 
     with Frontier("crawls/shop") as frontier:  # the example crawled and finished its seed
@@ -28,16 +53,75 @@ def test_readme_library_example_runs(tmp_path, monkeypatch):
         assert frontier.push(Request("https://shop.example/")) is False
 
 
-def test_readme_lists_every_command():
-    with open(README) as f:
-        text = f.read()
+@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(_page(p), "python")])
+def test_every_python_block_of_the_docs_runs(page, tmp_path, monkeypatch, request, capsys):
+    """The blocks of one page run in order, sharing names, in an empty working directory."""
+    monkeypatch.chdir(tmp_path)
+    text = _page(page)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    if "redis://" in text:  # a real redis-server from the tests' fixture, and a crawl of the test's own
+        url, crawl_name = request.getfixturevalue("redis_url"), request.getfixturevalue("crawl_name")
+        text = text.replace("redis://127.0.0.1:6379/0", url).replace('crawl="shop"', f'crawl="{crawl_name}"')
+        namespace["fetch"] = lambda request: []  # "your code": a page without links
+    for number, block in enumerate(_blocks(text, "python"), 1):
+        exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)  # noqa: S102
+
+
+def test_every_code_block_of_the_docs_is_run_or_is_a_shell_sample():
+    """A block that the tests do not run is a shell sample or plain text, never Python."""
+    for page in PAGES:
+        for language in re.findall(r"^```(\S*)\n", _page(page), flags=re.M):
+            assert language in ("python", "py", "sh", "console", "text", ""), (page, language)
+        if page != os.path.join("guide", "crawl.md"):
+            assert _blocks(_page(page), "py") == [], f"docs/{page}: use ```python for a block the tests run"
+
+
+def test_cli_guide_lists_every_command():
+    text = _page(os.path.join("guide", "cli.md"))
     for name in main.commands:
         assert f"diskfrontier {name} " in text, name
 
 
+def test_cli_reference_documents_every_command():
+    """The reference page is generated from the click group: render it as the site does."""
+    markdown = pytest.importorskip("markdown")
+    pytest.importorskip("mkdocs_click")
+    text = _page(os.path.join("reference", "cli.md"))
+    assert ":module: diskfrontier.cli" in text and ":command: main" in text
+    html = markdown.markdown(text, extensions=["mkdocs-click"])
+    for name, command in main.commands.items():
+        assert f"diskfrontier {name}" in html, name
+        first_line = (command.help or "").strip().splitlines()[0]
+        assert first_line.split("`")[0][:40] in html.replace("<code>", "").replace("</code>", ""), name
+
+
+def test_api_reference_documents_every_public_name():
+    text = _page(os.path.join("reference", "api.md"))
+    documented = re.findall(r"^::: (\S+)$", text, flags=re.M)
+    assert len(documented) == len(set(documented)), documented
+    names = {d.removeprefix("diskfrontier.") for d in documented}
+    assert names - {"scrapy"} == set(diskfrontier.__all__)
+    assert all(d.count(".") == 1 for d in documented), "by their top-level import path only"
+    scrapy_options = text.split("::: diskfrontier.scrapy", 1)[1]
+    for name in ("Scheduler", "RetryAfterMiddleware"):
+        assert f"- {name}" in scrapy_options, name
+
+
+def test_every_page_is_in_the_nav():
+    config = _read(os.path.join(ROOT, "mkdocs.yml"))
+    for page in PAGES:
+        assert page in config, f"docs/{page} is not in mkdocs.yml's nav"
+
+
+def test_benchmark_pages_name_result_files_that_exist():
+    for page in PAGES:
+        for name in re.findall(r"<!-- benchmark-tables: (\w+)", _page(page)):
+            assert os.path.exists(os.path.join(ROOT, "benchmarks", "results", f"{name}.json")), (page, name)
+            assert os.path.exists(os.path.join(ROOT, "benchmarks", f"{name}.py")), (page, name)
+
+
 def _sh_blocks() -> list[str]:
-    with open(README) as f:
-        return re.findall(r"```sh\n(.*?)```", f.read(), flags=re.S)
+    return _blocks(_read(README), "sh")
 
 
 def test_readme_test_command_tests_the_installed_package_as_ci_does():
@@ -46,26 +130,29 @@ def test_readme_test_command_tests_the_installed_package_as_ci_does():
     command = commands[0]
     assert "pip install '.[test]'" in command and "-e" not in command.split()  # not editable
     assert "cd tests && DISKFRONTIER_INSTALLED_TEST=1 pytest -q" in command  # not python -m pytest from the root
-    with open(os.path.join(os.path.dirname(__file__), "..", ".ci", "run")) as f:
-        ci = f.read()
+    ci = _read(os.path.join(ROOT, ".ci", "run"))
     assert "cd tests && DISKFRONTIER_INSTALLED_TEST=1 pytest -q" in ci
 
 
+def test_readme_names_the_command_that_serves_the_docs():
+    text = _read(README)
+    assert "pip install '.[docs]'" in text and "mkdocs serve" in text
+    assert "mkdocs build --strict" in _read(os.path.join(ROOT, ".ci", "run"))
 
-def test_the_readme_crawler_is_short_and_crawls_a_whole_site(tmp_path):
-    """The README's crawler (stdlib HTTP) crawls a site served on four loopback addresses."""
+
+def test_the_docs_crawler_is_short_and_crawls_a_whole_site(tmp_path):
+    """The crawl() guide's crawler (stdlib HTTP) crawls a site served on four loopback addresses."""
     import subprocess
     import sys
 
     from diskfrontier.demo import MultiHostSite
 
-    with open(README) as f:
-        (block,) = [b for b in re.findall(r"```py\n(.*?)```", f.read(), flags=re.S) if "crawl(frontier, fetch" in b]
+    (block,) = [b for b in _blocks(_page(os.path.join("guide", "crawl.md")), "py") if "crawl(frontier, fetch" in b]
     assert len([line for line in block.splitlines() if line.strip()]) < 20
     script = tmp_path / "crawler.py"
     script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
     with MultiHostSite(120, hosts=4, share=0.5) as site:
-        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,
+        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,  # noqa: S603
                              text=True, timeout=120)
         fetched = site.fetched()
     assert out.returncode == 0, out.stderr[-2000:]
@@ -73,10 +160,10 @@ def test_the_readme_crawler_is_short_and_crawls_a_whole_site(tmp_path):
     assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}
 
 
-def test_readme_installs_extras_from_the_checkout():
+def test_docs_install_extras_from_the_checkout():
     """The package is installed from a checkout (it is not on an index): extras are ``.[name]``."""
-    with open(README) as f:
-        text = f.read()
-    from_index = re.findall(r"pip install [^\n`]*diskfrontier\[", text)
-    assert from_index == []
-    assert "pip install '.[scrapy]'" in text and "pip install '.[redis]'" in text
+    texts = {"README.md": _read(README), **{f"docs/{p}": _page(p) for p in PAGES}}
+    for name, text in texts.items():
+        assert re.findall(r"pip install [^\n`]*diskfrontier\[", text) == [], name
+    everything = "\n".join(texts.values())
+    assert "pip install '.[scrapy]'" in everything and "pip install '.[redis]'" in everything

@@ -136,7 +136,7 @@ def test_the_sdist_holds_the_package_tests_and_example(built):
     with tarfile.open(built["sdist"]) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     wanted = _package_files(SOURCE) | {
-        "LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml",
+        "LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "mkdocs.yml", "docs/index.md",
         "jobdir-example/make_example.py", "jobdir-example/job/frontier.json", "jobdir-example/job/requests.urls",
         "tests/conftest.py", "tests/test_packaging.py",
     }
