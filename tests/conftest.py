@@ -71,13 +71,16 @@ _PlainPopen = _subprocess.Popen
 
 class _GroupedPopen(_PlainPopen):
     """``subprocess.Popen`` (and so ``run``, ``check_output``...) putting the child in the
-    watchdog's group, unless the caller chose a group, a session or a preexec_fn itself."""
+    watchdog's group, unless the caller chose a group or a session itself."""
 
     def __init__(self, *args, **kwargs):
-        chose = (kwargs.get("process_group") is not None or kwargs.get("start_new_session")
-                 or kwargs.get("preexec_fn") is not None)
+        chose = kwargs.get("process_group") is not None or kwargs.get("start_new_session")
         if _children_group is not None and not chose:
-            kwargs.update(_group_kwargs(_children_group))
+            group = _group_kwargs(_children_group)
+            if "preexec_fn" in group and kwargs.get("preexec_fn") is not None:
+                first, then = group["preexec_fn"], kwargs["preexec_fn"]
+                group["preexec_fn"] = lambda: (first(), then())
+            kwargs.update(group)
         super().__init__(*args, **kwargs)
 
 
