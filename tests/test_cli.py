@@ -178,6 +178,7 @@ def test_demo_runs_to_completion(tmp_path):
     assert set(_fetch_counts(job).values()) == {1}
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_demo_interrupted_then_resumed_fetches_every_page(tmp_path, sig):

@@ -133,6 +133,7 @@ def long_journal(tmp_path_factory):
     return str(job), pending, finished
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journal, moment):

@@ -20,7 +20,7 @@ from diskfrontier.copytarget import build_path
 from diskfrontier.crawlcopy import copy_crawl
 from diskfrontier.jobinfo import failed_requests, pending_requests
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
 PENDING, FAILED, DONE = 4000, 150, 1500
@@ -98,7 +98,7 @@ class Target:
 
 def spawn(*args: str) -> subprocess.Popen:
     """The installed ``diskfrontier`` command as a child process."""
-    return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # noqa: S603 - ours
+    return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
 

@@ -520,6 +520,7 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     assert all(again.find(name) == hid and again.pending[hid] == names.count(name) for name, hid in ids.items())
 
 
+@pytest.mark.slow
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
     """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
     here = os.path.dirname(os.path.abspath(__file__))

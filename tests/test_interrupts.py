@@ -108,6 +108,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_real_sigint_during_push_many_loses_nothing(tmp_path):
     """Batches of 5,000 under real SIGINT at random moments: nothing acknowledged is lost, nothing blocked."""

@@ -39,6 +39,7 @@ def outstanding(lines: list[list[str]]) -> set[str]:
     return held
 
 
+@pytest.mark.slow
 def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_url, crawl_name, tmp_path):
     total, hosts, delay = 12_000, 100, 0.02
     with RedisFrontier(redis_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:

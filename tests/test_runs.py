@@ -44,6 +44,7 @@ def finish(proc: subprocess.Popen, stats: str) -> list[dict]:
         return json.load(f)
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_stopped_by_sigint_sigterm_duration_and_max_requests_then_resumed_fetches_every_page_once(tmp_path):
     job, stats = str(tmp_path / "job"), str(tmp_path / "stats.json")
@@ -77,6 +78,7 @@ def in_hand(job: str, site: MultiHostSite) -> set[str]:
     return set(site.fetched()) & {urlsplit(r.url).path for r in pending_requests(job)}
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_a_sigkill_refetches_only_what_was_in_hand_and_a_second_ctrl_c_stops_at_once(tmp_path):
     job, stats = str(tmp_path / "job"), str(tmp_path / "stats.json")

@@ -139,6 +139,7 @@ def test_not_a_scrapy_jobdir(tmp_path):
     assert result.exit_code == 1 and "not a Scrapy JOBDIR" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["paused", "killed"])
 def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
@@ -207,6 +208,7 @@ MOMENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_adopt_killed_mid_import_loses_nothing_when_run_again(tmp_path, big_scrapy_jobdir, moment):

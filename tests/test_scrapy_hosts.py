@@ -12,6 +12,7 @@ from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 pytestmark = pytest.mark.crash
 
 
+@pytest.mark.slow
 def test_a_crawl_of_many_hosts_killed_twice_resumes_with_nothing_lost(tmp_path):
     pages = 200
     site = MultiHostSite(pages, hosts=8, delay=0.005)

@@ -70,6 +70,7 @@ def crawl_together(tmp_path, scheduler: str, url: str, client) -> tuple[int, int
     return never, again, time.monotonic() - started, orphaned
 
 
+@pytest.mark.slow
 def test_four_processes_one_killed_twice_side_by_side_with_scrapy_redis(tmp_path, redis_server):
     client = redis_server.client()
     client.flushall()

@@ -301,6 +301,7 @@ def test_a_request_whose_callback_is_gone_is_kept_for_a_later_run(tmp_path, capl
         assert [frontier.pop().url] == ["https://shop.example/a"]
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(url=urls(), method=st.sampled_from(["GET", "POST", "PUT"]), body=st.binary(max_size=20))
 def test_fast_default_fingerprint_is_scrapys(url, method, body):

@@ -21,6 +21,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "DISKFRONTIER_TEST_RUN_MARK"
 
+pytestmark = pytest.mark.slow  # a pytest subprocess each, a few seconds
+
 
 class InnerRun:
     """``pytest`` on ``node_ids`` in a subprocess, its output collected as it comes."""
@@ -30,7 +32,7 @@ class InnerRun:
         self.basetemp = str(tmp_path / "inner")
         self.output = b""
         env = {**os.environ, MARK: self.mark}
-        self.proc = subprocess.Popen(  # noqa: S603 - this interpreter's pytest
+        self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--basetemp", self.basetemp,
              *node_ids],
             cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
