@@ -94,7 +94,7 @@ def _interrupt(signum, frame):
 def pytest_configure(config):
     global _watchdog, _watchdog_pipe, _children_group
     read_end, _watchdog_pipe = os.pipe()  # not inheritable: no child holds the write end
-    _watchdog = _subprocess.Popen([sys.executable, "-c", _WATCHDOG], stdin=read_end,  # noqa: S603
+    _watchdog = _subprocess.Popen([sys.executable, "-c", _WATCHDOG], stdin=read_end,
                                   **_group_kwargs(0))
     os.close(read_end)
     _children_group = _watchdog.pid

@@ -266,7 +266,7 @@ def build_fixture(root: str, order: str, size: str, state: str, letter: str = "h
 
     name = f"{order}-{state}-{size}" + ("" if letter == "h" else f"-{letter}")
     path = os.path.join(root, name)
-    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state, letter],  # noqa: S603 - this file
+    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state, letter],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -887,7 +887,7 @@ def no_fsync():
 
 def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, seconds: int = 10) -> Outcome:
     """Copy ``fx``, damage it, open and drain it; classify the outcome (call it under ``no_fsync`` for speed)."""
-    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")  # noqa: S311 - reproducible damage
+    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")
     job = os.path.join(work, f"{fx.name}-{target.replace('/', '_')}-{kind}-{seed}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:
@@ -906,7 +906,7 @@ def run_record_case(fx: Fixture, work: str, record: Record, *, seconds: int = 10
     leaves is known exactly (``_alive(without=record)``), and a refusal must lead to exactly that."""
     from diskfrontier.journal import FRAME
 
-    rng = random.Random(f"{fx.name}/record/{record.offset}")  # noqa: S311 - reproducible damage
+    rng = random.Random(f"{fx.name}/record/{record.offset}")
     job = os.path.join(work, f"{fx.name}-record-{record.offset}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:

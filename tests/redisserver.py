@@ -81,12 +81,13 @@ class RedisServer:
                 "--protected-mode", "no", *self.extra]
         # Killed with this process however it ends, even by SIGKILL (the conftest's watchdog
         # also kills it; this holds where that is not loaded).
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # noqa: S603
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                log = open(os.path.join(self.folder, "redis.log")).read()[-2000:]  # noqa: SIM115
+                with open(os.path.join(self.folder, "redis.log")) as f:
+                    log = f.read()[-2000:]
                 raise RuntimeError(f"redis-server exited at start: {log}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:

@@ -35,7 +35,7 @@ def test_catches_keyboard_interrupt(tmp_path):
 
 
 def test_a_redis_server_children_and_a_grandchild(redis_url, tmp_path):
-    children = [subprocess.Popen([sys.executable, "-c", code]) for code in (SLEEPER, PARENT)]  # noqa: S603
+    children = [subprocess.Popen([sys.executable, "-c", code]) for code in (SLEEPER, PARENT)]
     time.sleep(60)
     for child in children:
         child.kill()

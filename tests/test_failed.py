@@ -498,7 +498,8 @@ def test_a_fail_record_naming_a_request_that_is_not_pending_is_damage(tmp_path, 
         names = {"done": finished._seq, "failed": failing._seq, "nothing": finished._seq + 3}
         expected = listing(f.failed())
     size = os.path.getsize(Layout(job).journal)
-    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), size, None)  # as if the record was written before a kill
+    # as if the record was written before a kill
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), size, None)
     offset = append_record(job, fail_body(names.get(target, size + 100), time.time(), b"crafted"))
     if target == "later":  # a FAIL naming a byte after itself
         assert offset == size

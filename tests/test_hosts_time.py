@@ -424,7 +424,8 @@ def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
     body = push_body(0, False, b"f" * 20, b"\x91\xa9https://b", slot=b"b", not_before=math.inf)
     with open(os.path.join(job, "requests.urls"), "ab") as fh:
         salt = dir_salt(job)
-        fh.write(frame(at, body, salt) + frame(at + 10 + len(body), body, salt))  # not a torn tail: another record follows
+        # not a torn tail: another record follows
+        fh.write(frame(at, body, salt) + frame(at + 10 + len(body), body, salt))
     with pytest.raises(JobDirCorrupt) as info:
         Frontier(job)
     assert info.value.offset == at

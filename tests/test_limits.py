@@ -45,7 +45,7 @@ def nested(levels: int, kind: str) -> object:
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter that imports this diskfrontier (a crash there is only its own)."""
     env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], check=False, env=env,  # noqa: S603
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], check=False, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

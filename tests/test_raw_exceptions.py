@@ -78,7 +78,7 @@ def _named_or_rebuilt(path: str, file: str, words: str) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "diskfrontier", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603 - this package
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("name", ["frontier.json", "requests.cursor", "requests.queue/active.json"])

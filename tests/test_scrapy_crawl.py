@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from scrapykit import CONCURRENCY, crawl_with_kills, finish, read_stats, start_crawl
+from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
 from diskfrontier.demo import SyntheticSite
 

@@ -188,7 +188,7 @@ class QueryBlindFingerprinter:
     def fingerprint(self, request):
         import hashlib
 
-        return hashlib.sha1(request.url.split("?")[0].encode()).digest()
+        return hashlib.sha1(request.url.split("?")[0].encode(), usedforsecurity=False).digest()
 
 
 def test_request_fingerprinter_class_is_honoured(tmp_path):

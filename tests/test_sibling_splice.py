@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import FrontierError, JobDirCorrupt
+from diskfrontier.errors import JobDirCorrupt
 from diskfrontier.journal import DONE, FRAME, MAGIC, PUSH, JournalScan
 from diskfrontier.jobdir import Layout, salt_of, read_meta
 from diskfrontier.seen import BLOCK
@@ -147,20 +148,20 @@ def test_a_frontier_json_from_a_sibling_is_refused_and_repair_leaves_the_journal
     ours, theirs = siblings
     own = dir_id(ours)
     shutil.copyfile(Layout(theirs).meta, Layout(ours).meta)
-    before = open(Layout(ours).journal, "rb").read()
+    before = Path(Layout(ours).journal).read_bytes()
     with pytest.raises(JobDirCorrupt, match=f'set its "id" to "{own}"') as info:
         Frontier(ours)
     assert info.value.file == Layout(ours).meta
     report = verify(ours, repair=True)
     assert [(f.file, f.offset) for f in report.findings] == [(Layout(ours).meta, 0)], report.findings
-    assert open(Layout(ours).journal, "rb").read() == before  # the journal is sound: repair leaves it
+    assert Path(Layout(ours).journal).read_bytes() == before  # the journal is sound: repair leaves it
 
 
 def test_an_id_that_is_not_16_hex_digits_is_named(tmp_path):
     job = str(tmp_path / "job")
     with Frontier(job) as frontier:
         frontier.push(Request("https://a.example/"))
-    meta = json.loads(open(Layout(job).meta).read())
+    meta = json.loads(Path(Layout(job).meta).read_text())
     meta["id"] = "not-an-id"
     with open(Layout(job).meta, "w") as f:
         json.dump(meta, f)
