@@ -22,7 +22,6 @@ import argparse
 import functools
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,8 @@ from diskfrontier.request.codec import encode_request
 
 
 def workload(n: int) -> tuple[list[str], list[int], list[int]]:
-    urls = [f"https://host{i % 1000}.example.com/catalog/{i // 1000}/item-{i}.html?ref=list&page={i % 50}" for i in range(n)]
+    urls = [f"https://host{i % 1000}.example.com/catalog/{i // 1000}/item-{i}.html?ref=list&page={i % 50}"
+            for i in range(n)]
     priorities = [-(i % 6) for i in range(n)]
     duplicates = list(range(0, n, 10))
     return urls, priorities, duplicates
@@ -53,7 +53,7 @@ def dir_bytes(path: str) -> int:
 
 def bench_diskfrontier(urls, priorities, duplicates, work: str) -> dict:
     job = os.path.join(work, "df")
-    requests = [Request(u, priority=p) for u, p in zip(urls, priorities)]
+    requests = [Request(u, priority=p) for u, p in zip(urls, priorities, strict=True)]
     dups = [Request(urls[i], priority=priorities[i]) for i in duplicates]
     frontier = Frontier(job)
     t = time.perf_counter()
@@ -80,7 +80,7 @@ def bench_diskfrontier(urls, priorities, duplicates, work: str) -> dict:
             "disk_per_req": disk / pending, "record": record, "popped": popped}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _spider_class():
     """The benchmark's spider class, made once (callbacks must be methods of the very class)."""
     from scrapy import Spider
@@ -145,7 +145,7 @@ def bench_scrapy(urls, priorities, duplicates, work: str, disk_queue: str | None
     settings = _settings(work, name)
     if disk_queue:
         settings["SCHEDULER_DISK_QUEUE"] = disk_queue
-    requests = [ScrapyRequest(u, priority=p) for u, p in zip(urls, priorities)]
+    requests = [ScrapyRequest(u, priority=p) for u, p in zip(urls, priorities, strict=True)]
     requests += [ScrapyRequest(urls[i], priority=priorities[i]) for i in duplicates]
     return run_scheduler("scrapy.core.scheduler.Scheduler", settings, requests, engine=False)
 
@@ -155,7 +155,7 @@ def bench_scheduler(urls, priorities, duplicates, work: str, scheduler_path: str
     from scrapy import Request as ScrapyRequest
 
     spider = _spider_class()()
-    requests = [ScrapyRequest(u, priority=p, callback=spider.parse_item) for u, p in zip(urls, priorities)]
+    requests = [ScrapyRequest(u, priority=p, callback=spider.parse_item) for u, p in zip(urls, priorities, strict=True)]
     requests += [ScrapyRequest(urls[i], priority=priorities[i], callback=spider.parse_item) for i in duplicates]
     return run_scheduler(scheduler_path, _settings(work, name), requests, engine=True)
 
@@ -168,7 +168,7 @@ def bench_queuelib(urls, priorities, duplicates, work: str) -> dict:
     records = [msgpack.packb([u]) for u in urls]
     pq = PriorityQueue(lambda p: LifoDiskQueue(os.path.join(path, f"p{p}")))
     t = time.perf_counter()
-    for rec, p in zip(records, priorities):
+    for rec, p in zip(records, priorities, strict=True):
         pq.push(rec, -p)
     for i in duplicates:  # raw queues do not dedupe: the duplicates go in too
         pq.push(records[i], -priorities[i])
@@ -194,7 +194,8 @@ import os, signal, sys
 from diskfrontier import Frontier, Request
 f = Frontier(sys.argv[1])
 n = int(sys.argv[2])
-f.push_many(Request(f"https://host{i % 1000}.example.com/catalog/{i // 1000}/item-{i}.html?ref=list&page={i % 50}", priority=-(i % 6)) for i in range(n))
+f.push_many(Request(f"https://host{i % 1000}.example.com/catalog/{i // 1000}/item-{i}.html?ref=list&page={i % 50}",
+                    priority=-(i % 6)) for i in range(n))
 for _ in range(n // 10):
     f.pop()
 os.kill(os.getpid(), signal.SIGKILL)
@@ -262,7 +263,8 @@ def main() -> None:
         try:
             results["diskfrontier"].append(bench_diskfrontier(urls, priorities, duplicates, work))
             results["scrapy"].append(bench_scrapy(urls, priorities, duplicates, work, None, "scrapy"))
-            results["scrapy-sqlite"].append(bench_scrapy(*small, work, "scrapy.squeues.PickleLifoSQLiteQueue", "sqlite"))
+            results["scrapy-sqlite"].append(
+                bench_scrapy(*small, work, "scrapy.squeues.PickleLifoSQLiteQueue", "sqlite"))
             results["queuelib"].append(bench_queuelib(urls, priorities, duplicates, work))
             results["kill"].append(bench_requeue_after_kill(args.n, work))
             results["sched-scrapy"].append(

@@ -230,7 +230,7 @@ def _rss() -> int:
 
 
 def run_child(*args: object) -> dict:
-    out = subprocess.run([sys.executable, HERE, "--child", *map(str, args)], capture_output=True,  # noqa: S603
+    out = subprocess.run([sys.executable, HERE, "--child", *map(str, args)], capture_output=True,
                          text=True, check=True, timeout=3600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -325,7 +325,7 @@ def crawl(work: str, site, name: str, settings: dict, kill_at: int | None = None
     with open(script, "w") as f:
         f.write(SPIDER)
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, script, job, site.base, stats, json.dumps(settings)],  # noqa: S603
+    proc = subprocess.Popen([sys.executable, script, job, site.base, stats, json.dumps(settings)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if kill_at is not None:
         while len(site.fetched()) < kill_at and proc.poll() is None:

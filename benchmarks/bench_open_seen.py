@@ -73,7 +73,7 @@ def timed(argv: list[str]) -> tuple[float, int, str]:
                "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
                "print(json.dumps([time.perf_counter() - t, "
                "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, p.stdout[-2000:], p.returncode]))")
-    run = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True)  # noqa: S603
+    run = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True)
     wall, peak, out, rc = json.loads(run.stdout)
     if rc != 0:
         raise SystemExit(f"{argv} failed: {out}")
@@ -99,9 +99,9 @@ def main() -> None:
         if not os.path.exists(path):  # in a process of its own: a child of a big process inherits its maxrss
             print(f"generating {args.seen:,} seen, {args.pending:,} pending in {path}", file=sys.stderr)
             command = [sys.executable, __file__, "--generate", path, str(args.seen), str(args.pending)]
-            subprocess.run(command, check=True)  # noqa: S603
+            subprocess.run(command, check=True)
         disk = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
-        opens = [json.loads(subprocess.run([sys.executable, "-c", CHILD_OPEN, path],  # noqa: S603
+        opens = [json.loads(subprocess.run([sys.executable, "-c", CHILD_OPEN, path],
                                            capture_output=True, text=True, check=True).stdout)
                  for _ in range(args.repeat)]
         assert all(o["recovery"] == "clean" and o["seen"] == args.seen for o in opens), opens

@@ -85,7 +85,7 @@ class RedisServer:
                     "--logfile", os.path.join(self.dir, "redis.log")]
             if self.aof:
                 args += ["--appendfsync", self.aof]
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             client = redis.Redis(host="127.0.0.1", port=port)
             deadline = time.monotonic() + 10
             while self.proc.poll() is None and time.monotonic() < deadline:
@@ -254,7 +254,7 @@ class Workers:
         for index in range(count):
             log = open(os.path.join(server.dir, f"worker-{index}.err"), "w+")  # noqa: SIM115
             self.logs.append(log)
-            self.procs.append(subprocess.Popen([sys.executable, HERE, "--child", server.url],  # noqa: S603
+            self.procs.append(subprocess.Popen([sys.executable, HERE, "--child", server.url],
                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True))
 
     def __enter__(self) -> Workers:

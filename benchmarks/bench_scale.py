@@ -268,7 +268,7 @@ class ChildFailed(RuntimeError):
 
 def measure(cmd: list[str], expect_rc: int | None = 0) -> dict:
     """Run ``cmd`` under the wrapper: its wall time, peak RSS (bytes), exit code and output."""
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *cmd],  # noqa: S603 - our own interpreter
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *cmd],
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if expect_rc is not None and result["rc"] != expect_rc:

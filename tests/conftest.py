@@ -1,5 +1,6 @@
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -27,10 +28,170 @@ if os.environ.get("DISKFRONTIER_TEST_POLITE"):
     _frontier.Frontier.__init__ = _polite_init
 
 
-# ------------------------------------------------------------------ a real redis-server
+# ------------------------------------------------------------------ Ctrl-C, SIGTERM and child processes
 import itertools as _itertools  # noqa: E402
+import signal as _signal  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
 
 import pytest  # noqa: E402
+
+# Every process the tests start (redis-server, crawl and Scrapy children, the diskfrontier script,
+# pip) joins one process group led by a watchdog. The watchdog reads a pipe whose write end only
+# this pytest process holds: however pytest ends (a clean exit, Ctrl-C, SIGTERM, SIGKILL, a crash)
+# the pipe reaches end-of-file and the watchdog kills the whole group, grandchildren included.
+# Outside the terminal's foreground group, the children do not get the Ctrl-C meant for pytest
+# either (a redis-server stopped by it would fail every Redis test after it).
+_WATCHDOG = """
+import os, signal
+for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+while os.read(0, 4096):
+    pass
+os.killpg(0, signal.SIGKILL)
+"""
+
+_watchdog: _subprocess.Popen | None = None
+_watchdog_pipe: int | None = None
+_children_group: int | None = None
+_signals_came: list[str] = []  # SIGINT or SIGTERM, once one came: the run is over
+_saved_handlers: dict[int, object] = {}
+_wakeup: tuple[int, int] | None = None  # the pipe every caught signal writes its number to
+_saved_wakeup = -1
+
+
+def _group_kwargs(group: int) -> dict:
+    """Popen arguments that put the child in process group ``group`` (0: a new group of its own)."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": group}
+    return {"preexec_fn": lambda: os.setpgid(0, group)}
+
+
+_PlainPopen = _subprocess.Popen
+
+
+class _GroupedPopen(_PlainPopen):
+    """``subprocess.Popen`` (and so ``run``, ``check_output``...) putting the child in the
+    watchdog's group, unless the caller chose a group or a session itself."""
+
+    def __init__(self, *args, **kwargs):
+        chose = kwargs.get("process_group") is not None or kwargs.get("start_new_session")
+        if _children_group is not None and not chose:
+            group = _group_kwargs(_children_group)
+            if "preexec_fn" in group and kwargs.get("preexec_fn") is not None:
+                first, then = group["preexec_fn"], kwargs["preexec_fn"]
+                group["preexec_fn"] = lambda: (first(), then())
+            kwargs.update(group)
+        super().__init__(*args, **kwargs)
+
+
+def _interrupt(signum, frame):
+    """SIGINT and SIGTERM: a KeyboardInterrupt, so that pytest stops with its summary, exit code 2,
+    after the fixtures' teardown (the session's redis-server is stopped)."""
+    _signals_came.append(_signal.Signals(signum).name)
+    raise KeyboardInterrupt(_signal.Signals(signum).name)
+
+
+def pytest_configure(config):
+    global _watchdog, _watchdog_pipe, _children_group
+    read_end, _watchdog_pipe = os.pipe()  # not inheritable: no child holds the write end
+    _watchdog = _subprocess.Popen([sys.executable, "-c", _WATCHDOG], stdin=read_end,
+                                  **_group_kwargs(0))
+    os.close(read_end)
+    _children_group = _watchdog.pid
+    _subprocess.Popen = _GroupedPopen
+    if threading.current_thread() is threading.main_thread():
+        global _wakeup, _saved_wakeup
+        for signum in (_signal.SIGINT, _signal.SIGTERM):
+            _saved_handlers[signum] = _signal.signal(signum, _interrupt)
+        # A signal that a test's own handler took (an in-process crawl() stops on SIGINT) is seen
+        # here all the same: Python writes the number of every signal it catches to this pipe.
+        _wakeup = os.pipe()
+        for fd in _wakeup:
+            os.set_blocking(fd, False)
+        _saved_wakeup = _signal.set_wakeup_fd(_wakeup[1], warn_on_full_buffer=False)
+
+
+def pytest_unconfigure(config):
+    global _watchdog, _watchdog_pipe, _children_group, _wakeup
+    for signum, handler in _saved_handlers.items():
+        _signal.signal(signum, handler)
+    _saved_handlers.clear()
+    if _wakeup is not None:
+        _signal.set_wakeup_fd(_saved_wakeup)
+        for fd in _wakeup:
+            os.close(fd)
+        _wakeup = None
+    _subprocess.Popen = _PlainPopen
+    _children_group = None
+    if _watchdog_pipe is not None:
+        os.close(_watchdog_pipe)  # the watchdog kills whatever a test left running, then itself
+        _watchdog_pipe = None
+    if _watchdog is not None:
+        _watchdog.wait(10)
+        _watchdog = None
+
+
+def _handlers() -> dict[int, object]:
+    """The handler of every signal but SIGALRM (pytest-timeout's: it sets and clears it around
+    each test, and clears it early when a test fails)."""
+    out = {}
+    for signum in _signal.valid_signals():
+        if signum not in (_signal.SIGKILL, _signal.SIGSTOP, _signal.SIGALRM):
+            out[signum] = _signal.getsignal(signum)
+    return out
+
+
+def _signal_came_since(count: int) -> bool:
+    """Whether a SIGINT or SIGTERM came since ``_signals_came`` held ``count`` names, to this
+    conftest's handler or to one a test installed."""
+    if _wakeup is not None:
+        _signal.set_wakeup_fd(_wakeup[1], warn_on_full_buffer=False)  # in case a test moved it
+        try:
+            numbers = os.read(_wakeup[0], 4096)
+        except BlockingIOError:
+            numbers = b""
+        if len(_signals_came) == count:
+            _signals_came.extend(_signal.Signals(n).name for n in numbers if n in (_signal.SIGINT, _signal.SIGTERM))
+    return len(_signals_came) > count
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A Ctrl-C or SIGTERM that the test swallowed (some raise and catch KeyboardInterrupt on
+    purpose; an in-process crawl() takes SIGINT as "stop the crawl") still ends the run."""
+    _signal_came_since(len(_signals_came))  # empty the pipe
+    came = len(_signals_came)
+    try:
+        result = yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        if _signal_came_since(came):
+            raise KeyboardInterrupt(_signals_came[-1]) from None
+        raise
+    if _signal_came_since(came):
+        raise KeyboardInterrupt(_signals_came[-1])
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """Every test leaves the signal handlers as it found them: an in-process crawl() or CLI run
+    installs its own for SIGINT and SIGTERM and must put the previous ones back, or a Ctrl-C
+    would no longer stop the run."""
+    before = _handlers()
+    yield
+    if _signals_came:  # an interrupted run tears its fixtures down after pytest-timeout's own
+        return
+    after = _handlers()
+    changed = {signum: (before[signum], after[signum]) for signum in before if after[signum] != before[signum]}
+    for signum, (handler, _) in changed.items():
+        _signal.signal(signum, handler)
+    assert not changed, "the test left signal handlers changed: " + ", ".join(
+        f"{_signal.Signals(signum).name} {old!r} -> {new!r}" for signum, (old, new) in changed.items())
+
+
+# ------------------------------------------------------------------ a real redis-server
 
 _crawls = _itertools.count()
 

@@ -57,7 +57,7 @@ class Model:
                 pending_intent = []
             elif kind == "M":
                 parts = rest.split()
-                for url, prio in zip(parts[::2], parts[1::2]):
+                for url, prio in zip(parts[::2], parts[1::2], strict=False):  # a line cut by a kill: its pairs
                     self._ack(url, int(prio))
                 pending_intent = []
             elif kind == "X":
@@ -82,7 +82,8 @@ class Model:
         self.uncertain.discard(url)
 
 
-def kill_when(proc: subprocess.Popen, log_path: str, marker: str, count: int, start: int, timeout: float = 20.0) -> bool:
+def kill_when(proc: subprocess.Popen, log_path: str, marker: str, count: int, start: int,
+              timeout: float = 20.0) -> bool:
     """SIGKILL ``proc`` once the log holds ``count`` lines starting with ``marker``."""
     deadline = time.monotonic() + timeout
     seen = 0

@@ -266,7 +266,7 @@ def build_fixture(root: str, order: str, size: str, state: str, letter: str = "h
 
     name = f"{order}-{state}-{size}" + ("" if letter == "h" else f"-{letter}")
     path = os.path.join(root, name)
-    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state, letter],  # noqa: S603 - this file
+    proc = subprocess.Popen([sys.executable, __file__, path, order, size, state, letter],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -319,9 +319,10 @@ class Record(NamedTuple):
 
 def journal_map(path: str) -> list[Record]:
     """A Record for every record of an intact journal."""
-    from diskfrontier.request.codec import decode_request
-    from diskfrontier.jobdir.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
     from jobkit import dir_salt
+
+    from diskfrontier.jobdir.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
+    from diskfrontier.request.codec import decode_request
 
     out, urls = [], {}
     for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path))):
@@ -436,8 +437,9 @@ def target_files(job: str, target: str) -> list[str]:
 
 def journal_records(path: str) -> list[tuple[int, int]]:
     """(offset, body length) of every intact record of a journal."""
-    from diskfrontier.jobdir.journal import JournalScan
     from jobkit import dir_salt
+
+    from diskfrontier.jobdir.journal import JournalScan
 
     return [(offset, len(body)) for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path)),
                                                                 repair=True)]
@@ -671,7 +673,8 @@ class FakeClock:
 
 @contextlib.contextmanager
 def fake_clock():
-    """Give ``diskfrontier.jobdir.frontier`` and ``diskfrontier.politeness.schedule`` a FakeClock for the length of a case."""
+    """Give ``diskfrontier.jobdir.frontier`` and ``diskfrontier.politeness.schedule`` a FakeClock for the length
+    of a case."""
     from diskfrontier.jobdir import frontier as frontier_module
     from diskfrontier.politeness import schedule as hosts_module
 
@@ -887,7 +890,7 @@ def no_fsync():
 
 def run_case(fx: Fixture, work: str, target: str, kind: str, seed: int, *, seconds: int = 10) -> Outcome:
     """Copy ``fx``, damage it, open and drain it; classify the outcome (call it under ``no_fsync`` for speed)."""
-    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")  # noqa: S311 - reproducible damage
+    rng = random.Random(f"{fx.name}/{target}/{kind}/{seed}")
     job = os.path.join(work, f"{fx.name}-{target.replace('/', '_')}-{kind}-{seed}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:
@@ -906,7 +909,7 @@ def run_record_case(fx: Fixture, work: str, record: Record, *, seconds: int = 10
     leaves is known exactly (``_alive(without=record)``), and a refusal must lead to exactly that."""
     from diskfrontier.jobdir.journal import FRAME
 
-    rng = random.Random(f"{fx.name}/record/{record.offset}")  # noqa: S311 - reproducible damage
+    rng = random.Random(f"{fx.name}/record/{record.offset}")
     job = os.path.join(work, f"{fx.name}-record-{record.offset}")
     shutil.copytree(fx.path, job, symlinks=True)
     try:

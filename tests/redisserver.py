@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -26,6 +30,26 @@ def require_redis_server() -> str:
     return binary
 
 
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that has the child killed when this thread ends (Linux's PR_SET_PDEATHSIG),
+    or None where that does not exist. Only for the main thread: the signal comes when the
+    thread that started the child ends, not the process."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -33,8 +57,9 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process; ``kill()`` is a real SIGKILL and ``start()`` brings it back on the
-    same port and folder (its AOF is read again)."""
+    """One redis-server process, killed when the process that started it ends; ``kill()`` is a
+    real SIGKILL and ``start()`` brings it back on the same port and folder (its AOF is read
+    again)."""
 
     def __init__(self, folder: str, *, aof: bool = True, fsync: str = "everysec",
                  extra: tuple[str, ...] = ()) -> None:
@@ -54,11 +79,15 @@ class RedisServer:
                 "--save", "", "--appendonly", "yes" if self.aof else "no", "--appendfsync", self.fsync,
                 "--daemonize", "no", "--logfile", os.path.join(self.folder, "redis.log"),
                 "--protected-mode", "no", *self.extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Killed with this process however it ends, even by SIGKILL (the conftest's watchdog
+        # also kills it; this holds where that is not loaded).
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                log = open(os.path.join(self.folder, "redis.log")).read()[-2000:]  # noqa: SIM115
+                with open(os.path.join(self.folder, "redis.log")) as f:
+                    log = f.read()[-2000:]
                 raise RuntimeError(f"redis-server exited at start: {log}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:

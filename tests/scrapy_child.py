@@ -33,7 +33,8 @@ class SiteSpider(scrapy.Spider):
 
     def parse(self, response):
         for href, priority in LINK.findall(response.text):
-            yield response.follow(href, callback=self.parse_page, priority=int(priority), cb_kwargs={"via": response.url})
+            yield response.follow(href, callback=self.parse_page, priority=int(priority),
+                                  cb_kwargs={"via": response.url})
         if self.unserializable and response.url.endswith("/page/0"):
             yield scrapy.Request(f"{self.base}/extra", callback=lambda response: None)
         yield {"url": response.url}

@@ -11,11 +11,11 @@ import sys
 import time
 from collections import Counter
 
-import pytest
 import click
+import pytest
 from click.testing import CliRunner
 
-from diskfrontier import Frontier, Request
+from diskfrontier import Frontier
 from diskfrontier.cli import main
 from diskfrontier.jobdir.layout import FORMAT_VERSION
 
@@ -30,12 +30,12 @@ def example(tmp_path):
     return str(job)
 
 
-def run(*args, input=None):
+def run(*args, input=None):  # noqa: A002 - the name CliRunner.invoke uses
     return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
 
 
 def test_every_command_has_help_with_an_example():
-    for name, command in main.commands.items():
+    for name in main.commands:
         result = run(name, "--help")
         assert result.exit_code == 0, name
         assert "Example:" in result.output, f"{name} --help has no example"
@@ -54,18 +54,30 @@ def test_inspect_example(example):
     assert lines
 
 
+def _contents(folder: str) -> dict[str, bytes]:
+    """The bytes of every file of ``folder``, by name."""
+    contents = {}
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                contents[name] = f.read()
+    return contents
+
+
 def test_inspect_is_read_only_on_a_live_directory(example):
-    code = "import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); print('ok', flush=True); time.sleep(30)"
+    code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); "
+            "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, example], stdout=subprocess.PIPE)
     try:
         assert child.stdout.readline().strip() == b"ok"
-        before = {n: open(os.path.join(example, n), "rb").read() for n in os.listdir(example) if os.path.isfile(os.path.join(example, n))}
-        out = subprocess.run(SCRIPT + ["inspect", example, "--json"], capture_output=True, text=True)
+        before = _contents(example)
+        out = subprocess.run([*SCRIPT, "inspect", example, "--json"], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["state"] == f"in use by pid {child.pid}"
-        after = {n: open(os.path.join(example, n), "rb").read() for n in os.listdir(example) if os.path.isfile(os.path.join(example, n))}
+        after = _contents(example)
         assert before == after
-        push = subprocess.run(SCRIPT + ["push", example, "https://x.example/"], capture_output=True, text=True)
+        push = subprocess.run([*SCRIPT, "push", example, "https://x.example/"], capture_output=True, text=True)
         assert push.returncode == 1 and f"held by pid {child.pid}" in push.stderr
         assert "Traceback" not in push.stderr
     finally:
@@ -80,7 +92,8 @@ def test_peek_shows_pop_order_without_consuming(example):
         "5  GET  https://shop.example/shoes/",
         "1  POST https://shop.example/api/search",
     ]
-    only = [json.loads(line) for line in run("peek", example, "--priority", "0", "-n", "2", "--json").output.splitlines()]
+    peeked = run("peek", example, "--priority", "0", "-n", "2", "--json").output
+    only = [json.loads(line) for line in peeked.splitlines()]
     assert [r["url"] for r in only] == ["https://shop.example/bags/item-5.html", "https://shop.example/bags/item-4.html"]
     with Frontier(example) as f:
         assert f.pop().url == "https://shop.example/hats/"  # peek did not consume it
@@ -156,7 +169,7 @@ def test_export_then_import_round_trips(example, tmp_path):
     result = CliRunner().invoke(main, ["import", target, str(bad)])
     assert result.exit_code == 1 and "line 2: skipped" in result.output and "line 3: skipped" in result.output
     with Frontier(target) as f:
-        post = [r for r in f.in_flight] or None
+        post = list(f.in_flight) or None
         assert post is None
         requests = []
         while (r := f.pop()) is not None:
@@ -171,24 +184,28 @@ def _fetch_counts(job: str) -> Counter:
 
 def test_demo_runs_to_completion(tmp_path):
     job = str(tmp_path / "demo")
-    result = subprocess.run(SCRIPT + ["demo", job, "--pages", "120", "--json"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*SCRIPT, "demo", job, "--pages", "120", "--json"], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["fetched"] == 120 and data["pending"] == 0 and data["stopped_by"] == "finished"
     assert set(_fetch_counts(job).values()) == {1}
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_demo_interrupted_then_resumed_fetches_every_page(tmp_path, sig):
     job = str(tmp_path / "demo")
     pages = 400
     for delay in (0.6, 0.9):
-        proc = subprocess.Popen(SCRIPT + ["demo", job, "--pages", str(pages)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen([*SCRIPT, "demo", job, "--pages", str(pages)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
         time.sleep(delay)
         proc.send_signal(sig)
         proc.wait(timeout=60)
-    result = subprocess.run(SCRIPT + ["demo", job, "--pages", str(pages), "--json"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*SCRIPT, "demo", job, "--pages", str(pages), "--json"], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     counts = _fetch_counts(job)
     assert set(counts) == {f"/page/{n}" for n in range(pages)}  # every page fetched
@@ -219,17 +236,17 @@ def test_demo_for_seconds_stops_cleanly(tmp_path):
 
 def test_the_console_script_is_installed():
     assert os.access(SCRIPT[0], os.X_OK), f"{SCRIPT[0]} missing: is the package installed (pip install -e .)?"
-    result = subprocess.run(SCRIPT + ["--version"], capture_output=True, text=True)
+    result = subprocess.run([*SCRIPT, "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and "version" in result.stdout
 
 
 def test_verbose_logs_the_recovery(example, caplog):
     with open(os.path.join(example, "requests.cursor"), "w") as f:
         f.write("{}")  # as after a crash: the queues are rebuilt at the next open
-    result = subprocess.run(SCRIPT + ["-v", "compact", example], capture_output=True, text=True)
+    result = subprocess.run([*SCRIPT, "-v", "compact", example], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "rebuilding the queues" in result.stderr and "compacted" in result.stderr
-    quiet = subprocess.run(SCRIPT + ["compact", example], capture_output=True, text=True)
+    quiet = subprocess.run([*SCRIPT, "compact", example], capture_output=True, text=True)
     assert quiet.stderr == ""
 
 
@@ -237,7 +254,8 @@ def test_push_from_a_file_with_dont_filter_and_json(tmp_path):
     job = str(tmp_path / "seeded")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("https://a.example/\nhttps://b.example/\n")
-    assert json.loads(run("push", job, "--file", str(seeds), "--json").output) == {"queued": 2, "duplicates": 0, "bad": 0}
+    assert json.loads(run("push", job, "--file", str(seeds), "--json").output) == {"queued": 2, "duplicates": 0,
+                                                                                  "bad": 0}
     assert json.loads(run("push", job, "-f", str(seeds), "--json").output) == {"queued": 0, "duplicates": 2, "bad": 0}
     result = run("push", job, "https://a.example/", "--dont-filter", "--json")
     assert json.loads(result.output) == {"queued": 1, "duplicates": 0, "bad": 0}
@@ -317,7 +335,7 @@ def _options_in_tests() -> set[str]:
 def test_every_option_of_every_command_is_exercised():
     used = _options_in_tests()
     missing = []
-    for name, command in list(main.commands.items()) + [("(group)", main)]:
+    for name, command in [*main.commands.items(), ("(group)", main)]:
         for param in command.params:
             if isinstance(param, click.Option) and not any(o in used for o in param.opts + param.secondary_opts):
                 missing.append(f"{name} {param.opts[0]}")

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -111,7 +112,7 @@ MOMENTS = {
     "new-journal-half-written": lambda job, size: (
         os.path.exists(f"{job}/requests.urls.compact") and os.path.getsize(f"{job}/requests.urls.compact") > 300_000),
     "just-renamed": lambda job, size: os.path.getsize(f"{job}/requests.urls") < size,
-    "closing": lambda job, size: b'"clean"' in open(f"{job}/requests.cursor", "rb").read(),
+    "closing": lambda job, size: b'"clean"' in Path(f"{job}/requests.cursor").read_bytes(),
 }
 
 
@@ -133,6 +134,7 @@ def long_journal(tmp_path_factory):
     return str(job), pending, finished
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journal, moment):
@@ -140,7 +142,7 @@ def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journ
     job = str(tmp_path / "job")
     shutil.copytree(source, job)
     size = os.path.getsize(f"{job}/requests.urls")
-    proc = subprocess.Popen(SCRIPT + ["compact", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*SCRIPT, "compact", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reached = MOMENTS[moment]
     deadline = time.monotonic() + 60
     while not reached(job, size):
@@ -166,7 +168,7 @@ def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journ
 def test_push_from_stdin_of_the_installed_script(tmp_path):
     job = str(tmp_path / "job")
     lines = "https://a.example/\nnot a url\nhttps://b.example/\nhttps://a.example/\nhttp://[::1/\n"
-    result = subprocess.run(SCRIPT + ["push", job, "-f", "-"], input=lines, capture_output=True, text=True)
+    result = subprocess.run([*SCRIPT, "push", job, "-f", "-"], input=lines, capture_output=True, text=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[0].startswith("line 2: skipped: Request.url 'not a url' has no scheme")
     assert result.stderr.splitlines()[1].startswith("line 5: skipped: Request.url 'http://[::1/'")

@@ -74,7 +74,7 @@ def test_demo_refuses_a_folder_that_is_not_a_job_directory(tmp_path):
 
 def test_inspect_of_a_killed_directory_counts_the_fingerprints_only_its_journal_holds(tmp_path):
     job = str(tmp_path / "job")
-    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, job], stdin=subprocess.PIPE,  # noqa: S603
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, job], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE)
     try:
         assert child.stdout.readline() == b"ok\n"

@@ -13,7 +13,8 @@ from diskfrontier import Frontier, Request
 
 pytestmark = pytest.mark.crash
 
-COMPACT = "import sys; from diskfrontier import Frontier; f = Frontier(sys.argv[1]); print('open', flush=True); f.compact(); print('done', flush=True); f.close()"
+COMPACT = ("import sys; from diskfrontier import Frontier; f = Frontier(sys.argv[1]); print('open', flush=True); "
+           "f.compact(); print('done', flush=True); f.close()")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def template(tmp_path_factory):
             f.done(f.pop())
     # reopen without compacting at close: crash-close leaves the long journal in place
     f = Frontier(job)
-    pending = {r for r in _peek_all(f)}
+    pending = set(_peek_all(f))
     f._release_files()
     f._lock.release()
     return job, pending

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from diskfrontier import FailedRequest, Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
 from diskfrontier.cli import main
-from diskfrontier.transfer.destination import MARKER, JobDirBuild, build_path
-from diskfrontier.transfer.copy import copy_crawl
 from diskfrontier.jobdir.reader import pending_requests
+from diskfrontier.transfer.copy import copy_crawl
+from diskfrontier.transfer.destination import MARKER, JobDirBuild, build_path
 
 PAIRS = ["job-job", "job-redis", "redis-job", "redis-redis"]
 

@@ -16,11 +16,11 @@ import time
 import pytest
 
 from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
-from diskfrontier.transfer.destination import build_path
-from diskfrontier.transfer.copy import copy_crawl
 from diskfrontier.jobdir.reader import failed_requests, pending_requests
+from diskfrontier.transfer.copy import copy_crawl
+from diskfrontier.transfer.destination import build_path
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
 PENDING, FAILED, DONE = 4000, 150, 1500
@@ -110,7 +110,7 @@ class Target:
 
 def spawn(*args: str) -> subprocess.Popen:
     """The installed ``diskfrontier`` command as a child process."""
-    return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # noqa: S603 - ours
+    return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
 

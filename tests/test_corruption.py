@@ -96,7 +96,7 @@ def test_journal_cut_at_a_record_boundary_below_the_floor_of_an_open_directory_i
         pass
     size = os.path.getsize(job / "requests.urls")
     os.truncate(job / "requests.urls", size - 30)
-    with pytest.raises(JobDirCorrupt, match="requests.urls"):
+    with pytest.raises(JobDirCorrupt, match=r"requests\.urls"):
         Frontier(job)
 
 
@@ -110,10 +110,9 @@ def test_flipped_byte_in_journal_is_named_with_offset(tmp_path, clean):
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(JobDirCorrupt) as info:
-        with Frontier(job) as f:  # popped, never done: all of it is re-queued at close
-            while f.pop() is not None:
-                pass
+    with pytest.raises(JobDirCorrupt) as info, Frontier(job) as f:  # popped, never done: all re-queued at close
+        while f.pop() is not None:
+            pass
     assert info.value.file.endswith("requests.urls")
     assert info.value.offset == 8
     assert "byte 8" in str(info.value) and "verify --repair" in str(info.value)
@@ -162,7 +161,7 @@ def test_journal_missing_or_emptied_is_an_error_not_an_empty_crawl(tmp_path, dam
         path.unlink()
     else:
         path.write_bytes(b"NOTAJRNL" + path.read_bytes()[8:])
-    with pytest.raises(JobDirCorrupt, match="requests.urls"):
+    with pytest.raises(JobDirCorrupt, match=r"requests\.urls"):
         Frontier(job)
     assert not verify(job).sound
 
@@ -190,7 +189,7 @@ def test_garbage_frontier_json_is_named(tmp_path):
     job = tmp_path / "job"
     make_job(job, clean=True)
     (job / "frontier.json").write_bytes(b"\x00{garbage")
-    with pytest.raises(JobDirCorrupt, match="frontier.json") as info:
+    with pytest.raises(JobDirCorrupt, match=r"frontier\.json") as info:
         Frontier(job)
     assert "write it anew" in str(info.value) and "verify --repair" not in str(info.value)
 
@@ -208,7 +207,7 @@ def test_seen_file_damage_keeps_dedupe_of_everything_in_the_journal(tmp_path, da
     else:
         path.unlink()
     if clean:  # fsynced at the close: anything missing now is damage, named; repair refills from the journal
-        with pytest.raises(JobDirCorrupt, match="requests.seen"):
+        with pytest.raises(JobDirCorrupt, match=r"requests\.seen"):
             Frontier(job)
         assert verify(job, repair=True).repaired
     with Frontier(job) as f:

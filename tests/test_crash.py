@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from crashkit import TORN, Model, check_guarantees, dedupe_survives, drain, mark_torn_line, run_round
 
 pytestmark = pytest.mark.crash
@@ -43,12 +42,14 @@ def _crash_rounds(tmp_path, order: str, seed: int, rounds: int, markers: list[st
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_lifo(tmp_path, seed):
     result = _crash_rounds(tmp_path, "lifo", seed, rounds=18, markers=MARKERS)
     assert result["promised"] > 0 and result["done"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [4, 5])
 def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_fifo(tmp_path, seed):
     result = _crash_rounds(tmp_path, "fifo", seed, rounds=18, markers=MARKERS)

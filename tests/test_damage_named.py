@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from jobkit import dir_salt
@@ -139,7 +140,7 @@ def test_a_done_that_names_no_pending_push_is_damage(tmp_path, target):
     all_records = records(job / "requests.urls")
     path = job / "requests.urls"
     end = os.path.getsize(path)
-    named = {"nowhere": 12345, "a-done": [o for o, b in all_records if b[0] == 2][0], "later": end + 100}[target]
+    named = {"nowhere": 12345, "a-done": next(o for o, b in all_records if b[0] == 2), "later": end + 100}[target]
     if target == "a-done":
         named = int.from_bytes(bytes(dict(all_records)[named])[1:], "big")  # a PUSH already done
     with open(path, "ab") as f:
@@ -186,7 +187,7 @@ def test_a_damaged_seen_entry_is_named(tmp_path):
             f.seek(where)
             f.write(bytes([value ^ 1]))
             break
-    with pytest.raises(JobDirCorrupt, match="requests.seen") as info:
+    with pytest.raises(JobDirCorrupt, match=r"requests\.seen") as info:
         Frontier(job)
     assert info.value.offset == 0
     report = verify(job)
@@ -203,7 +204,7 @@ def test_a_damaged_seen_entry_in_the_last_block_is_named_after_a_clean_close(tmp
     with open(job / "requests.seen", "r+b") as f:
         f.seek(22 * 10 + 5)
         f.write(b"\x00")
-    with pytest.raises(JobDirCorrupt, match="requests.seen"):
+    with pytest.raises(JobDirCorrupt, match=r"requests\.seen"):
         Frontier(job)
 
 
@@ -241,10 +242,10 @@ def test_an_older_directory_is_upgraded_on_open_and_loses_nothing(tmp_path, name
         for host in delays:
             frontier.set_delay(host, 0.0)  # checked: the drain need not wait for it
     assert failed == want.get("failed", []) and delays == want.get("delays", {})
-    meta = json.loads(open(os.path.join(job, "frontier.json")).read())
+    meta = json.loads(Path(job, "frontier.json").read_text())
     assert meta["version"] == 4 and meta["order"] == want["order"] and len(meta["id"]) == 16
-    assert open(os.path.join(job, "requests.urls"), "rb").read(8) == b"DFURLS\x00\x04"
-    assert open(os.path.join(job, "requests.seen.sums"), "rb").read(8) == b"DFSEEN\x00\x03"
+    assert Path(job, "requests.urls").read_bytes()[:8] == b"DFURLS\x00\x04"
+    assert Path(job, "requests.seen.sums").read_bytes()[:8] == b"DFSEEN\x00\x03"
     assert verify(job).sound
     with Frontier(job) as frontier:  # the done count of each host comes through the upgrade
         done = {h.host: h.done for h in frontier.hosts()}
@@ -256,13 +257,13 @@ def test_an_older_directory_is_upgraded_on_open_and_loses_nothing(tmp_path, name
                                   "format3-killed-lifo", "format3-clean-lifo"])
 def test_an_older_directory_can_be_inspected_and_peeked_before_it_is_upgraded(tmp_path, name):
     job = _copy(name, tmp_path)
-    before = {name: open(os.path.join(job, name), "rb").read() for name in ("requests.urls", "frontier.json")}
+    before = {name: Path(job, name).read_bytes() for name in ("requests.urls", "frontier.json")}
     result = subprocess.run([SCRIPT, "inspect", job, "--json"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["format_version"] == int(name[6])
     peek = subprocess.run([SCRIPT, "peek", job, "-n", "3"], capture_output=True, text=True, timeout=60)
     assert peek.returncode == 0 and len(peek.stdout.splitlines()) == 3
-    after = {name: open(os.path.join(job, name), "rb").read() for name in before}
+    after = {name: Path(job, name).read_bytes() for name in before}
     assert before == after  # read-only
 
 
@@ -287,7 +288,7 @@ def test_a_journal_without_its_frontier_json_is_not_taken_for_a_new_directory(tm
     job = tmp_path / "job"
     make_job(job)
     os.unlink(job / "frontier.json")
-    with pytest.raises(FrontierError, match="frontier.json"):
+    with pytest.raises(FrontierError, match=r"frontier\.json"):
         Frontier(job)
     assert (job / "requests.urls").stat().st_size > 8
 

@@ -24,8 +24,8 @@ import pytest
 import diskfrontier
 from diskfrontier import Frontier, Request
 from diskfrontier.errors import FrontierError
-from diskfrontier.jobdir.layout import Layout, read_meta
 from diskfrontier.files.safefs import open_fd, open_file
+from diskfrontier.jobdir.layout import Layout, read_meta
 
 _MAX_RUNS = 5000
 

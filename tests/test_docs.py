@@ -45,7 +45,7 @@ def test_readme_library_example_runs(tmp_path, monkeypatch):
     blocks = _python_blocks()
     assert blocks
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102
+        exec(compile(block, "README.md", "exec"), {})
     from diskfrontier import Frontier, Request
 
     with Frontier("crawls/shop") as frontier:  # the example crawled and finished its seed
@@ -64,7 +64,7 @@ def test_every_python_block_of_the_docs_runs(page, tmp_path, monkeypatch, reques
         text = text.replace("redis://127.0.0.1:6379/0", url).replace('crawl="shop"', f'crawl="{crawl_name}"')
         namespace["fetch"] = lambda request: []  # "your code": a page without links
     for number, block in enumerate(_blocks(text, "python"), 1):
-        exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)  # noqa: S102
+        exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)
 
 
 def test_every_code_block_of_the_docs_is_run_or_is_a_shell_sample():
@@ -152,7 +152,7 @@ def test_the_docs_crawler_is_short_and_crawls_a_whole_site(tmp_path):
     script = tmp_path / "crawler.py"
     script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
     with MultiHostSite(120, hosts=4, share=0.5) as site:
-        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,  # noqa: S603
+        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,
                              text=True, timeout=120)
         fetched = site.fetched()
     assert out.returncode == 0, out.stderr[-2000:]

@@ -23,13 +23,13 @@ from crashkit import kill_after_acks
 from jobkit import dir_id, dir_salt
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
-from diskfrontier.jobdir import checkpoint as checkpoint_module
 from diskfrontier.cli import main
+from diskfrontier.jobdir import checkpoint as checkpoint_module
 from diskfrontier.jobdir.hostfile import HOSTS_MAGIC, HostFileRecord, load_host_state, save_host_state
-from diskfrontier.jobdir.layout import Layout
-from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
 from diskfrontier.jobdir.journal import MAX_ERROR, RETRY, done_body, fail_body, frame, parse_push, push_body
+from diskfrontier.jobdir.layout import Layout
 from diskfrontier.jobdir.maintenance.verify import verify
+from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "failed_child.py")
@@ -498,7 +498,8 @@ def test_a_fail_record_naming_a_request_that_is_not_pending_is_damage(tmp_path, 
         names = {"done": finished._seq, "failed": failing._seq, "nothing": finished._seq + 3}
         expected = listing(f.failed())
     size = os.path.getsize(Layout(job).journal)
-    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), size, None)  # as if the record was written before a kill
+    # as if the record was written before a kill
+    checkpoint_module.write_open(Layout(job).cursor, dir_id(job), size, None)
     offset = append_record(job, fail_body(names.get(target, size + 100), time.time(), b"crafted"))
     if target == "later":  # a FAIL naming a byte after itself
         assert offset == size

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 import os
 import subprocess
 import sys
+from collections import OrderedDict
 
 import pytest
 
@@ -176,14 +176,14 @@ def test_compact_refuses_with_requests_in_flight(tmp_path):
 
 def test_one_writer_second_open_fails_naming_pid(tmp_path):
     path = tmp_path / "j"
-    with Frontier(path):
-        with pytest.raises(JobDirLocked, match=f"held by pid {os.getpid()}"):
-            Frontier(path)
+    with Frontier(path), pytest.raises(JobDirLocked, match=f"held by pid {os.getpid()}"):
+        Frontier(path)
 
 
 def test_one_writer_across_processes(tmp_path):
     path = tmp_path / "j"
-    code = "import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); print('ok', flush=True); time.sleep(30)"
+    code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); "
+            "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
     try:
         assert child.stdout.readline().strip() == b"ok"

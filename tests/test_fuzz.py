@@ -26,6 +26,8 @@ import fuzzkit
 import pytest
 from fuzzkit import KINDS, TARGETS, Tally, applicable, no_fsync, run_case
 
+pytestmark = pytest.mark.slow  # ~2,000 cases: CI runs them, `pytest -m 'not slow'` does not
+
 # cases per damage kind (on the basic fixtures); others: 16
 WEIGHTS = {"requests.urls": 36, "requests.seen": 20, "requests.hosts": 8, "lock": 8}
 DEFAULT_WEIGHT = 16

@@ -9,11 +9,9 @@ import time
 import pytest
 
 from diskfrontier import Frontier, Request
-from diskfrontier.files import atomic
-from diskfrontier.files import safefs
-from diskfrontier.files.atomic import fsync_path, write_atomic
 from diskfrontier.errors import FrontierError, JobDirUnsafe
-from diskfrontier.jobdir.lock import Lock
+from diskfrontier.files import atomic, safefs
+from diskfrontier.files.atomic import fsync_path, write_atomic
 from diskfrontier.files.safefs import (
     DIRECTORY,
     FILE,
@@ -27,6 +25,7 @@ from diskfrontier.files.safefs import (
     remove_stale_temps,
     remove_tree,
 )
+from diskfrontier.jobdir.lock import Lock
 
 PRECIOUS = b"precious bytes that live outside the job directory\n"
 NOT_WIRED = "needs the storage layer to open files through safefs"

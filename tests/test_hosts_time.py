@@ -424,7 +424,8 @@ def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
     body = push_body(0, False, b"f" * 20, b"\x91\xa9https://b", slot=b"b", not_before=math.inf)
     with open(os.path.join(job, "requests.urls"), "ab") as fh:
         salt = dir_salt(job)
-        fh.write(frame(at, body, salt) + frame(at + 10 + len(body), body, salt))  # not a torn tail: another record follows
+        # not a torn tail: another record follows
+        fh.write(frame(at, body, salt) + frame(at + 10 + len(body), body, salt))
     with pytest.raises(JobDirCorrupt) as info:
         Frontier(job)
     assert info.value.offset == at
@@ -520,6 +521,7 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     assert all(again.find(name) == hid and again.pending[hid] == names.count(name) for name, hid in ids.items())
 
 
+@pytest.mark.slow
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
     """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
     here = os.path.dirname(os.path.abspath(__file__))

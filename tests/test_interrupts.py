@@ -17,8 +17,8 @@ import threading
 import pytest
 
 from diskfrontier import Frontier, FrontierError, Request
-from diskfrontier.jobdir.seen import SeenFile
 from diskfrontier.jobdir.maintenance.verify import verify
+from diskfrontier.jobdir.seen import SeenFile
 
 HERE = os.path.dirname(__file__)
 
@@ -55,9 +55,8 @@ def test_interrupt_inside_push_many_bookkeeping_leaves_nothing_blocked(tmp_path,
         return real_add(self, fingerprint, key)
 
     monkeypatch.setattr(SeenFile, "add", add_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        with Frontier(job) as f:
-            f.push_many(Request(u) for u in urls)
+    with pytest.raises(KeyboardInterrupt), Frontier(job) as f:
+        f.push_many(Request(u) for u in urls)
     monkeypatch.setattr(SeenFile, "add", real_add)
     assert verify(job).sound
     assert sorted(pending_urls(job)) == sorted(urls)  # the journal write went through: all of it is pending
@@ -108,6 +107,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_real_sigint_during_push_many_loses_nothing(tmp_path):
     """Batches of 5,000 under real SIGINT at random moments: nothing acknowledged is lost, nothing blocked."""
@@ -173,7 +173,7 @@ def test_threads_share_one_frontier(tmp_path):
                     with lock:
                         pushed.extend(r.url for r in batch)
                     f.stats()
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]

@@ -19,10 +19,10 @@ import pytest
 
 import diskfrontier
 from diskfrontier import Frontier, Request
-from diskfrontier.request import codec
-from diskfrontier.request.codec import Unencodable, decode_request, encode_request
 from diskfrontier.errors import RequestTooLarge
 from diskfrontier.jobdir.journal import MAX_BODY
+from diskfrontier.request import codec
+from diskfrontier.request.codec import Unencodable, decode_request, encode_request
 from diskfrontier.request.model import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH
 
 FINGERPRINT = b"\x01" * 20
@@ -46,7 +46,7 @@ def nested(levels: int, kind: str) -> object:
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter that imports this diskfrontier (a crash there is only its own)."""
     env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], check=False, env=env,  # noqa: S603
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], check=False, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -41,7 +41,8 @@ class FrontierModel(RuleBasedStateMachine):
                 self.seen.add(url)
                 expected.append(url)
                 self.stacks.setdefault(priority, []).append(url)
-        assert self.frontier.push_many(Request(f"https://m.example/{n}", priority=priority) for n in ns) == len(expected)
+        pushed = self.frontier.push_many(Request(f"https://m.example/{n}", priority=priority) for n in ns)
+        assert pushed == len(expected)
 
     @rule()
     def pop(self):

@@ -42,7 +42,8 @@ def _package_files(root: str) -> set[str]:
 
 
 needs_installed = pytest.mark.skipif(
-    not INSTALLED_TEST, reason="DISKFRONTIER_INSTALLED_TEST=1 is not set: the source tree may be under test (see .ci/run)"
+    not INSTALLED_TEST,
+    reason="DISKFRONTIER_INSTALLED_TEST=1 is not set: the source tree may be under test (see .ci/run)",
 )
 
 
@@ -92,7 +93,8 @@ def built(tmp_path_factory):
         setuptools = None
     version = int(setuptools.__version__.split(".")[0]) if setuptools else 0
     if version < MIN_SETUPTOOLS:
-        message = f"setuptools>={MIN_SETUPTOOLS} is needed to build offline (found {version or 'none'}): pip install '.[test]'"
+        message = (f"setuptools>={MIN_SETUPTOOLS} is needed to build offline (found {version or 'none'}): "
+                   "pip install '.[test]'")
         if INSTALLED_TEST:
             pytest.fail(message)
         pytest.skip(message)
@@ -100,7 +102,8 @@ def built(tmp_path_factory):
     src = _copy_source(str(base / "src"))
     out = str(base / "out")
     os.mkdir(out)
-    code = "import sys, setuptools.build_meta as backend; out = sys.argv[1]; backend.build_wheel(out); backend.build_sdist(out)"
+    code = ("import sys, setuptools.build_meta as backend; out = sys.argv[1]; backend.build_wheel(out); "
+            "backend.build_sdist(out)")
     result = subprocess.run([sys.executable, "-c", code, out], cwd=src, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     wheels = [n for n in os.listdir(out) if n.endswith(".whl")]

@@ -19,10 +19,10 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.jobdir.checkpoint import _crc, read_checkpoint
 from diskfrontier.errors import FrontierError, JobDirCorrupt
-from diskfrontier.jobdir.queues import BatchedFifoQueue, queue_crc
+from diskfrontier.jobdir.checkpoint import _crc, read_checkpoint
 from diskfrontier.jobdir.maintenance.verify import verify
+from diskfrontier.jobdir.queues import BatchedFifoQueue, queue_crc
 
 DEEP = "[" * 100_000 + "]" * 100_000
 BIG = 2**63
@@ -78,7 +78,7 @@ def _named_or_rebuilt(path: str, file: str, words: str) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "diskfrontier", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603 - this package
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("name", ["frontier.json", "requests.cursor", "requests.queue/active.json"])

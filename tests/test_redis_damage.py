@@ -156,6 +156,7 @@ def test_a_deleted_host_queue_with_requests_waiting_for_a_time_is_named_when_not
     assert sorted(drain(f)) == sorted(URLS[:4])
 
 
+@pytest.mark.slow
 def test_a_deleted_wait_set_is_named_and_repaired(crawl, client, crawl_name, redis_url):
     f = crawl()
     f.set_delay("a.example", 0.3)
@@ -172,6 +173,7 @@ def test_a_deleted_wait_set_is_named_and_repaired(crawl, client, crawl_name, red
     assert drain(f, timeout=5) == [URLS[0]] and f.finished  # URLS[1] (priority 1) came first
 
 
+@pytest.mark.slow
 def test_a_deleted_delayed_set_is_named_and_repaired(crawl, client, crawl_name, redis_url):
     f = crawl()
     pushed(f, URLS[:2])

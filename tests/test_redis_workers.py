@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from itertools import pairwise
 
 import pytest
 from redisserver import RedisServer
@@ -39,6 +40,7 @@ def outstanding(lines: list[list[str]]) -> set[str]:
     return held
 
 
+@pytest.mark.slow
 def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_url, crawl_name, tmp_path):
     total, hosts, delay = 12_000, 100, 0.02
     with RedisFrontier(redis_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:
@@ -101,7 +103,7 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
             end = [d[2] for d in dones[url] if d[0] == name]
             spans.append((start, end[0] if end else float("inf")))
         spans.sort()
-        for (_, end1), (start2, _) in zip(spans, spans[1:]):
+        for (_, end1), (start2, _) in pairwise(spans):
             assert start2 >= end1, f"{url} was held by two live workers at once"
 
     # Politeness across processes: two hand-outs of one host, each known only to lie between its
@@ -113,7 +115,7 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
     closest = float("inf")
     for times in by_host.values():
         times.sort()
-        for (a1, b1), (a2, b2) in zip(times, times[1:]):
+        for (a1, b1), (a2, b2) in pairwise(times):
             closest = min(closest, max(b2 - a1, b1 - a2))
     assert closest >= delay - 1e-4, f"two hand-outs of one host only {closest:.4f}s apart"
 
@@ -167,7 +169,7 @@ def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_pa
                 outages[1] += 1
                 uncertain.add(request.url)
                 time.sleep(0.01)
-            except Exception as exc:  # noqa: BLE001 - anything else is a failure of the test
+            except Exception as exc:  # anything else is a failure of the test
                 errors.append(repr(exc))
 
     with RedisFrontier(url, crawl=crawl, order="fifo"):

@@ -12,16 +12,14 @@ import sys
 import time
 
 import pytest
-import scrapy
 from click.testing import CliRunner
 from queuelib import FifoDiskQueue, LifoDiskQueue
+from scrapykit import finish, read_stats, start_crawl, stop_after
 
 from diskfrontier import Frontier, Request, ScrapyQueueFound
-from diskfrontier.transfer.adopt import MARKER, adopt_scrapy
 from diskfrontier.cli import main
 from diskfrontier.demo import SyntheticSite
-
-from scrapykit import finish, read_stats, start_crawl, stop_after
+from diskfrontier.transfer.adopt import MARKER, adopt_scrapy
 
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]
 
@@ -139,6 +137,7 @@ def test_not_a_scrapy_jobdir(tmp_path):
     assert result.exit_code == 1 and "not a Scrapy JOBDIR" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["paused", "killed"])
 def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
@@ -151,7 +150,7 @@ def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
         refused = finish(start_crawl(job, site, "diskfrontier", stats_path))
         assert "ScrapyQueueFound" in refused and "adopt-scrapy" in refused
         assert len(site.fetched()) == before
-        adopted = subprocess.run(SCRIPT + ["adopt-scrapy", job, "--trust-pickle", "--json"],
+        adopted = subprocess.run([*SCRIPT, "adopt-scrapy", job, "--trust-pickle", "--json"],
                                  capture_output=True, text=True, timeout=60)
         report = json.loads(adopted.stdout)
         assert report["imported"] > 0, adopted.stderr
@@ -207,13 +206,14 @@ MOMENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_adopt_killed_mid_import_loses_nothing_when_run_again(tmp_path, big_scrapy_jobdir, moment):
     source, urls = big_scrapy_jobdir
     job = tmp_path / "job"
     shutil.copytree(source, job)
-    proc = subprocess.Popen(SCRIPT + ["adopt-scrapy", str(job), "--trust-pickle"],
+    proc = subprocess.Popen([*SCRIPT, "adopt-scrapy", str(job), "--trust-pickle"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not MOMENTS[moment](_aside_state(job)):
@@ -222,7 +222,7 @@ def test_adopt_killed_mid_import_loses_nothing_when_run_again(tmp_path, big_scra
         time.sleep(0.0002)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    again = subprocess.run(SCRIPT + ["adopt-scrapy", str(job), "--trust-pickle", "--json"],
+    again = subprocess.run([*SCRIPT, "adopt-scrapy", str(job), "--trust-pickle", "--json"],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     got = [r.url for r in popped(job)]

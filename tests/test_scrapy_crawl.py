@@ -9,8 +9,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-
-from scrapykit import CONCURRENCY, crawl_with_kills, finish, read_stats, start_crawl
+from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
 from diskfrontier.demo import SyntheticSite
 
@@ -35,6 +34,7 @@ def test_clean_crawl_fetches_every_page_once(tmp_path):
     assert log.count("Unable to serialize request") == 1 and "is not a method of the spider" in log
 
 
+@pytest.mark.slow
 def test_sigint_then_resume_fetches_every_page_exactly_once(tmp_path):
     run = crawl_with_kills(tmp_path, "diskfrontier", PAGES, kill_at=[80, 200], sig=signal.SIGINT)
     assert run.final_returncode == 0, run.final_log[-3000:]
@@ -43,6 +43,7 @@ def test_sigint_then_resume_fetches_every_page_exactly_once(tmp_path):
     assert "Resuming crawl" in run.final_log
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing_and_refetches_only_what_was_in_flight(tmp_path):
     run = crawl_with_kills(tmp_path, "diskfrontier", PAGES, kill_at=[60, 160, 260])
     assert run.final_returncode == 0, run.final_log[-3000:]
@@ -55,6 +56,7 @@ def test_sigkill_then_resume_loses_nothing_and_refetches_only_what_was_in_flight
           f"{run.refetched} pages fetched again, {run.never_fetched} never fetched")
 
 
+@pytest.mark.slow
 def test_side_by_side_with_scrapys_own_scheduler(tmp_path):
     """The same kills with Scrapy's scheduler and JOBDIR, for the README's comparison."""
     ours = crawl_with_kills(tmp_path, "diskfrontier", PAGES, kill_at=[60, 160, 260])

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
 from diskfrontier import Frontier
 from diskfrontier.demo import MultiHostSite
 from diskfrontier.scrapy.retry_after import retry_after_seconds
-from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
 pytestmark = pytest.mark.crash
 
 
+@pytest.mark.slow
 def test_a_crawl_of_many_hosts_killed_twice_resumes_with_nothing_lost(tmp_path):
     pages = 200
     site = MultiHostSite(pages, hosts=8, delay=0.005)

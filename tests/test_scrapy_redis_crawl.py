@@ -25,7 +25,8 @@ def settings_for(scheduler: str, url: str) -> tuple[str, ...]:
 
 
 def leases_of(client, pid: int) -> int:
-    """How many requests of the crawl are leased to the process ``pid`` (a lease token is "client id:number", the client id ending in the pid)."""
+    """How many requests of the crawl are leased to the process ``pid`` (a lease token is
+    "client id:number", the client id ending in the pid)."""
     return sum(1 for owner in client.hvals("df:{site}:owner") if owner.decode().split(":")[0].endswith(f"-{pid}"))
 
 
@@ -70,6 +71,7 @@ def crawl_together(tmp_path, scheduler: str, url: str, client) -> tuple[int, int
     return never, again, time.monotonic() - started, orphaned
 
 
+@pytest.mark.slow
 def test_four_processes_one_killed_twice_side_by_side_with_scrapy_redis(tmp_path, redis_server):
     client = redis_server.client()
     client.flushall()

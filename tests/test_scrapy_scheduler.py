@@ -22,9 +22,9 @@ from scrapy.utils.test import get_crawler
 from test_canonical import urls
 
 from diskfrontier import Frontier, ScrapyQueueFound
-from diskfrontier.scrapyfiles import records as scrapy_records
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.scheduler import default_fingerprint, fingerprint_function
+from diskfrontier.scrapyfiles import records as scrapy_records
 
 
 class ShopSpider(scrapy.Spider):
@@ -189,7 +189,7 @@ class QueryBlindFingerprinter:
     def fingerprint(self, request):
         import hashlib
 
-        return hashlib.sha1(request.url.split("?")[0].encode()).digest()
+        return hashlib.sha1(request.url.split("?")[0].encode(), usedforsecurity=False).digest()
 
 
 def test_request_fingerprinter_class_is_honoured(tmp_path):
@@ -302,6 +302,7 @@ def test_a_request_whose_callback_is_gone_is_kept_for_a_later_run(tmp_path, capl
         assert [frontier.pop().url] == ["https://shop.example/a"]
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(url=urls(), method=st.sampled_from(["GET", "POST", "PUT"]), body=st.binary(max_size=20))
 def test_fast_default_fingerprint_is_scrapys(url, method, body):

@@ -14,13 +14,14 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.jobdir import frontier as frontier_module
 from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.jobdir import frontier as frontier_module
 from diskfrontier.jobdir.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
 
 
@@ -71,11 +72,11 @@ def test_a_record_that_does_not_match_is_refused(tmp_path):
                   IndexRecord(99, record.count, record.crc, record.size + 8)):
         with pytest.raises(IndexUnusable):
             SeenIndex.load(path, wrong)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     for at in (3, 20, 40, len(data) // 2, len(data) - 2):
         damaged = bytearray(data)
         damaged[at] ^= 0x40
-        open(path, "wb").write(damaged)
+        Path(path).write_bytes(damaged)
         with pytest.raises(IndexUnusable):
             SeenIndex.load(path, record)
 
@@ -107,9 +108,9 @@ def test_a_bad_index_means_reading_the_seen_file(tmp_path, how, caplog):
     fill(path, 0, 2000)
     index_path = os.path.join(path, "requests.seen.index")
     if how == "damaged":
-        data = bytearray(open(index_path, "rb").read())
+        data = bytearray(Path(index_path).read_bytes())
         data[len(data) // 3] ^= 1
-        open(index_path, "wb").write(data)
+        Path(index_path).write_bytes(data)
     elif how == "truncated":
         os.truncate(index_path, os.path.getsize(index_path) - 8)
     elif how == "foreign":  # a valid index of another directory with as many keys
@@ -159,7 +160,7 @@ def test_a_missing_seen_file_with_an_index_is_named(tmp_path):
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
     os.unlink(os.path.join(path, "requests.seen"))
-    with pytest.raises(JobDirCorrupt, match="requests.seen"):
+    with pytest.raises(JobDirCorrupt, match=r"requests\.seen"):
         Frontier(path)
 
 
@@ -170,9 +171,9 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
     journal = os.path.join(path, "requests.urls")
-    data = bytearray(open(journal, "rb").read())
+    data = bytearray(Path(journal).read_bytes())
     data[100] ^= 1  # damage in the first record: the journal is rewritten
-    open(journal, "wb").write(data)
+    Path(journal).write_bytes(data)
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt

@@ -8,6 +8,7 @@ import hashlib
 import os
 import random
 import struct
+from pathlib import Path
 
 import pytest
 from queuelib import FifoDiskQueue
@@ -25,9 +26,9 @@ from diskfrontier.jobdir.journal import (
     read_record,
 )
 from diskfrontier.jobdir.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
+from diskfrontier.jobdir.replay import read_state
 from diskfrontier.jobdir.seen import BLOCK, SeenFile, read_sums
 from diskfrontier.jobdir.seenindex import SeenIndex
-from diskfrontier.jobdir.replay import read_state
 
 SALT = 0x5EED1234  # the salt of the journals these tests write (a job directory's comes from its id)
 
@@ -308,7 +309,7 @@ def test_seen_file_writes_a_sum_for_every_block(tmp_path):
     seen.open(require_sums=False)
     count = 3 * BLOCK // 22 + 100
     for i in range(count):
-        seen.add(hashlib.sha1(str(i).encode()).digest())
+        seen.add(hashlib.sha1(str(i).encode(), usedforsecurity=False).digest())
     seen.sync()
     seen.close()
     sums = read_sums(path + ".sums", SALT)
@@ -360,21 +361,21 @@ def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_p
     seen = SeenFile(path, SALT)
     seen.open(require_sums=False)
     for i in range(200_000):  # 4.4 MB: two 4 MiB chunks, fingerprints cut by the boundary
-        seen.add(hashlib.sha1(str(i).encode()).digest())
+        seen.add(hashlib.sha1(str(i).encode(), usedforsecurity=False).digest())
     seen.flush()
     tail = seen.tail()
     seen.close()
     sums = read_sums(path + ".sums", SALT)
     clean = check_seen_file(path, sums, tail, SALT)
     assert clean.problem is None and clean.end == 200_000 * 22 and clean.torn == 0
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[65 * BLOCK + 5] ^= 1
-    open(path, "wb").write(data)
+    Path(path).write_bytes(data)
     found = check_seen_file(path, sums, tail, SALT)
     assert found.problem is not None and found.problem.offset == 65 * BLOCK
     data[65 * BLOCK + 5] ^= 1
     data[-3] ^= 1  # in the partial last block: the checkpoint's tail crc
-    open(path, "wb").write(data)
+    Path(path).write_bytes(data)
     assert check_seen_file(path, sums, tail, SALT).problem.offset == len(data) // BLOCK * BLOCK
 
 
@@ -393,7 +394,7 @@ def test_the_scan_after_damage_keeps_priorities_right_past_255_of_them(tmp_path)
     assert len(state.scan.damage) == 1
     want = {p: [offsets[1 + p]] for p in range(300) if p % 3}
     assert {p: list(o) for p, o in state.pending.items()} == want
-    assert state.counts == {p: 1 for p in want}
+    assert state.counts == dict.fromkeys(want, 1)
 
 
 def test_a_record_longer_than_a_read_is_scanned_whole_at_the_start_of_a_read(tmp_path):

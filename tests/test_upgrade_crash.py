@@ -21,7 +21,7 @@ import pytest
 from diskfrontier import Frontier, Request
 from diskfrontier.jobdir.maintenance.verify import verify
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 CHILD = """
