@@ -2,8 +2,6 @@ import os
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(__file__))
-
 
 def pytest_report_header(config):
     # Which diskfrontier is under test: the source tree, or an installed wheel (.ci/run).

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobkit import dir_salt
+from paths import TESTS
 
 from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.jobdir.reader import pending_requests
@@ -524,10 +525,10 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
 @pytest.mark.slow
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
     """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
-    here = os.path.dirname(os.path.abspath(__file__))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_frontier.py", "test_model.py"],
-        cwd=here, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "jobdir/test_frontier.py",
+         "jobdir/test_model.py"],
+        cwd=TESTS, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
 

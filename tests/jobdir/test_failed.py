@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from crashkit import kill_after_acks
 from jobkit import dir_id, dir_salt
+from paths import KITS
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.cli import main
@@ -31,8 +32,7 @@ from diskfrontier.jobdir.layout import Layout
 from diskfrontier.jobdir.maintenance.verify import verify
 from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "failed_child.py")
+CHILD = os.path.join(KITS, "failed_child.py")
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
 HOSTS = ["h0.example", "h1.example", "h2.example"]
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 
 import pytest
 from crashkit import kill_after_acks
+from paths import KITS
 
 from diskfrontier import Frontier
 from diskfrontier.jobdir.reader import pending_requests
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts_child.py")
+CHILD = os.path.join(KITS, "hosts_child.py")
 HOSTS = ["h0.example", "h1.example", "h2.example", "h3.example"]
 RUNS = 24
 

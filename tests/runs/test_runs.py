@@ -13,12 +13,13 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
+from paths import KITS
 
 from diskfrontier import Frontier, Request, crawl
 from diskfrontier.demo import MultiHostSite
 from diskfrontier.jobdir.reader import pending_requests
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crawl_child.py")
+CHILD = os.path.join(KITS, "crawl_child.py")
 PAGES = 2000
 
 

@@ -20,8 +20,6 @@ from diskfrontier import Frontier, FrontierError, Request
 from diskfrontier.jobdir.maintenance.verify import verify
 from diskfrontier.jobdir.seen import SeenFile
 
-HERE = os.path.dirname(__file__)
-
 
 def pending_urls(job) -> list[str]:
     """Every pending URL, popped and done (so the directory ends empty)."""

@@ -10,11 +10,10 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from paths import EXAMPLE
 
 from diskfrontier import Frontier
 from diskfrontier.cli import main
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
 
 
 def run(*args: str, input: str | None = None):  # noqa: A002 - the name CliRunner.invoke uses

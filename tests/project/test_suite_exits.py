@@ -17,8 +17,8 @@ import time
 import uuid
 
 import pytest
+from paths import TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "DISKFRONTIER_TEST_RUN_MARK"
 
 pytestmark = pytest.mark.slow  # a pytest subprocess each, a few seconds
@@ -35,7 +35,7 @@ class InnerRun:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--basetemp", self.basetemp,
              *node_ids],
-            cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            cwd=TESTS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -103,7 +103,7 @@ class InnerRun:
         assert left == [], f"still running after pytest ended: {left}\n{self.text}"
 
 
-CASES = "suite_exit_cases.py"
+CASES = "kits/suite_exit_cases.py"
 IN_PROCESS_CRAWL = f"{CASES}::test_an_in_process_crawl_takes_the_ctrl_c_for_itself"
 SWALLOWS_CTRL_C = f"{CASES}::test_catches_keyboard_interrupt"
 CHILDREN = f"{CASES}::test_a_redis_server_children_and_a_grandchild"

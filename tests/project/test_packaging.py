@@ -15,10 +15,10 @@ import tarfile
 import zipfile
 
 import pytest
+from paths import REPO
 
 import diskfrontier
 
-REPO = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
 SOURCE = os.path.join(REPO, "diskfrontier")
 INSTALLED_TEST = os.environ.get("DISKFRONTIER_INSTALLED_TEST") == "1"
 MIN_SETUPTOOLS = 77  # as in pyproject.toml's [build-system]
@@ -141,7 +141,7 @@ def test_the_sdist_holds_the_package_tests_and_example(built):
     wanted = _package_files(SOURCE) | {
         "LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "mkdocs.yml", "docs/index.md",
         "jobdir-example/make_example.py", "jobdir-example/job/frontier.json", "jobdir-example/job/requests.urls",
-        "tests/conftest.py", "tests/test_packaging.py",
+        "tests/conftest.py", "tests/project/test_packaging.py", "tests/kits/paths.py",
     }
     missing = wanted - names
     assert not missing, f"not in the sdist: {sorted(missing)}"

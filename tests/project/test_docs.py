@@ -13,11 +13,12 @@ import os
 import re
 
 import pytest
+from paths import REPO
 
 import diskfrontier
 from diskfrontier.cli import main
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = REPO
 README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")
 PAGES = sorted(os.path.relpath(p, DOCS) for p in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True))

@@ -12,12 +12,13 @@ from collections import defaultdict
 from itertools import pairwise
 
 import pytest
+from paths import KITS
 from redisserver import RedisServer
 
 from diskfrontier import RedisFrontier, RedisUnavailable, Request
 
 pytestmark = pytest.mark.crash
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redis_worker_child.py")
+CHILD = os.path.join(KITS, "redis_worker_child.py")
 
 
 def start_worker(url: str, crawl: str, log: str, hold: int) -> subprocess.Popen:

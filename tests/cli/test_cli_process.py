@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import EXAMPLE
 
 from diskfrontier import Frontier, Request
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]
 
 

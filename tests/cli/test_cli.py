@@ -14,12 +14,12 @@ from collections import Counter
 import click
 import pytest
 from click.testing import CliRunner
+from paths import EXAMPLE, TESTS
 
 from diskfrontier import Frontier
 from diskfrontier.cli import main
 from diskfrontier.jobdir.layout import FORMAT_VERSION
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "jobdir-example", "job")
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
 
 
@@ -323,11 +323,12 @@ def test_long_work_draws_a_progress_bar_on_a_terminal(example, tmp_path, monkeyp
 
 
 def _options_in_tests() -> set[str]:
-    here = os.path.dirname(__file__)
     text = ""
-    for name in sorted(os.listdir(here)):
-        if name.startswith("test_") and name.endswith(".py"):
-            with open(os.path.join(here, name)) as f:
+    for root, _dirs, names in sorted(os.walk(TESTS)):
+        for name in sorted(names):
+            if not (name.startswith("test_") and name.endswith(".py")):
+                continue
+            with open(os.path.join(root, name)) as f:
                 text += f.read()
     return {token for token in text.replace('"', " ").replace("'", " ").split() if token.startswith("-")}
 

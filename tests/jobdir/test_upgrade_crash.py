@@ -17,13 +17,13 @@ import subprocess
 import sys
 
 import pytest
+from paths import DATA
 
 from diskfrontier import Frontier, Request
 from diskfrontier.jobdir.maintenance.verify import verify
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
 CHILD = """
 import os, signal, sys
 target, calls = int(sys.argv[2]), [0]

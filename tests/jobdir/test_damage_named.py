@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from jobkit import dir_salt
+from paths import DATA
 
 from diskfrontier import Frontier, FrontierError, JobDirCorrupt, Request
 from diskfrontier.jobdir.journal import FRAME, JournalScan, done_body, frame
 from diskfrontier.jobdir.maintenance.verify import verify
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
 N = 300
 
