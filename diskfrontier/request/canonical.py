@@ -5,7 +5,7 @@ URL). Most crawl URLs are plain ASCII with nothing to escape; for those the cano
 form is only "lower-case scheme and host, '/' for an empty path, query pairs sorted".
 ``canonicalize`` recognises exactly that shape with one regular expression and builds
 the result directly; everything else goes to w3lib, which stays the single source of
-truth. ``tests/test_canonical.py`` checks the fast path against w3lib as an oracle.
+truth. ``tests/request/test_canonical.py`` checks the fast path against w3lib as an oracle.
 """
 
 from __future__ import annotations

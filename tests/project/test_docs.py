@@ -168,3 +168,16 @@ def test_docs_install_extras_from_the_checkout():
         assert re.findall(r"pip install [^\n`]*diskfrontier\[", text) == [], name
     everything = "\n".join(texts.values())
     assert "pip install '.[scrapy]'" in everything and "pip install '.[redis]'" in everything
+
+
+def test_every_test_file_the_docs_name_exists():
+    named = set()
+    places = [os.path.join(ROOT, "README.md")]
+    for top in ("docs", "diskfrontier"):
+        for root, _dirs, names in os.walk(os.path.join(ROOT, top)):
+            places += [os.path.join(root, name) for name in names if name.endswith((".md", ".py"))]
+    for place in places:
+        with open(place, encoding="utf-8") as f:
+            named |= set(re.findall(r"\btests/[\w/]+\.py\b", f.read()))
+    assert len(named) > 10
+    assert sorted(path for path in named if not os.path.isfile(os.path.join(ROOT, path))) == []
