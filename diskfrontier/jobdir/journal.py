@@ -60,6 +60,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from ..contract import MAX_ATTEMPTS as MAX_ATTEMPTS  # the limits are the contract's; kept here for old imports
+from ..contract import MAX_ERROR, MAX_SECONDS, MAX_TIME
 from ..errors import FormatError, FrontierError, JobDirCorrupt
 from ..files.atomic import write_all
 from ..files.safefs import open_fd, open_file
@@ -88,17 +90,10 @@ HOST_HEAD = struct.Struct(">BBddqQ")  # type, namelen, delay, blocked_until, bud
 OFFSET = struct.Struct(">Q")
 FAIL_HEAD = struct.Struct(">BQd")  # type, target, failed_at; the error text follows
 PUSH, DONE, HOST, RETRY, REFETCH, FAIL = 1, 2, 3, 4, 5, 6
-MAX_ERROR = 4000
-"""The most bytes of error text a FAIL record holds (``fail()`` cuts longer text on a character boundary)."""
 REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
 CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
-MAX_ATTEMPTS = 0xFFFF
-MAX_SECONDS = 10**10
-"""The longest delay, timeout or wait a call takes (about 317 years)."""
-MAX_TIME = 10**11
-"""The latest ``time.time()`` value a record or a call holds (the year 5138); a block may also be +inf."""
 MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 _CHUNK = 8 << 20
 

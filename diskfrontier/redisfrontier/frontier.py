@@ -11,14 +11,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..contract import MAX_ATTEMPTS, MAX_ERROR, FailedRequest, HostInfo
+from ..contract import check_attempts as _attempts
+from ..contract import check_host as _host
+from ..contract import check_seconds as _seconds
+from ..contract import check_time as _time
 from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
-from ..failures import FailedRequest
-from ..jobdir.frontier import _attempts
-from ..jobdir.frontier import _check_host as _host
-from ..jobdir.frontier import _check_seconds as _seconds
-from ..jobdir.frontier import _check_time as _time
-from ..jobdir.journal import MAX_ATTEMPTS
-from ..politeness.schedule import HostInfo
 from ..request.model import Request
 from . import lua
 from .connection import (
@@ -38,7 +36,6 @@ from .values import Values
 FORMAT = "1"
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
-_MAX_ERROR = 4000  # bytes of a failure's error text kept
 _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
@@ -450,7 +447,7 @@ class RedisFrontier:
         the time: it is not handed out again until ``requeue_failed``. Counted in its host's done."""
         if not isinstance(error, str):
             raise TypeError(f"fail(): error must be a str, got {type(error).__name__}")
-        text = error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+        text = error.encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore").encode()
         self._one("fail", request, 0.0, struct.pack(">d", time.time()) + text)
 
     def failed(self) -> list[FailedRequest]:
@@ -494,7 +491,7 @@ class RedisFrontier:
             request = entry.request
             at = _time("record_failed(): failed_at", entry.failed_at)
             key, field = ("", b"") if request.dont_filter else self._seen_keys.of(request.fingerprint)
-            text = entry.error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+            text = entry.error.encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore").encode()
             args += [key, field, pack_body(request, encode(request), _attempts(request.attempts), 0.0),
                      struct.pack(">d", at) + text]
         self._check_open()
