@@ -25,6 +25,8 @@ __all__ = [
     "FailedRequest",
     "FrontierProtocol",
     "HostInfo",
+    "LocalFrontierProtocol",
+    "SharedFrontierProtocol",
     "check_attempts",
     "check_host",
     "check_seconds",
@@ -235,9 +237,40 @@ class FrontierProtocol(Protocol):
         ...
 
 
+class LocalFrontierProtocol(FrontierProtocol, Protocol):
+    """A frontier of one process (the job directory's): it may also keep a request that cannot be
+    stored in memory only, in its place in the queue order, lost if the process stops first."""
+
+    def push(self, request: Request, *, memory_only: bool = False, not_before: float | None = None) -> bool:
+        """``push``; with ``memory_only`` the request is kept in memory, not stored."""
+        ...
+
+
+class SharedFrontierProtocol(FrontierProtocol, Protocol):
+    """A frontier shared by many processes (Redis): a popped request is leased to its client for
+    ``lease`` seconds, and given back to the others if the lease runs out."""
+
+    lease: float
+
+    def pop_many(self, count: int) -> list[Request]:
+        """Up to ``count`` ready requests in one round trip, each leased (``pop`` order)."""
+        ...
+
+    def extend_many(self, requests: Iterable[Request], seconds: float | None = None) -> list[Request]:
+        """Renew the leases of ``requests``; return those whose leases were already lost."""
+        ...
+
+    def next_event_seen(self) -> float | None:
+        """When something held back by time becomes ready, as the last short ``pop_many`` saw it
+        (no round trip); None if it saw nothing waiting."""
+        ...
+
+
 if TYPE_CHECKING:  # mypy proves that both backends keep the contract
     from .jobdir.frontier import Frontier
     from .redisfrontier.frontier import RedisFrontier
 
     _JOBDIR_KEEPS_IT: type[FrontierProtocol] = Frontier
     _REDIS_KEEPS_IT: type[FrontierProtocol] = RedisFrontier
+    _JOBDIR_IS_LOCAL: type[LocalFrontierProtocol] = Frontier
+    _REDIS_IS_SHARED: type[SharedFrontierProtocol] = RedisFrontier

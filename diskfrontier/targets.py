@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .contract import FailedRequest, FrontierProtocol
+from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from .errors import FrontierError
 from .jobdir.frontier import Frontier
 from .jobdir.layout import FORMAT_VERSION, Layout, read_meta
@@ -46,8 +46,18 @@ def open_target(target: str | os.PathLike[str], crawl: str | None = None, **opti
     """
     _check_crawl(target, crawl)
     if crawl is not None:
-        return RedisFrontier(os.fspath(target), crawl=crawl, **options)
-    return Frontier(target, **options)
+        return open_shared(os.fspath(target), crawl, **options)
+    return open_local(target, **options)
+
+
+def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierProtocol:
+    """The job directory at ``path`` as a frontier of this process (``Frontier(path, **options)``)."""
+    return Frontier(path, **options)
+
+
+def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
+    """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
+    return RedisFrontier(url, crawl=crawl, **options)
 
 
 # ------------------------------------------------------------------ read-only views

@@ -366,9 +366,10 @@ class RedisFrontier:
 
     _state: tuple[float | None, float, int, int] | None = None
 
-    def _event_seen(self) -> float | None:
+    def next_event_seen(self) -> float | None:
         """When something held back by time becomes ready (``time.time()`` terms), as the last
-        ``pop_many`` that came back short saw it; None if it saw nothing waiting, or none came back short."""
+        ``pop_many`` that came back short saw it (no round trip); None if it saw nothing waiting, or none
+        came back short."""
         state = self._state
         if state is None or state[0] is None:
             return None
