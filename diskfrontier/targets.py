@@ -120,7 +120,7 @@ class JobDirView:
     """A job directory, read without the lock (safe beside a live crawl). Its pending and failed
     requests are read when the view is made; priorities highest first, each in push order."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, failed: bool = True) -> None:
         self.path = path
         self.layout = Layout(path)
         if not os.path.lexists(self.layout.meta):
@@ -130,7 +130,7 @@ class JobDirView:
         self.version: int = meta["version"]
         self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
         self._pending: dict[int | None, PendingRequests] = {None: pending_requests(path, push_order=True)}
-        self._failed = failed_requests(path)
+        self._failed = failed_requests(path) if failed else None
 
     def _of(self, priority: int | None) -> PendingRequests:
         if priority not in self._pending:
@@ -144,6 +144,8 @@ class JobDirView:
         return iter(self._of(priority))
 
     def failed(self) -> Iterator[FailedRequest]:
+        if self._failed is None:
+            self._failed = failed_requests(self.path)
         return iter(self._failed)
 
     def seen_estimate(self) -> int:
@@ -218,12 +220,15 @@ class RedisView:
         self.close()
 
 
-def open_view(target: str, crawl: str | None = None) -> CrawlView:
-    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``)."""
+def open_view(target: str, crawl: str | None = None, *, failed: bool = True) -> CrawlView:
+    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``).
+
+    A job directory's pending requests, and its failed ones unless ``failed=False`` (then they are
+    read by the first ``failed()``), are read when the view is made."""
     _check_crawl(target, crawl)
     if crawl is not None:
         return RedisView(target, crawl)
-    return JobDirView(target)
+    return JobDirView(target, failed=failed)
 
 
 if TYPE_CHECKING:  # mypy proves that both views keep the view's contract
