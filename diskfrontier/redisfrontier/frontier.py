@@ -22,12 +22,12 @@ from . import lua
 from .connection import (
     LeaseExpired,
     RedisMisconfigured,
-    _shown,
     check_crawl_name,
     check_server,
     connect,
     log,
     repair_hint,
+    shown_url,
     talking,
 )
 from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
@@ -131,7 +131,7 @@ class RedisFrontier:
             mark = self._redis.hget(self._meta, COPY_MARK)
         self.copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
         if self.copy_mark is not None and copy_of is None:
-            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {_shown(url)} is an unfinished copy of "
+            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {shown_url(url)} is an unfinished copy of "
                                  f"{self.copy_mark} (the copy was stopped before its end, or is still running): "
                                  f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
@@ -183,7 +183,7 @@ class RedisFrontier:
     # ------------------------------------------------------------------ plumbing
     @property
     def _shown_url(self) -> str:
-        return _shown(self.url)
+        return shown_url(self.url)
 
     def set_copy_mark(self, source: str | None) -> None:
         """Mark the crawl as being made by a copy of ``source`` (None: remove the mark, the copy's last
