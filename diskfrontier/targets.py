@@ -82,12 +82,12 @@ class CrawlView(Protocol):
     order: str
     settings: dict[str, Any] | None  # the crawl's own delay, per_host and prefer; None: it keeps none
 
-    def pending_count(self, priority: int | None = None) -> int:
-        """About how many requests ``pending_requests(priority)`` gives."""
+    def pending_count(self) -> int:
+        """About how many requests ``pending_requests()`` gives."""
         ...
 
-    def pending_requests(self, priority: int | None = None) -> Iterator[Request]:
-        """The requests not done (in flight or leased ones as pending), of ``priority`` if given."""
+    def pending_requests(self) -> Iterator[Request]:
+        """The requests not done (in flight or leased ones as pending), of the view's priority if it has one."""
         ...
 
     def failed(self) -> Iterator[FailedRequest]:
@@ -117,10 +117,12 @@ class CrawlView(Protocol):
 
 
 class JobDirView:
-    """A job directory, read without the lock (safe beside a live crawl). Its pending and failed
-    requests are read when the view is made; priorities highest first, each in push order."""
+    """A job directory, read without the lock (safe beside a live crawl). Its pending requests (of
+    ``priority`` only, if given), then its failed ones, are read when the view is made (so that a
+    request failing meanwhile is in one or both, never in neither); priorities highest first, each
+    in push order."""
 
-    def __init__(self, path: str, *, failed: bool = True) -> None:
+    def __init__(self, path: str, *, priority: int | None = None, failed: bool = True) -> None:
         self.path = path
         self.layout = Layout(path)
         if not os.path.lexists(self.layout.meta):
@@ -129,19 +131,14 @@ class JobDirView:
         self.order: str = meta["order"]
         self.version: int = meta["version"]
         self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
-        self._pending: dict[int | None, PendingRequests] = {None: pending_requests(path, push_order=True)}
+        self._pending: PendingRequests = pending_requests(path, priority=priority, push_order=True)
         self._failed = failed_requests(path) if failed else None
 
-    def _of(self, priority: int | None) -> PendingRequests:
-        if priority not in self._pending:
-            self._pending[priority] = pending_requests(self.path, priority=priority, push_order=True)
-        return self._pending[priority]
+    def pending_count(self) -> int:
+        return len(self._pending)
 
-    def pending_count(self, priority: int | None = None) -> int:
-        return len(self._of(priority))
-
-    def pending_requests(self, priority: int | None = None) -> Iterator[Request]:
-        return iter(self._of(priority))
+    def pending_requests(self) -> Iterator[Request]:
+        return iter(self._pending)
 
     def failed(self) -> Iterator[FailedRequest]:
         if self._failed is None:
@@ -179,21 +176,23 @@ class JobDirView:
 class RedisView:
     """A Redis crawl, read with scans (its leased requests are read as pending, in no order)."""
 
-    def __init__(self, url: str, crawl: str) -> None:
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None) -> None:
+        self.priority = priority
         self.frontier = RedisFrontier(url, crawl=crawl, create=False)
         self.order = self.frontier.order
         self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
                                                 "prefer": self.frontier.prefer}
 
-    def pending_count(self, priority: int | None = None) -> int:
+    def pending_count(self) -> int:
+        """Every request not done (of every priority: counting one priority takes a scan)."""
         stats = self.frontier.stats()
         return int(stats["pending"]) + int(stats["in_flight"])
 
-    def pending_requests(self, priority: int | None = None) -> Iterator[Request]:
+    def pending_requests(self) -> Iterator[Request]:
         requests = self.frontier.pending_requests(leased=True)
-        if priority is None:
+        if self.priority is None:
             return requests
-        return (r for r in requests if r.priority == priority)
+        return (r for r in requests if r.priority == self.priority)
 
     def failed(self) -> Iterator[FailedRequest]:
         return iter(self.frontier.failed())
@@ -220,15 +219,17 @@ class RedisView:
         self.close()
 
 
-def open_view(target: str, crawl: str | None = None, *, failed: bool = True) -> CrawlView:
-    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``).
+def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
+              failed: bool = True) -> CrawlView:
+    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``), its
+    pending requests those of ``priority`` if given.
 
     A job directory's pending requests, and its failed ones unless ``failed=False`` (then they are
     read by the first ``failed()``), are read when the view is made."""
     _check_crawl(target, crawl)
     if crawl is not None:
-        return RedisView(target, crawl)
-    return JobDirView(target, failed=failed)
+        return RedisView(target, crawl, priority=priority)
+    return JobDirView(target, priority=priority, failed=failed)
 
 
 if TYPE_CHECKING:  # mypy proves that both views keep the view's contract

@@ -269,11 +269,12 @@ def open_crawl(target: str, crawl: str | None, *, create: bool = False) -> Front
         return open_target(target, crawl, create=create)
 
 
-def open_crawl_view(target: str, crawl: str | None, *, failed: bool = True) -> CrawlView:
-    """A read-only view of a command's target (a job directory read without its lock, or a Redis crawl);
-    ``failed=False``: a job directory's failed requests are not read."""
+def open_crawl_view(target: str, crawl: str | None, *, priority: int | None = None,
+                    failed: bool = True) -> CrawlView:
+    """A read-only view of a command's target (a job directory read without its lock, or a Redis crawl),
+    of one ``priority`` if given; ``failed=False``: a job directory's failed requests are not read."""
     with redis_call_errors():
-        return open_view(target, crawl, failed=failed)
+        return open_view(target, crawl, priority=priority, failed=failed)
 
 
 def open_redis(url: str, crawl: str, *, create: bool = False) -> RedisFrontier:

@@ -58,9 +58,8 @@ def export_command(jobdir: str, crawl: str | None, output: str, priority: int | 
     name = redis_crawl(jobdir, crawl)
     if name is None:
         require_jobdir(jobdir)
-    with open_crawl_view(jobdir, name, failed=False) as view:
-        requests = view.pending_requests(priority)
-        count, seen = _export(output, requests, view.pending_count(priority),
+    with open_crawl_view(jobdir, name, priority=priority, failed=False) as view:
+        count, seen = _export(output, view.pending_requests(), view.pending_count(),
                               view.seen_fingerprints if with_seen else None)
     if output != "-":
         also = f" and {seen:,} seen fingerprints" if with_seen else ""
