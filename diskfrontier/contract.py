@@ -22,6 +22,7 @@ __all__ = [
     "MAX_ERROR",
     "MAX_SECONDS",
     "MAX_TIME",
+    "SHARED_STATS",
     "FailedRequest",
     "FrontierProtocol",
     "HostInfo",
@@ -72,6 +73,23 @@ class HostInfo:
         return {"host": self.host, "pending": self.pending, "in_flight": self.in_flight, "done": self.done,
                 "delay": self.delay, "ready_at": self.ready_at, "blocked_until": self.blocked_until,
                 "budget": self.budget}
+
+
+SHARED_STATS = {
+    "pending": "requests waiting to be popped",
+    "in_flight": "requests popped and not finished (Redis: leased by any client)",
+    "delayed": "pending requests waiting for a time (not_before, a retry's delay, a re-fetch)",
+    "seen": "fingerprints in the seen set",
+    "hosts": "hosts known to the frontier",
+    "order": "'lifo' or 'fifo'",
+    "pushed": "requests queued (a job directory: by this run; Redis: by every client)",
+    "duplicates": "pushes refused as seen before (counted as pushed is)",
+    "retried": "requests given back by retry (counted as pushed is)",
+    "refetch_scheduled": "requests done with refetch_after (counted as pushed is)",
+    "done": "requests done (counted as pushed is)",
+    "failed": "requests recorded as failed (counted as pushed is)",
+}
+"""The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""
 
 
 # ------------------------------------------------------------------ argument checks

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from diskfrontier import NotInFlight, Request
+from diskfrontier.contract import SHARED_STATS
 
 from .model import Reference
 
@@ -105,13 +106,20 @@ def test_a_request_round_trips_with_every_field(frontier_factory):
     assert got.fingerprint == sent.fingerprint and got.slot == "pool-1" and got.attempts == 0
 
 
-def test_stats_count_pending_in_flight_and_seen(frontier_factory):
+def test_stats_have_the_shared_keys_and_count_alike(frontier_factory):
     f = frontier_factory()
-    f.push_many(Request(f"https://a.example/{i}") for i in range(4))
+    f.push_many(Request(f"https://a.example/{i}") for i in range(5))
+    f.push(Request("https://a.example/0"))
     f.done(f.pop())
+    f.retry(f.pop())
+    f.fail(f.pop(), "gone")
     f.pop()
     stats = f.stats()
-    assert (stats["pending"], stats["in_flight"], stats["seen"]) == (2, 1, 4)
+    assert set(SHARED_STATS) <= set(stats)
+    counts = {key: stats[key] for key in ("pending", "in_flight", "seen", "hosts", "order", "pushed",
+                                          "duplicates", "retried", "failed", "delayed", "done")}
+    assert counts == {"pending": 2, "in_flight": 1, "seen": 5, "hosts": 1, "order": "lifo", "pushed": 5,
+                      "duplicates": 1, "retried": 1, "failed": 1, "delayed": 0, "done": 1}
 
 
 def test_threads_share_one_frontier_and_nothing_is_handed_out_twice(frontier_factory):
