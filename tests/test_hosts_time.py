@@ -359,10 +359,12 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
 
 
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
-    """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
+    """tests/test_frontier.py, the model test and the contract suite's job directory tests again, every
+    frontier with per_host set (see conftest.py)."""
     here = os.path.dirname(os.path.abspath(__file__))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_frontier.py", "test_model.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_frontier.py", "test_model.py",
+         "contract", "-k", "not redis"],
         cwd=here, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
