@@ -132,6 +132,8 @@ class FrontierProtocol(Protocol):
     hold requests back; ``next_ready`` says when the next one may go.
     """
 
+    order: str  # "lifo" or "fifo", fixed when the frontier was made
+
     # -- writing requests
     def push(self, request: Request, *, not_before: float | None = None) -> bool:
         """Queue ``request``; False if its fingerprint was seen before (unless ``dont_filter``)."""
