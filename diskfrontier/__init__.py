@@ -1,5 +1,6 @@
 """diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
 
+from .contract import FrontierProtocol
 from .errors import (
     CallbackRefused,
     CrawlDamaged,
@@ -33,6 +34,7 @@ __all__ = [
     "Frontier",
     "FrontierClosed",
     "FrontierError",
+    "FrontierProtocol",
     "IncompleteCopy",
     "JobDirCorrupt",
     "JobDirLocked",

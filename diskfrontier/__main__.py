@@ -1,5 +1,5 @@
 """``python -m diskfrontier``: the same as the ``diskfrontier`` command."""
 
-from .cli.commands import main
+from .cli import main
 
 main()

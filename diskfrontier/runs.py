@@ -19,28 +19,17 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from .contract import MAX_SECONDS, FrontierProtocol
 from .errors import FrontierError
-from .jobdir.journal import MAX_SECONDS
 from .request.model import Request, retries_text
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again
 
 
-class CrawlFrontier(Protocol):
-    """What ``crawl()`` needs of a frontier (``Frontier`` and ``RedisFrontier`` both have it)."""
-
-    def pop(self, timeout: float | None = 0.0) -> Request | None: ...
-    def done(self, request: Request, *, refetch_after: float | None = None) -> None: ...
-    def retry(self, request: Request, *, delay: float = 0.0) -> None: ...
-    def fail(self, request: Request, error: str) -> None: ...
-    def holds(self, request: Request) -> bool: ...
-    def next_ready(self) -> float | None: ...
-    def stats(self) -> dict[str, Any]: ...
-    @property
-    def finished(self) -> bool: ...
+CrawlFrontier = FrontierProtocol  # what crawl() needs of a frontier: the contract (an older name)
 
 
 Handler = Callable[[Request, Any], Any]
@@ -101,7 +90,7 @@ class CrawlStats:
 class _Run:
     """The shared state of one run: counters, the stop flags, and the signal handlers."""
 
-    def __init__(self, frontier: CrawlFrontier, handler: Handler, retries: int, backoff: float,
+    def __init__(self, frontier: FrontierProtocol, handler: Handler, retries: int, backoff: float,
                  duration: float | None, max_requests: int | None) -> None:
         self.frontier, self.handler = frontier, handler
         self.retries, self.backoff = retries, backoff
@@ -262,7 +251,7 @@ def _check(name: str, value: Any, *, whole: bool = False, least: float = 0.0, no
 
 
 def crawl(
-    frontier: CrawlFrontier,
+    frontier: FrontierProtocol,
     handler: Callable[[Request, Any], Any] | Callable[[Request, Any], Awaitable[Any]],
     *,
     workers: int = 8,

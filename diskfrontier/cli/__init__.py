@@ -1,5 +1,7 @@
-"""The ``diskfrontier`` command line: one click group; the commands and their shared helpers."""
+"""The ``diskfrontier`` command line: one click group (``group.py``), one module per family of
+commands (``inspect``, ``write``, ``maintain``, ``transfer``, ``demo``), and their shared helpers
+(``options``, ``support``)."""
 
-from .commands import main
+from .group import main
 
 __all__ = ["main"]

@@ -15,11 +15,13 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from ..contract import FrontierProtocol
 from ..errors import FrontierError
 from ..files.safefs import create_exclusive, unique_temp
 from ..jobdir.recovery import Progress
 from ..redisfrontier import RedisFrontier, is_redis_url
 from ..redisfrontier.connection import check_crawl_name
+from ..targets import CrawlView, open_target, open_view
 from ..transfer.copy import shown_url
 from ..transfer.destination import MARKER
 
@@ -255,6 +257,24 @@ def redis_call_errors() -> Iterator[None]:
         yield
     except (ValueError, TypeError) as exc:
         raise FrontierError(str(exc)) from None
+
+
+def open_crawl(target: str, crawl: str | None, *, create: bool = False) -> FrontierProtocol:
+    """The frontier of a command's target: the job directory ``target`` (locked: refused while a crawl
+    holds it) when ``crawl`` is None, else the crawl ``crawl`` at the Redis URL ``target``, keeping its
+    settings; ``create``: a Redis crawl is made if it does not exist (else FrontierError naming it)."""
+    if crawl is None:
+        return open_target(target)
+    with redis_call_errors():
+        return open_target(target, crawl, create=create)
+
+
+def open_crawl_view(target: str, crawl: str | None, *, priority: int | None = None,
+                    failed: bool = True) -> CrawlView:
+    """A read-only view of a command's target (a job directory read without its lock, or a Redis crawl),
+    of one ``priority`` if given; ``failed=False``: a job directory's failed requests are not read."""
+    with redis_call_errors():
+        return open_view(target, crawl, priority=priority, failed=failed)
 
 
 def open_redis(url: str, crawl: str, *, create: bool = False) -> RedisFrontier:

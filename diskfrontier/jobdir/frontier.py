@@ -38,6 +38,10 @@ from typing import Any, cast
 from queuelib import PriorityQueue
 from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 
+from ..contract import check_attempts as _attempts
+from ..contract import check_host as _check_host
+from ..contract import check_seconds as _check_seconds
+from ..contract import check_time as _check_time
 from ..errors import FrontierClosed, FrontierError, JobDirCorrupt, NotInFlight, ScrapyQueueFound
 from ..failures import FailedRequest
 from ..files.atomic import fsync_path
@@ -46,7 +50,7 @@ from ..files.writeerrors import raise_named
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import Host, HostInfo, HostSchedule, buffer_top
 from ..request.codec import Unencodable, decode_request, encode_request
-from ..request.model import PRIORITY_MAX, Request, check_slot
+from ..request.model import PRIORITY_MAX, Request
 from ..scrapyfiles.queue import holds_requests, set_aside
 from . import checkpoint
 from .hostfile import HostFileUnusable, load_host_state, save_host_state
@@ -57,8 +61,6 @@ from .journal import (
     MAGIC,
     MAGIC_CRC,
     MAX_ATTEMPTS,
-    MAX_SECONDS,
-    MAX_TIME,
     PUSH,
     PUSH_HEAD,
     REFETCH,
@@ -1626,31 +1628,6 @@ def _slot_in(body: bytes | memoryview) -> bytes:
     _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
     start = _PUSH_HEAD_SIZE + fplen
     return bytes(body[start:start + slotlen])
-
-
-def _check_seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
-        raise ValueError(f"{name} must be a number of seconds from 0 to {MAX_SECONDS:,}, got {value!r}")
-    return float(value)
-
-
-def _check_time(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIME:
-        raise ValueError(f"{name} must be a time.time() value (0 to {MAX_TIME:,}), got {value!r}")
-    return float(value)
-
-
-def _attempts(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"Request.attempts must be a whole number of at least 0, got {value!r}")
-    return min(value, MAX_ATTEMPTS)
-
-
-def _check_host(host: Any) -> str:
-    checked = check_slot(host, "host")
-    if checked is None:
-        raise TypeError("host must be a str, got None")
-    return checked
 
 
 def _just_created(journal: str) -> bool:

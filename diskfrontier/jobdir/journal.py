@@ -60,6 +60,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from ..contract import MAX_ATTEMPTS as MAX_ATTEMPTS  # the limits are the contract's; kept here for old imports
+from ..contract import MAX_ERROR, MAX_SECONDS, MAX_TIME
 from ..errors import FormatError, FrontierError, JobDirCorrupt
 from ..files.atomic import write_all
 from ..files.safefs import open_fd, open_file
@@ -88,19 +90,12 @@ HOST_HEAD = struct.Struct(">BBddqQ")  # type, namelen, delay, blocked_until, bud
 OFFSET = struct.Struct(">Q")
 FAIL_HEAD = struct.Struct(">BQd")  # type, target, failed_at; the error text follows
 PUSH, DONE, HOST, RETRY, REFETCH, FAIL = 1, 2, 3, 4, 5, 6
-MAX_ERROR = 4000
-"""The most bytes of error text a FAIL record holds (``fail()`` cuts longer text on a character boundary)."""
 REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
 CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
 MAX_BODY = 1 << 30
-MAX_ATTEMPTS = 0xFFFF
-MAX_SECONDS = 10**10
-"""The longest delay, timeout or wait a call takes (about 317 years)."""
-MAX_TIME = 10**11
-"""The latest ``time.time()`` value a record or a call holds (the year 5138); a block may also be +inf."""
 MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
-_CHUNK = 8 << 20
+CHUNK = 8 << 20
 
 
 def identity(offset: int, salt: int) -> int:
@@ -123,7 +118,7 @@ def header_check(offset: int, length: int, salt: int) -> int:
     return _crc32(_U32_PACK(length), identity(offset, salt)) & 0xFFFF
 
 
-def _body_ok_v3(body: bytes | memoryview) -> bool:
+def body_ok_v3(body: bytes | memoryview) -> bool:
     """A record of a known type whose size fits its own length fields and whose values are in range (format 3)."""
     size = len(body)
     if not size:
@@ -184,7 +179,7 @@ class _Rules:
         return identity(offset, salt if self.salted else 0)
 
 
-_RULES = {4: _Rules(FRAME, True, True, _body_ok_v3), 3: _Rules(FRAME, True, False, _body_ok_v3),
+_RULES = {4: _Rules(FRAME, True, True, body_ok_v3), 3: _Rules(FRAME, True, False, body_ok_v3),
           2: _Rules(FRAME, True, False, _body_ok_v2), 1: _Rules(FRAME_V1, False, False, _body_ok_v2)}
 
 
@@ -427,7 +422,7 @@ class JournalScan:
             avail = len(buf) - rel
             if avail < header or avail < header + unpack(buf, rel)[0] <= header + MAX_BODY:
                 f.seek(pos)
-                want = _CHUNK if avail < header else max(_CHUNK, header + unpack(buf, rel)[0])
+                want = CHUNK if avail < header else max(CHUNK, header + unpack(buf, rel)[0])
                 buf, base, rel = f.read(min(want, size - pos)), pos, 0  # a damaged length asks for no more
                 if len(buf) >= header and len(buf) < header + unpack(buf, 0)[0] <= min(header + MAX_BODY, size - pos):
                     f.seek(pos)  # a record longer than the chunk just read, starting it
@@ -483,7 +478,7 @@ _TRUNCATED_HINT = (
 def _zeros_from(f: IO[bytes], pos: int) -> bool:
     """True if the file holds only zero bytes from ``pos`` on (what a power cut can leave)."""
     f.seek(pos)
-    while chunk := f.read(_CHUNK):
+    while chunk := f.read(CHUNK):
         if chunk.strip(b"\0"):
             return False
     return True
@@ -499,8 +494,8 @@ def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules, salt: int) ->
     unpack, header = fmt.unpack_from, fmt.size
     while pos + header < size:
         f.seek(pos)
-        chunk = f.read(_CHUNK + header)
-        for i in range(0, min(len(chunk) - header, _CHUNK)):
+        chunk = f.read(CHUNK + header)
+        for i in range(0, min(len(chunk) - header, CHUNK)):
             fields = unpack(chunk, i)
             length = fields[0]
             if not 0 < length <= MAX_BODY or pos + i + header + length > size:
@@ -515,7 +510,7 @@ def _next_intact(f: IO[bytes], pos: int, size: int, rules: _Rules, salt: int) ->
                 body = memoryview(f.read(length))
             if _crc32(body, seed) == fields[1] and rules.body_ok(body):
                 return pos + i
-        pos += max(1, min(len(chunk) - header, _CHUNK))
+        pos += max(1, min(len(chunk) - header, CHUNK))
     return size
 
 

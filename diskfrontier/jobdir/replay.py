@@ -42,7 +42,7 @@ from typing import IO
 from ..errors import JobDirCorrupt
 from ..files.safefs import open_file
 from .journal import (
-    _CHUNK,
+    CHUNK,
     DONE,
     FAIL,
     FLAG_DONT_FILTER,
@@ -59,7 +59,7 @@ from .journal import (
     HostRecord,
     JournalScan,
     ScanResult,
-    _body_ok_v3,
+    body_ok_v3,
     done_target,
     journal_version,
     parse_host,
@@ -452,7 +452,7 @@ def _fast_scan(
     timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
     done, fail = collect.done, collect.fail
     header, least, fp_start = FRAME.size, _FRAME_AND_KIND.size, _FP_START
-    pos, last, want = len(MAGIC), -1, _CHUNK
+    pos, last, want = len(MAGIC), -1, CHUNK
     floor, floor_crc = trusted if trusted is not None else (0, 0)
     running = MAGIC_CRC  # the crc32 of the file up to pos
     while pos < size:
@@ -507,10 +507,10 @@ def _fast_scan(
                     fingerprint(buf[fp:fp + fplen])
                 if kind != 1:
                     done(at, _TARGET(buf, end - 8)[0], kind)
-            elif kind == 3 and _body_ok_v3(view[body:end]):
+            elif kind == 3 and body_ok_v3(view[body:end]):
                 if host_append is not None:
                     collect.host_record(view[body:end])
-            elif kind == 6 and _body_ok_v3(view[body:end]):
+            elif kind == 6 and body_ok_v3(view[body:end]):
                 fail(at, _TARGET(buf, body + 1)[0])
             else:
                 _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
@@ -533,7 +533,7 @@ def _fast_scan(
         else:
             running = crc32(view[:rel], running)
         pos += rel
-        want = _CHUNK
+        want = CHUNK
         if progress is not None:
             progress(pos, size)
     _check_prefix(running, b"", pos, 0, floor, floor_crc, trusted)

@@ -29,9 +29,9 @@ import math
 import time
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from ..contract import HostInfo
 from ..request.model import PRIORITY_MAX
 from .hosttable import HostTable
 
@@ -180,26 +180,6 @@ class Host:
     def has_settings(self) -> bool:
         """True if something about this host must be kept across restarts."""
         return self.delay is not None or self.blocked_until > 0 or self.budget is not None
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    """What ``Frontier.hosts()`` tells of one host."""
-
-    host: str
-    pending: int
-    in_flight: int
-    done: int
-    delay: float  # in effect: the host's own, else the frontier's
-    ready_at: float | None  # when its next request may be handed out (time.time()); None: nothing pending
-    blocked_until: float | None
-    budget: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a dict (JSON-ready)."""
-        return {"host": self.host, "pending": self.pending, "in_flight": self.in_flight, "done": self.done,
-                "delay": self.delay, "ready_at": self.ready_at, "blocked_until": self.blocked_until,
-                "budget": self.budget}
 
 
 class HostSchedule:

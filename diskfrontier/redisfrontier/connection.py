@@ -71,15 +71,15 @@ def talking(url: str, what: str) -> Iterator[None]:
     except (rx.ConnectionError, rx.TimeoutError) as exc:
         loading = isinstance(exc, rx.BusyLoadingError)
         state = "is loading its data" if loading else "could not be reached"
-        raise RedisUnavailable(f"{what}: Redis at {_shown(url)} {state} ({exc}); the call may not have been "
+        raise RedisUnavailable(f"{what}: Redis at {shown_url(url)} {state} ({exc}); the call may not have been "
                                f"applied: try it again when Redis is back") from None
     except rx.NoPermissionError as exc:
-        raise FrontierError(f"{what}: Redis at {_shown(url)} refused the command ({exc}); the user needs "
+        raise FrontierError(f"{what}: Redis at {shown_url(url)} refused the command ({exc}); the user needs "
                             f"EVALSHA, HSET, ZADD, TIME and INFO on the crawl's keys") from None
     except rx.ResponseError as exc:
         text = _SCRIPT_WHERE.sub("", str(exc))
         if "DFNOCRAWL" in text:
-            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {_shown(url)} (deleted or evicted "
+            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {shown_url(url)} (deleted or evicted "
                                 f"while this client had it open)") from None
         if text.startswith("DFDAMAGED "):
             key, _, problem = text[len("DFDAMAGED "):].partition(" ")
@@ -90,11 +90,11 @@ def talking(url: str, what: str) -> Iterator[None]:
             raise CrawlDamaged("a key of the crawl", f"is of a type diskfrontier never made ({what}: {text})",
                                hint="run 'diskfrontier verify URL --crawl NAME' to find it") from None
         if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
-            raise FrontierError(f"{what}: Redis at {_shown(url)} is out of memory ({text}); nothing was "
+            raise FrontierError(f"{what}: Redis at {shown_url(url)} is out of memory ({text}); nothing was "
                                 f"changed: raise maxmemory or free memory") from None
-        raise FrontierError(f"{what}: Redis at {_shown(url)} answered with an error: {text}") from None
+        raise FrontierError(f"{what}: Redis at {shown_url(url)} answered with an error: {text}") from None
     except rx.RedisError as exc:
-        raise FrontierError(f"{what}: Redis at {_shown(url)}: {type(exc).__name__}: {exc}") from None
+        raise FrontierError(f"{what}: Redis at {shown_url(url)}: {type(exc).__name__}: {exc}") from None
 
 
 def damaged(url: str, key: str, problem: str) -> CrawlDamaged:
@@ -108,20 +108,20 @@ def damaged(url: str, key: str, problem: str) -> CrawlDamaged:
 def repair_hint(url: str, crawl: str) -> str:
     """What to do about damage found in crawl ``crawl`` at ``url``."""
     return (f"keys of the crawl were deleted, evicted or changed from outside: run 'diskfrontier verify "
-            f"{_shown(url)} --crawl {crawl}' to see every problem, and with --repair to rebuild the crawl's "
+            f"{shown_url(url)} --crawl {crawl}' to see every problem, and with --repair to rebuild the crawl's "
             f"indexes from its stored requests")
 
 
 def evicting(url: str, policy: str, what: str) -> RedisMisconfigured:
     """The error of a server found evicting (``policy``) after the crawl was opened."""
     return RedisMisconfigured(
-        f"{what}: Redis at {_shown(url)} has maxmemory-policy {policy} now (it was changed after the crawl was "
+        f"{what}: Redis at {shown_url(url)} has maxmemory-policy {policy} now (it was changed after the crawl was "
         f"opened): it may drop keys of the crawl (pending requests, leases, fingerprints) without a word, and may "
         f"have done so already; set 'maxmemory-policy noeviction' (CONFIG SET maxmemory-policy noeviction, and in "
         f"redis.conf), then run 'diskfrontier verify URL --crawl NAME' to see whether anything was lost")
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """``url`` without its password."""
     return re.sub(r"//[^@/]*@", "//***@", url)
 
@@ -133,14 +133,14 @@ def check_server(client: Any, url: str, crawl: str) -> None:
         persistence = client.info("persistence")
         version = client.info("server").get("redis_version", "0")
     if tuple(int(x) for x in re.findall(r"\d+", str(version))[:2]) < (6, 2):
-        raise RedisMisconfigured(f"Redis at {_shown(url)} is version {version}; diskfrontier needs 6.2 or later")
+        raise RedisMisconfigured(f"Redis at {shown_url(url)} is version {version}; diskfrontier needs 6.2 or later")
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
         raise RedisMisconfigured(
-            f"Redis at {_shown(url)} has maxmemory-policy {policy}: when memory is full it would drop keys of "
+            f"Redis at {shown_url(url)} has maxmemory-policy {policy}: when memory is full it would drop keys of "
             f"crawl {crawl!r} (pending requests, leases, fingerprints) without a word; set "
             f"'maxmemory-policy noeviction' (CONFIG SET maxmemory-policy noeviction, and in redis.conf)")
     if not persistence.get("aof_enabled"):
         log.warning("Redis at %s has appendonly off: a Redis crash loses what was written since its last "
                     "snapshot; set 'appendonly yes' (and appendfsync always for every acknowledged call)",
-                    _shown(url))
+                    shown_url(url))

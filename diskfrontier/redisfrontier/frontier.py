@@ -11,25 +11,23 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..contract import MAX_ATTEMPTS, MAX_ERROR, FailedRequest, HostInfo
+from ..contract import check_attempts as _attempts
+from ..contract import check_host as _host
+from ..contract import check_seconds as _seconds
+from ..contract import check_time as _time
 from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
-from ..failures import FailedRequest
-from ..jobdir.frontier import _attempts
-from ..jobdir.frontier import _check_host as _host
-from ..jobdir.frontier import _check_seconds as _seconds
-from ..jobdir.frontier import _check_time as _time
-from ..jobdir.journal import MAX_ATTEMPTS
-from ..politeness.schedule import HostInfo
 from ..request.model import Request
 from . import lua
 from .connection import (
     LeaseExpired,
     RedisMisconfigured,
-    _shown,
     check_crawl_name,
     check_server,
     connect,
     log,
     repair_hint,
+    shown_url,
     talking,
 )
 from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
@@ -38,7 +36,6 @@ from .values import Values
 FORMAT = "1"
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
-_MAX_ERROR = 4000  # bytes of a failure's error text kept
 _FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
@@ -134,7 +131,7 @@ class RedisFrontier:
             mark = self._redis.hget(self._meta, COPY_MARK)
         self.copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
         if self.copy_mark is not None and copy_of is None:
-            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {_shown(url)} is an unfinished copy of "
+            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {shown_url(url)} is an unfinished copy of "
                                  f"{self.copy_mark} (the copy was stopped before its end, or is still running): "
                                  f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
         self._scripts = {name: self._redis.register_script(getattr(lua, name))
@@ -186,7 +183,7 @@ class RedisFrontier:
     # ------------------------------------------------------------------ plumbing
     @property
     def _shown_url(self) -> str:
-        return _shown(self.url)
+        return shown_url(self.url)
 
     def set_copy_mark(self, source: str | None) -> None:
         """Mark the crawl as being made by a copy of ``source`` (None: remove the mark, the copy's last
@@ -369,9 +366,10 @@ class RedisFrontier:
 
     _state: tuple[float | None, float, int, int] | None = None
 
-    def _event_seen(self) -> float | None:
+    def next_event_seen(self) -> float | None:
         """When something held back by time becomes ready (``time.time()`` terms), as the last
-        ``pop_many`` that came back short saw it; None if it saw nothing waiting, or none came back short."""
+        ``pop_many`` that came back short saw it (no round trip); None if it saw nothing waiting, or none
+        came back short."""
         state = self._state
         if state is None or state[0] is None:
             return None
@@ -450,7 +448,7 @@ class RedisFrontier:
         the time: it is not handed out again until ``requeue_failed``. Counted in its host's done."""
         if not isinstance(error, str):
             raise TypeError(f"fail(): error must be a str, got {type(error).__name__}")
-        text = error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+        text = error.encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore").encode()
         self._one("fail", request, 0.0, struct.pack(">d", time.time()) + text)
 
     def failed(self) -> list[FailedRequest]:
@@ -494,7 +492,7 @@ class RedisFrontier:
             request = entry.request
             at = _time("record_failed(): failed_at", entry.failed_at)
             key, field = ("", b"") if request.dont_filter else self._seen_keys.of(request.fingerprint)
-            text = entry.error.encode("utf-8", "replace")[:_MAX_ERROR].decode("utf-8", "ignore").encode()
+            text = entry.error.encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore").encode()
             args += [key, field, pack_body(request, encode(request), _attempts(request.attempts), 0.0),
                      struct.pack(">d", at) + text]
         self._check_open()

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import CrawlDamaged, FrontierError
 from ..request.codec import decode_request, encode_request
-from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request, _check_priority
+from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request, check_priority
 
 _HEAD = struct.Struct(">iBHd")  # priority, flags (1: dont_filter), attempts, not_before
 _DONT_FILTER = 1
@@ -18,7 +18,7 @@ FP_SIZE = 20  # Scrapy's sha1 fingerprints: split into a bucket and a field, and
 
 def pack_body(request: Request, record: bytes, attempts: int, not_before: float) -> bytes:
     """The body of ``request`` in the crawl's ``req`` hash."""
-    _check_priority(request.priority)  # a plain attribute: it may have been changed since the Request was made
+    check_priority(request.priority)  # a plain attribute: it may have been changed since the Request was made
     slot = request.slot.encode()
     fingerprint = request.fingerprint
     return b"".join((

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import CrawlDamaged, FrontierError
 from . import lua
-from .connection import RedisMisconfigured, _shown, connect, talking
+from .connection import RedisMisconfigured, connect, shown_url, talking
 from .records import unpack_body
 
 BATCH = 500  # hosts a REPLACE script call places
@@ -95,7 +95,7 @@ class _Crawl:
 
     def __init__(self, client: Any, url: str, crawl: str, report: RedisReport) -> None:
         self.client = client
-        self.shown_url = _shown(url)
+        self.shown_url = shown_url(url)
         self.prefix = f"df:{{{crawl}}}:".encode()
         self.report = report
         self.types: dict[bytes, bytes] = {}

@@ -155,7 +155,7 @@ def _check_body(body: Any) -> bytes:
     raise TypeError(f"Request.body must be bytes or str, got {type(body).__name__}")
 
 
-def _check_priority(priority: Any) -> int:
+def check_priority(priority: Any) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"Request.priority must be an int, got {type(priority).__name__} {priority!r}")
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
@@ -258,7 +258,7 @@ class Request:
         self.method: str = method.upper()
         self.headers: Headers = _check_headers(headers)
         self.body: bytes = _check_body(body)
-        self.priority: int = _check_priority(priority)
+        self.priority: int = check_priority(priority)
         self.meta: dict[str, Any] = _check_meta(meta)
         if not isinstance(dont_filter, bool):
             raise TypeError(f"Request.dont_filter must be True or False, got {dont_filter!r}")

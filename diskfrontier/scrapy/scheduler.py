@@ -78,14 +78,15 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
+from ..contract import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from ..errors import FrontierError
-from ..jobdir.frontier import Frontier
 from ..jobdir.layout import Layout
-from ..redisfrontier import LeaseExpired, RedisFrontier
+from ..redisfrontier import LeaseExpired
 from ..request.codec import Unencodable, encode_request
 from ..request.fingerprint import request_fingerprint
 from ..request.model import Request, check_slot, host_of
 from ..scrapyfiles.records import frontier_request, route_priority, scrapy_dict
+from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
 from .wake import EngineWake
@@ -178,7 +179,9 @@ class Scheduler(BaseScheduler):
         if per_slot is not None and (isinstance(per_slot, bool) or not isinstance(per_slot, int) or per_slot < 1):
             raise ValueError(f"DISKFRONTIER_PER_SLOT must be a whole number of at least 1, got {per_slot!r}")
         self.prefer, self.per_slot, self.retry_in_frontier = prefer, per_slot, retry
-        self.frontier: Any = None  # a Frontier, or a RedisFrontier with DISKFRONTIER_URL
+        self.frontier: FrontierProtocol | None = None  # the job directory's, or a crawl in Redis with DISKFRONTIER_URL
+        self._local: LocalFrontierProtocol | None = None  # the frontier, when it is the job directory's
+        self._shared: SharedFrontierProtocol | None = None  # the frontier, when it is shared in Redis
         self.url, self.crawl_name, self.lease = url, crawl, lease
         self._memory: list[ScrapyRequest] = []  # on Redis: requests that cannot be stored, this run only
         self._extended_at = 0.0
@@ -243,7 +246,8 @@ class Scheduler(BaseScheduler):
         existed = os.path.exists(Layout(path).meta)
         # An existing directory keeps its order; only an explicit DISKFRONTIER_ORDER is checked against it.
         order = self.order if existed else self.order or self.default_order
-        self.frontier = Frontier(path, order=order, fsync=self.fsync, prefer=self.prefer, per_host=self.per_slot)
+        self.frontier = self._local = open_local(path, order=order, fsync=self.fsync, prefer=self.prefer,
+                                                 per_host=self.per_slot)
         _SCHEDULERS[self.crawler] = self
         stats = self.frontier.stats()
         self._resumed = existed or stats["seen"] > 0
@@ -259,8 +263,9 @@ class Scheduler(BaseScheduler):
 
     def _open_redis(self, spider: Spider) -> None:
         crawl = self.crawl_name or spider.name
-        self.frontier = RedisFrontier(self.url or "", crawl=crawl, lease=self.lease, order=self.order,
-                                      new_order=self.default_order, prefer=self.prefer, per_host=self.per_slot)
+        self.frontier = self._shared = open_shared(self.url or "", crawl, lease=self.lease, order=self.order,
+                                                   new_order=self.default_order, prefer=self.prefer,
+                                                   per_host=self.per_slot)
         _SCHEDULERS[self.crawler] = self
         stats = self.frontier.stats()
         self._resumed = stats["seen"] > 0
@@ -273,7 +278,7 @@ class Scheduler(BaseScheduler):
             return
         self._wake.cancel()
         self._mark_finished()
-        if self.url is not None:
+        if self._shared is not None:
             self._acknowledge(force=True)
             self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
             self._flush_counts()
@@ -292,11 +297,11 @@ class Scheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         """True while requests are waiting (those the engine is handling not counted)."""
         self._mark_finished()
-        if self.url is not None:  # other processes' requests in progress may yield more
+        if self._shared is not None:  # other processes' requests in progress may yield more
             if self._memory or self._prefetched:
                 return True
             self._acknowledge(force=True)
-            return not self.frontier.finished
+            return not self._shared.finished
         return len(self) > 0
 
     def __len__(self) -> int:
@@ -319,7 +324,7 @@ class Scheduler(BaseScheduler):
             if self.start_policy != "keep":
                 # remembered on the first run, filtered on a resumed one
                 dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
-        if not dont_filter and self.url is None and frontier.has_seen(fingerprint):
+        if not dont_filter and self._shared is None and frontier.has_seen(fingerprint):
             self._log_duplicate(request)
             return False  # on Redis the push itself dedupes, in the same round trip
         try:
@@ -345,7 +350,7 @@ class Scheduler(BaseScheduler):
             self._count("scheduler/dequeued/memory")
             self._count("scheduler/dequeued")
             return self._memory.pop()
-        if self.url is not None:
+        if self._shared is not None:
             self._renew_leases()
         while (stored := self._pop()) is not None:
             request = stored.meta.get(_LIVE)
@@ -405,21 +410,23 @@ class Scheduler(BaseScheduler):
 
     def _pop(self) -> Request | None:
         """The next stored request: on Redis from a batch leased in one round trip."""
-        if self.url is None:
+        if self._shared is None:
+            assert self.frontier is not None
             return self.frontier.pop()
         if not self._prefetched:
-            self._prefetched.extend(self.frontier.pop_many(self.prefetch))
+            self._prefetched.extend(self._shared.pop_many(self.prefetch))
         return self._prefetched.popleft() if self._prefetched else None
 
     def _wake_when_ready(self) -> None:
         """Nothing can be handed out now: have the engine ask again when the next request is ready
         (on Redis, also every ``DISKFRONTIER_POLL`` seconds: other processes may push)."""
-        if self.url is None:
+        if self._shared is None:
+            assert self.frontier is not None
             when = self.frontier.next_ready()
             if when is not None:
                 self._wake.at(when)
             return
-        when = self.frontier._event_seen()  # seen by the pop that just came back empty
+        when = self._shared.next_event_seen()  # seen by the pop that just came back empty
         soonest = time.time() + self.poll
         self._wake.at(soonest if when is None else min(when, soonest))
 
@@ -430,7 +437,7 @@ class Scheduler(BaseScheduler):
                 self._acknowledge()
             return
         assert self.frontier is not None
-        if self.url is not None:
+        if self._shared is not None:
             self._unacked += finished
             self._acknowledge()
             return
@@ -443,6 +450,7 @@ class Scheduler(BaseScheduler):
         if not self._unacked or (not force and len(self._unacked) < self.prefetch and now - self._acked_at < 1.0):
             return
         batch, self._unacked, self._acked_at = self._unacked, [], now
+        assert self.frontier is not None
         try:
             self.frontier.done_many(batch)
         except LeaseExpired as exc:
@@ -457,8 +465,8 @@ class Scheduler(BaseScheduler):
             return
         self._extended_at = now
         held = self._completion.held() + list(self._prefetched) + self._unacked
-        if held:
-            lost = self.frontier.extend_many(held)
+        if held and self._shared is not None:
+            lost = self._shared.extend_many(held)
             if lost:
                 self._count("diskfrontier/lease_lost", len(lost))
 
@@ -478,13 +486,12 @@ class Scheduler(BaseScheduler):
             return None
 
     def _keep_in_memory(self, request: ScrapyRequest, fingerprint: bytes, dont_filter: bool, exc: Exception) -> None:
-        assert self.frontier is not None
-        if self.url is not None:
+        if self._local is None:  # a shared frontier keeps nothing of one process in memory
             self._memory.append(request)
         else:
             stand_in = Request._trusted(request.url, request.method, {}, b"", route_priority(request.priority),
                                         {_LIVE: request}, dont_filter, fingerprint, None)
-            self.frontier.push(stand_in, memory_only=True)
+            self._local.push(stand_in, memory_only=True)
         self._count("scheduler/unserializable")
         self._count("scheduler/enqueued/memory")
         self._count("scheduler/enqueued")

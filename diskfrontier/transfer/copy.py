@@ -17,39 +17,20 @@ failed requests come before the hosts' done counts, which they are part of.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import FailedRequest, FrontierProtocol
 from ..errors import FrontierError
-from ..failures import FailedRequest
-from ..jobdir.frontier import Frontier
-from ..jobdir.layout import FORMAT_VERSION, Layout, read_meta
-from ..jobdir.reader import all_seen_fingerprints, failed_requests, host_table, pending_requests
 from ..jobdir.recovery import Progress
-from ..redisfrontier import RedisFrontier, is_redis_url
 from ..request.model import Request
+from ..targets import CrawlView, HostCopy, is_redis_target, open_view
 from .destination import Build, JobDirBuild, RedisBuild
 
 BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call
 REDIS_MAX_BUDGET = 2**53 - 1
-
-
-@dataclass(frozen=True)
-class HostCopy:
-    """What is copied of one host: its own settings (None: none of its own) and done count."""
-
-    host: str
-    delay: float | None
-    blocked_until: float | None
-    budget: int | None
-    done: int
-
-    @property
-    def has_settings(self) -> bool:
-        return self.delay is not None or bool(self.blocked_until) or self.budget is not None
 
 
 @dataclass
@@ -84,94 +65,6 @@ def describe(target: str, crawl: str | None) -> str:
     return target if crawl is None else f"crawl {crawl!r} at {shown_url(target)}"
 
 
-# ------------------------------------------------------------------ sources
-class _JobDirSource:
-    """A job directory, read without the lock (safe beside a live crawl)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.layout = Layout(path)
-        if not os.path.lexists(self.layout.meta):
-            raise FrontierError(f"{path} is not a diskfrontier job directory (no frontier.json)")
-        meta = read_meta(self.layout)
-        self.order: str = meta["order"]
-        self.version: int = meta["version"]
-        self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
-        self._pending = pending_requests(path, push_order=True)
-        self._failed = failed_requests(path)
-
-    def pending_count(self) -> int:
-        return len(self._pending)
-
-    def failed(self) -> Iterator[FailedRequest]:
-        return iter(self._failed)
-
-    def seen_estimate(self) -> int:
-        try:
-            return os.lstat(self.layout.seen).st_size // 22
-        except FileNotFoundError:
-            return 0
-
-    def requests(self) -> Iterator[Request]:
-        return iter(self._pending)
-
-    def each_seen(self, take: Callable[[bytes], None]) -> None:
-        """Every fingerprint of ``requests.seen``, then those of the journal's PUSH records that the
-        seen file may not have received yet (after a crash, or while a crawl holds the directory):
-        the records from the checkpoint's floor on, as recovery reads them."""
-        for fingerprint in all_seen_fingerprints(self.path):
-            take(fingerprint)
-
-    def hosts(self) -> list[HostCopy]:
-        if self.version < FORMAT_VERSION:
-            return []  # an older format keeps no hosts
-        return [HostCopy(row.host, row.delay, row.blocked_until, row.budget, row.done)
-                for row in host_table(self.path)]
-
-    def close(self) -> None:
-        pass
-
-
-class _RedisSource:
-    """A Redis crawl, read with scans (its leased requests are read as pending)."""
-
-    def __init__(self, url: str, crawl: str) -> None:
-        self.frontier = RedisFrontier(url, crawl=crawl, create=False)
-        self.order = self.frontier.order
-        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
-                         "prefer": self.frontier.prefer}
-
-    def pending_count(self) -> int:
-        stats = self.frontier.stats()
-        return int(stats["pending"]) + int(stats["in_flight"])
-
-    def seen_estimate(self) -> int:
-        return int(self.frontier.stats()["seen"])
-
-    def requests(self) -> Iterator[Request]:
-        return self.frontier.pending_requests(leased=True)
-
-    def failed(self) -> Iterator[FailedRequest]:
-        return iter(self.frontier.failed())
-
-    def each_seen(self, take: Callable[[bytes], None]) -> None:
-        for fingerprint in self.frontier.seen_fingerprints():
-            take(fingerprint)
-
-    def hosts(self) -> list[HostCopy]:
-        crawl_delay = self.frontier.delay
-        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
-                         info.budget, info.done)
-                for info in self.frontier.hosts()]
-
-    def close(self) -> None:
-        self.frontier.close()
-
-
-Source = _JobDirSource | _RedisSource
-Destination = Frontier | RedisFrontier
-
-
 # ------------------------------------------------------------------ the copy
 def _check_hosts(hosts: Iterable[HostCopy], to_redis: bool) -> None:
     """Refuse, before anything is written, a host setting the destination cannot hold."""
@@ -194,7 +87,7 @@ def _batches(items: Iterable[Request]) -> Iterator[list[Request]]:
         yield batch
 
 
-def _settings_note(report: CopyReport, source: Source, to_jobdir: bool) -> None:
+def _settings_note(report: CopyReport, source: CrawlView, to_jobdir: bool) -> None:
     settings = source.settings
     if settings is None or not to_jobdir:
         return
@@ -210,11 +103,11 @@ def _settings_note(report: CopyReport, source: Source, to_jobdir: bool) -> None:
                             f"pass them to Frontier() when the crawl is opened")
 
 
-def _copy(source: Source, destination: Destination, hosts: list[HostCopy], report: CopyReport,
+def _copy(source: CrawlView, destination: FrontierProtocol, hosts: list[HostCopy], report: CopyReport,
           progress: Progress | None) -> None:
     """Write the whole copy into ``destination``: pending requests, seen set, failed requests, hosts."""
     total = source.pending_count()
-    for batch in _batches(source.requests()):
+    for batch in _batches(source.pending_requests()):
         report.queued += destination.push_many(batch)
         report.pending += len(batch)
         if progress is not None:
@@ -230,7 +123,8 @@ def _copy(source: Source, destination: Destination, hosts: list[HostCopy], repor
             destination.mark_seen(marked)
             marked.clear()
 
-    source.each_seen(take)
+    for fingerprint in source.seen_fingerprints():
+        take(fingerprint)
     if marked:
         destination.mark_seen(marked)
     failed: list[FailedRequest] = []
@@ -271,11 +165,11 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
     FrontierError for a source that cannot be read, a destination that is not empty, or a
     failure while writing.
     """
-    if is_redis_url(src) != (from_crawl is not None) or is_redis_url(dst) != (to_crawl is not None):
+    if is_redis_target(src) != (from_crawl is not None) or is_redis_target(dst) != (to_crawl is not None):
         raise ValueError("give from_crawl exactly when src is a Redis URL, and to_crawl when dst is one")
-    source: Source = _JobDirSource(src) if from_crawl is None else _RedisSource(src, from_crawl)
+    source = open_view(src, from_crawl)
     try:
-        hosts = source.hosts()
+        hosts = source.host_copies()
         _check_hosts(hosts, to_crawl is not None)
         report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
         build: Build

@@ -110,8 +110,9 @@ def test_ctrl_c_in_any_command_is_aborted_and_130(tmp_path, monkeypatch, command
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    target = {"inspect": "inspect_jobdir", "peek": "pending_requests", "verify": "verify",
-              "compact": "Frontier", "export": "pending_requests"}[command]
-    monkeypatch.setattr(f"diskfrontier.cli.commands.{target}", interrupted)
+    target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "cli.inspect.pending_requests",
+              "verify": "cli.maintain.verify", "compact": "cli.maintain.Frontier",
+              "export": "targets.pending_requests"}[command]
+    monkeypatch.setattr(f"diskfrontier.{target}", interrupted)
     result = CliRunner().invoke(main, [command, job])
     assert result.exit_code == 130 and result.output == "Aborted.\n"

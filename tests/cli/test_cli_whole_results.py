@@ -11,7 +11,7 @@ import sys
 
 from click.testing import CliRunner
 
-import diskfrontier.cli.commands as cli
+import diskfrontier.cli.transfer as cli
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
 

@@ -1,4 +1,5 @@
-"""Hosts and time: slots, politeness, not_before, retry, re-fetch, host settings, waiting pops."""
+"""Hosts and time on the job directory: what only it does (kills, journal records, its host file); the
+backend-independent host and time behaviour is in contract/ and runs on both backends."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from jobkit import dir_salt
 from paths import TESTS
 
-from diskfrontier import Frontier, JobDirCorrupt, NotInFlight, Request
+from diskfrontier import Frontier, JobDirCorrupt, Request
 from diskfrontier.jobdir.reader import pending_requests
 
 
@@ -26,20 +27,6 @@ def urls(host: str, n: int, start: int = 0) -> list[Request]:
 
 
 # ---------------------------------------------------------------------- slots
-def test_the_slot_is_the_host_unless_given_and_is_kept(tmp_path):
-    pushed = [Request("https://User:pw@Shop.Example:8443/a?x=1"), Request("http://[::1]:8080/b"),
-              Request("https://cdn.example/c", slot="shop-group")]
-    with Frontier(tmp_path / "job") as f:
-        f.push_many(pushed)
-        assert sorted(h.host for h in f.hosts()) == ["::1", "shop-group", "shop.example"]
-    with Frontier(tmp_path / "job") as f:
-        slots = {}
-        while (r := f.pop()) is not None:
-            slots[r.url] = r.slot
-            f.done(r)
-    assert slots == {pushed[0].url: "shop.example", pushed[1].url: "::1", pushed[2].url: "shop-group"}
-
-
 @pytest.mark.parametrize("slot", ["", "x" * 256, "a\x00b", 5, "\udc80"])
 def test_a_bad_slot_is_refused_at_the_door(slot):
     with pytest.raises((TypeError, ValueError), match="slot"):
@@ -47,19 +34,6 @@ def test_a_bad_slot_is_refused_at_the_door(slot):
 
 
 # ---------------------------------------------------------------------- time
-def test_not_before_holds_a_request_back_until_its_time(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        due = time.time() + 0.3
-        f.push(Request("https://a.example/later"), not_before=due)
-        f.push(Request("https://a.example/now"))
-        assert f.pop().url == "https://a.example/now"
-        assert f.pop() is None and not f.finished
-        assert f.next_ready() == pytest.approx(due)
-        request = f.pop(timeout=5)
-        assert request.url == "https://a.example/later" and time.time() >= due
-        assert request.not_before == pytest.approx(due)
-
-
 def test_a_delayed_request_keeps_its_time_across_a_clean_close_and_a_kill(tmp_path):
     due = time.time() + 3600
     with Frontier(tmp_path / "job") as f:
@@ -80,26 +54,6 @@ def kill_child_holding(job) -> None:
     assert result.returncode == -9, result.stderr
 
 
-def test_retry_gives_the_request_back_with_one_more_attempt_after_its_delay(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        f.push(Request("https://a.example/", meta={"k": 1}))
-        first = f.pop()
-        first.meta["k"] = 2
-        f.retry(first, delay=0.2)
-        assert first.attempts == 1 and f.pop() is None and len(f) == 1
-        with pytest.raises(NotInFlight):
-            f.done(first)  # it was given back
-        second = f.pop(timeout=5)
-        assert second.attempts == 1 and second.meta == {"k": 2}
-        f.retry(second)
-        third = f.pop()
-        assert third.attempts == 2
-        stats = f.stats()
-        assert stats["retried"] == 2 and stats["done"] == 0
-    with Frontier(tmp_path / "job") as f:
-        assert f.pop().attempts == 2  # the in-flight one came back with its count
-
-
 def test_retry_is_one_journal_record(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
@@ -109,19 +63,6 @@ def test_retry_is_one_journal_record(tmp_path):
         grown = f.stats()["journal_bytes"] - before
     record = request._size  # the PUSH record it came from
     assert grown == record + 8  # the same request again, plus the offset of the one it replaces
-
-
-def test_done_with_refetch_brings_the_request_back_later(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        f.push(Request("https://a.example/feed"))
-        request = f.pop()
-        f.done(request, refetch_after=0.2)
-        assert f.pop() is None and len(f) == 1 and not f.finished
-        again = f.pop(timeout=5)
-        assert again.url == "https://a.example/feed" and again.attempts == 0
-        assert f.hosts()[0].done == 1
-        f.done(again)
-        assert f.finished and f.hosts()[0].done == 2
 
 
 def test_a_refetch_counts_its_retries_from_zero_again(tmp_path):
@@ -136,94 +77,7 @@ def test_a_refetch_counts_its_retries_from_zero_again(tmp_path):
     assert [r.attempts for r in pending_requests(str(tmp_path / "job"))] == [0]
 
 
-def test_pop_none_waits_until_finished(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        f.push(Request("https://a.example/"))
-        held = f.pop()
-        got = []
-        waiter = threading.Thread(target=lambda: got.append(f.pop(timeout=None)))
-        waiter.start()
-        time.sleep(0.05)
-        assert waiter.is_alive()  # nothing pending, one in flight: the crawl is not finished
-        f.done(held)
-        waiter.join(10)
-        assert not waiter.is_alive() and got == [None] and f.finished
-
-
-def test_a_waiting_pop_wakes_on_push_and_on_retry(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        got: list = []
-        waiter = threading.Thread(target=lambda: got.append(f.pop(timeout=30)))
-        waiter.start()
-        time.sleep(0.05)
-        f.push(Request("https://a.example/1"))
-        waiter.join(30)
-        assert got[0].url == "https://a.example/1"
-        waiter = threading.Thread(target=lambda: got.append(f.pop(timeout=30)))
-        waiter.start()
-        time.sleep(0.05)
-        f.retry(got[0])
-        waiter.join(30)
-        assert got[1].url == "https://a.example/1" and got[1].attempts == 1
-
-
-def test_pop_timeout_returns_none_when_nothing_becomes_ready(tmp_path):
-    with Frontier(tmp_path / "job") as f:
-        f.push(Request("https://a.example/"), not_before=time.time() + 60)
-        started = time.monotonic()
-        assert f.pop(timeout=0.1) is None
-        assert time.monotonic() - started >= 0.1
-
-
-@pytest.mark.parametrize("bad", [-1, math.nan, math.inf, "1", True])
-def test_bad_times_are_refused(tmp_path, bad):
-    with Frontier(tmp_path / "job") as f:
-        f.push(Request("https://a.example/"))
-        request = f.pop()
-        with pytest.raises(ValueError):
-            f.retry(request, delay=bad)
-        with pytest.raises(ValueError):
-            f.done(request, refetch_after=bad)
-        with pytest.raises(ValueError):
-            f.pop(timeout=bad)
-        with pytest.raises(ValueError):
-            f.push(Request("https://a.example/2"), not_before=bad)
-        f.done(request)  # still in flight after the refusals
-
-
 # ---------------------------------------------------------------------- politeness
-def test_per_host_hands_out_one_request_per_host_until_it_is_done(tmp_path):
-    with Frontier(tmp_path / "job", per_host=1) as f:
-        for host in ("a.example", "b.example", "c.example"):
-            f.push_many(urls(host, 5))
-        first = [f.pop() for _ in range(3)]
-        assert sorted(r.slot for r in first) == ["a.example", "b.example", "c.example"]
-        assert f.pop() is None and f.next_ready() is None
-        f.done(first[0])
-        assert f.pop().slot == first[0].slot
-
-
-def test_priority_wins_among_ready_hosts_and_ties_go_to_the_host_ready_longest(tmp_path):
-    with Frontier(tmp_path / "job", per_host=1) as f:
-        f.push(Request("https://a.example/low", priority=0))
-        f.push(Request("https://b.example/high", priority=5))
-        f.push(Request("https://b.example/high2", priority=5))
-        assert f.pop().url == "https://b.example/high2"  # LIFO within a host and priority
-        assert f.pop().url == "https://a.example/low"  # b is busy: the best of the ready hosts
-
-
-def test_within_a_host_order_is_priority_then_lifo_or_fifo(tmp_path):
-    for order, want in (("lifo", [2, 1, 0]), ("fifo", [0, 1, 2])):
-        with Frontier(tmp_path / order, order=order, per_host=1) as f:
-            f.push_many(urls("a.example", 3))
-            f.push(Request("https://a.example/top", priority=1))
-            got = []
-            while (r := f.pop()) is not None:
-                got.append(r.url)
-                f.done(r)
-        assert got == ["https://a.example/top"] + [f"https://a.example/p/{i}" for i in want]
-
-
 def test_the_delay_spaces_hand_outs_of_a_host_across_threads(tmp_path):
     """No two hand-outs of one host closer than the delay, from 8 threads (each hand-out lies
     between the time its pop was called and the time it returned)."""
@@ -285,22 +139,6 @@ def test_set_delay_block_and_budget_hold_and_survive_a_clean_close_and_a_kill(tm
         f.set_budget("c.example", None)
         f.set_delay("a.example", None)
         assert sorted(r.slot for r in iter(f.pop, None)) == ["a.example"] * 3 + ["b.example"] * 3 + ["c.example"] * 3
-
-
-def test_a_budget_counts_done_requests_across_restarts(tmp_path):
-    job = tmp_path / "job"
-    with Frontier(job) as f:
-        f.push_many(urls("a.example", 5))
-        f.set_budget("a.example", 3)
-        for _ in range(2):
-            f.done(f.pop())
-    with Frontier(job) as f:
-        assert f.hosts()[0].done == 2
-        request = f.pop()
-        assert request is not None and f.pop() is None
-        f.retry(request)  # a retry does not use the budget up
-        f.done(f.pop())
-        assert f.pop() is None and len(f) == 2
 
 
 def test_skew_first_pops_cover_distinct_hosts(tmp_path):
@@ -524,10 +362,11 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
 
 @pytest.mark.slow
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
-    """tests/test_frontier.py and the model test again, every frontier with per_host set (see conftest.py)."""
+    """tests/jobdir/test_frontier.py, the model test and the contract suite's job directory tests again,
+    every frontier with per_host set (see conftest.py)."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "jobdir/test_frontier.py",
-         "jobdir/test_model.py"],
+         "jobdir/test_model.py", "contract", "-k", "not redis"],
         cwd=TESTS, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
@@ -579,31 +418,6 @@ def test_within_a_host_the_running_order_is_the_order_a_rebuild_gives(tmp_path, 
         f.close()
     assert orders[0] == orders[1]
     assert orders[0][0].endswith("/3" if order == "lifo" else "/2")
-
-
-def test_a_delay_set_after_a_hand_out_counts_from_that_hand_out(tmp_path):
-    with Frontier(tmp_path / "raise") as f:  # the defaults: the host layer is off until the delay is set
-        f.push_many([Request("https://a.example/2"), Request("https://a.example/1"),
-                     Request("https://a.example/robots.txt")])
-        robots = f.pop()
-        handed = time.time()
-        f.set_delay("a.example", 30.0)  # robots.txt says Crawl-delay: 30
-        f.done(robots)
-        assert f.pop() is None
-        assert handed + 29 < f.next_ready() <= time.time() + 30
-    with Frontier(tmp_path / "lower", delay=60.0) as f:
-        f.push_many([Request("https://b.example/1"), Request("https://b.example/2")])
-        f.done(f.pop())
-        assert f.pop() is None
-        f.set_delay("b.example", 0.0)  # a lowered delay frees the host at once
-        assert f.pop().url == "https://b.example/1"
-
-
-def test_a_host_without_a_delay_is_ready_at_once_after_a_hand_out(tmp_path):
-    with Frontier(tmp_path / "job") as f:  # no host rule: the host layer is off
-        f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
-        f.done(f.pop())
-        assert f.host("a.example").ready_at == 0.0  # as on Redis: ready, no time to wait for
 
 
 def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):

@@ -1,0 +1,299 @@
+"""Commands that read a crawl without changing it: inspect, peek, hosts, failed."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import operator
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import click
+
+from ..jobdir.reader import HostRow, failed_requests, host_table, inspect_jobdir, pending_requests
+from ..request.model import Request, retries_text
+from ..transfer.jsonlines import request_to_json
+from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
+from .support import (
+    CRAWL_OPTION,
+    JSON_OPTION,
+    human_bytes,
+    one_line_errors,
+    open_crawl,
+    open_redis,
+    redis_crawl,
+    require_jobdir,
+    shown_url,
+    table,
+)
+
+
+@click.command()
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@JSON_OPTION
+@one_line_errors
+def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
+    """Show the state of JOBDIR without changing it (safe on a live crawl).
+
+    With a Redis URL and --crawl: the crawl's counts and settings, its hosts and what
+    waits for a time (leases that ran out are given back, as any client's call does).
+
+    \b
+    Example: diskfrontier inspect crawls/shop --json
+             diskfrontier inspect redis://localhost:6379/0 --crawl news
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _inspect_redis(jobdir, name, as_json)
+        return
+    require_jobdir(jobdir)
+    info = inspect_jobdir(jobdir)
+    if as_json:
+        data = info.as_dict()
+        data["pending_by_priority"] = {str(k): v for k, v in info.pending_by_priority.items()}
+        click.echo(json.dumps(data, indent=2))
+        return
+    rows = [
+        ("job directory", info.path), ("state", info.state), ("format", f"v{info.format_version}, {info.order}"),
+        ("created", info.created), ("pending", f"{info.pending:,}"),
+    ]
+    rows += [(f"  priority {p}", f"{n:,}") for p, n in info.pending_by_priority.items()]
+    rows += [
+        ("done", f"{info.done:,}"),
+        ("failed", f"{info.failed:,}" + (f" (diskfrontier failed {info.path} lists them)" if info.failed else "")),
+        ("seen", f"{info.seen:,}" if info.seen_exact else
+                 f"at least {info.seen:,} (the journal holds fingerprints that requests.seen may not have yet; "
+                 f"the next open counts them all)"),
+        ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
+        ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
+    ]
+    rows.append(("hosts", f"{info.hosts:,} with pending requests"))
+    if info.delayed:
+        rows.append(("delayed", f"{info.delayed:,} waiting for a time; the first is due {when(info.next_due)}"))
+    if info.torn_bytes:
+        rows.append(("torn tail", f"{info.torn_bytes} bytes (cut at the next open)"))
+    if info.holder_pid:
+        rows.append(("in flight", f"unknown while pid {info.holder_pid} holds it (counted in pending)"))
+    click.echo(table(rows))
+
+
+def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
+    with open_crawl(url, crawl) as frontier:
+        stats = frontier.stats()
+        ready = frontier.next_ready()
+    for own in ("leased_here", "lease"):  # this command's own client, not the crawl's
+        stats.pop(own, None)
+    if as_json:
+        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready}, indent=2))
+        return
+    per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
+    rows: list[tuple[str, Any]] = [
+        ("redis", shown_url(url)), ("crawl", crawl), ("order", stats["order"]),
+        ("settings", f"delay {stats['delay']:g}s, per host {per_host}, prefer {stats['prefer']}"),
+        ("pending", f"{stats['pending']:,}"), ("in flight", f"{stats['in_flight']:,} leased by clients"),
+        ("done", f"{stats['done']:,}"), ("seen", f"{stats['seen']:,}"),
+        ("hosts", f"{stats['hosts']:,} ({stats['ready_hosts']:,} ready now)"),
+    ]
+    if stats["delayed"]:
+        rows.append(("delayed", f"{stats['delayed']:,} waiting for a time"))
+    if ready is not None:
+        rows.append(("next ready", "now" if ready <= time.time() else when(ready)))
+    elif stats["pending"]:
+        rows.append(("next ready", "not by waiting (blocked until unblocked, or held by per-host or budget limits)"))
+    click.echo(table(rows))
+
+
+@click.command()
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many (0: all, as for hosts and failed).")
+@click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
+@JSON_OPTION
+@one_line_errors
+def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_json: bool) -> None:
+    """Show the next requests in queue order, without consuming them.
+
+    Queue order is priority, then LIFO/FIFO, with the requests waiting for a time last (each
+    with its time). It is the pop order while no host rule holds a request back; a delay,
+    per_host, a block or a budget may hand them out in another order (see `hosts`).
+
+    A Redis crawl (a URL and --crawl) hands out the best request of a host that is ready,
+    so its pending requests (not those leased) are shown by priority, highest first,
+    which is not always the order they are handed out in.
+
+    Example: diskfrontier peek crawls/shop -n 5 --priority 10
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _peek_redis(jobdir, name, count, priority, as_json)
+        return
+    require_jobdir(jobdir)
+    pending = pending_requests(jobdir, priority=priority)
+    shown: list[Request] = []
+    for request in pending:
+        if count and len(shown) >= count:
+            break
+        shown.append(request)
+    if as_json:
+        for request in shown:
+            click.echo(request_to_json(request))
+        return
+    if not pending:
+        others = len(pending_requests(jobdir)) if priority is not None else 0
+        where = f" at priority {priority} ({others:,} pending at other priorities)" if others else ""
+        click.echo(f"nothing pending{where}")
+        return
+    if not shown:
+        return
+    _show_requests(shown)
+
+
+def _show_requests(shown: list[Request]) -> None:
+    width = max(len(str(r.priority)) for r in shown)
+    for request in shown:
+        ready = "" if request.not_before is None else f"  (not before {when(request.not_before)})"
+        click.echo(f"{request.priority:>{width}}  {request.method:<4} {request.url}{ready}")
+
+
+def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json: bool) -> None:
+    matching = others = 0
+
+    def wanted(requests: Iterable[Request]) -> Iterator[Request]:
+        nonlocal matching, others
+        for request in requests:
+            if priority is None or request.priority == priority:
+                matching += 1
+                yield request
+            else:
+                others += 1
+
+    with open_redis(url, crawl) as frontier:
+        found = wanted(frontier.pending_requests(leased=False))
+        by_priority = operator.attrgetter("priority")
+        shown = heapq.nlargest(count, found, key=by_priority) if count else sorted(found, key=by_priority, reverse=True)
+    if as_json:
+        for request in shown:
+            click.echo(request_to_json(request))
+        return
+    if not matching:
+        where = f" at priority {priority} ({others:,} pending at other priorities)" if others else ""
+        click.echo(f"nothing pending{where}")
+        return
+    if not shown:
+        return
+    click.echo(f"{len(shown):,} of {matching:,} pending, by priority (highest first): a Redis crawl hands out the "
+               f"best request of a ready host, so this is not always pop order")
+    _show_requests(shown)
+
+
+HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.done, r.host),
+              "host": lambda r: r.host, "blocked": lambda r: (-(r.blocked_until or 0), r.host)}
+
+
+@click.command()
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@click.option("--sort", type=click.Choice(sorted(HOST_SORTS)), default="pending", show_default=True,
+              help="Order of the list (most first).")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many (0: all, as for peek and failed).")
+@JSON_OPTION
+@one_line_errors
+def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
+    """List the hosts of JOBDIR: pending and done requests, delay, block and budget (read-only).
+
+    With a Redis URL and --crawl, the JSON form also gives each host's requests in flight.
+
+    Example: diskfrontier hosts crawls/shop --sort done -n 10
+    """
+    name = redis_crawl(jobdir, crawl)
+    in_flight: dict[str, int] | None = None
+    if name is None:
+        require_jobdir(jobdir)
+        found = host_table(jobdir)
+    else:
+        with open_redis(jobdir, name) as frontier:
+            infos, crawl_delay = frontier.hosts(), frontier.delay
+        found = [HostRow(i.host, i.pending, i.done, None if i.delay == crawl_delay else i.delay, i.blocked_until,
+                         i.budget) for i in infos]
+        in_flight = {i.host: i.in_flight for i in infos}
+    rows = sorted(found, key=HOST_SORTS[sort])
+    shown = rows[:count] if count else rows
+    if as_json:
+        listed = [row.as_dict() if in_flight is None else {**row.as_dict(), "in_flight": in_flight[row.host]}
+                  for row in shown]
+        click.echo(json.dumps([json_host(row) for row in listed], indent=2))
+        return
+    if not rows:
+        click.echo("no hosts")
+        return
+    width = max(len(r.host) for r in shown)
+    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  blocked until")
+    for r in shown:
+        delay = "default" if r.delay is None else f"{r.delay:g}s"
+        budget = "-" if r.budget is None else f"{r.budget:,}"
+        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  "
+                   f"{when(r.blocked_until) if r.blocked_until else '-'}")
+    if len(shown) < len(rows):
+        click.echo(f"... and {len(rows) - len(shown):,} more (-n 0 shows all)")
+
+
+@click.command(name="failed")
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many, oldest failure first (0: all, as for peek and hosts).")
+@JSON_OPTION
+@one_line_errors
+def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) -> None:
+    """List the failed requests of JOBDIR (Frontier.fail), oldest first: URL, retries, when, error.
+
+    A request's retries are its attempts (Request.attempts): how many times it was given
+    back with retry() before it failed, as the crawl log counts them ("failed after 3
+    retries"); the first try is not one.
+
+    Read-only: safe on a directory a live crawl holds (its failures up to now). --json
+    writes one object a line: the request as export writes it (with "attempts") plus
+    "error" and "failed_at" (a time.time() value). 'diskfrontier requeue-failed' makes
+    them pending again.
+
+    \b
+    Example: diskfrontier failed crawls/shop -n 50 --json
+             diskfrontier failed redis://localhost:6379/0 --crawl shop
+    """
+    name = redis_crawl(jobdir, crawl)
+    failed: Any
+    if name is None:
+        require_jobdir(jobdir)
+        failed = failed_requests(jobdir)
+    else:
+        with open_crawl(jobdir, name) as frontier:
+            failed = frontier.failed()
+    shown = list(itertools.islice(failed, count or None))
+    if as_json:
+        for entry in shown:
+            data = json.loads(request_to_json(entry.request))
+            data["attempts"] = entry.request.attempts
+            data["error"], data["failed_at"] = entry.error, entry.failed_at
+            click.echo(json.dumps(data, ensure_ascii=False))
+        return
+    if not shown:
+        click.echo("no failed requests")
+        return
+    for entry in shown:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.failed_at))
+        click.echo(f"{stamp}  {retries_text(entry.request.attempts):>11}  {entry.request.method:<4} "
+                   f"{entry.request.url}")
+        click.echo(f"    {_one_line(entry.error) or '(no error text)'}")
+    if len(shown) < len(failed):
+        click.echo(f"... and {len(failed) - len(shown):,} more (-n 0 shows all)")
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    """``text`` on one line (its whitespace runs made single spaces), cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 3] + "..."

@@ -1,0 +1,163 @@
+"""Commands that look after a crawl's storage: verify, compact, adopt-scrapy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import NoReturn
+
+import click
+
+from ..jobdir.frontier import Frontier
+from ..jobdir.maintenance.verify import verify
+from ..redisfrontier.verify import verify_crawl
+from ..transfer.adopt import adopt_scrapy
+from .options import EXISTING_JOBDIR
+from .support import (
+    CRAWL_OPTION,
+    FILES_ONLY_CRAWL_OPTION,
+    JSON_OPTION,
+    one_line_errors,
+    progress_bar,
+    redis_crawl,
+    refuse_redis,
+    require_jobdir,
+)
+
+
+@click.command(name="verify")
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record (Redis: rebuild "
+                                             "the crawl's indexes from its stored requests).")
+@JSON_OPTION
+@one_line_errors
+def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) -> None:
+    """Check every record of every file; exit 1 if damage is found.
+
+    A Redis crawl (a URL and --crawl): check its queues, leases, hosts and counters against
+    its stored requests (best with its clients stopped); --repair rebuilds them from the stored
+    requests (stop the crawl's clients first) and sets aside, in the crawl's 'bad' hash, what
+    cannot be decoded.
+
+    Example: diskfrontier verify crawls/shop --repair
+             diskfrontier verify redis://localhost:6379/0 --crawl news --repair
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is not None:
+        _verify_redis(jobdir, name, repair, as_json)
+    require_jobdir(jobdir)
+    with progress_bar("verifying") as progress:
+        report = verify(jobdir, repair=repair, progress=progress)
+    if as_json:
+        click.echo(json.dumps({
+            "sound": report.sound, "records": report.records, "repaired": report.repaired,
+            "dropped_bytes": report.dropped_bytes, "notes": report.notes, "set_aside": report.set_aside,
+            "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
+        }, indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(f"damaged: {finding}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        if report.sound:
+            click.echo(f"sound: {report.records:,} journal records checked")
+        elif report.repaired:
+            click.echo(f"repaired: kept every intact record, dropped {report.dropped_bytes:,} damaged bytes; "
+                       f"the queues are rebuilt at the next open")
+    sys.exit(0 if report.sound else 1)
+
+
+def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn:
+    report = verify_crawl(url, crawl, repair=repair)
+    if as_json:
+        click.echo(json.dumps({
+            "sound": report.sound, "requests": report.requests, "repaired": report.repaired, "kept": report.kept,
+            "set_aside": report.set_aside, "notes": report.notes,
+            "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
+        }, indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(f"damaged: {finding}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        if report.sound:
+            click.echo(f"sound: {report.requests:,} stored requests checked")
+        elif report.repaired:
+            aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
+            click.echo(f"repaired: rebuilt the indexes and counts of crawl {crawl!r} from its "
+                       f"{report.kept:,} stored requests{aside}")
+    sys.exit(0 if report.sound else 1)
+
+
+@click.command()
+@EXISTING_JOBDIR
+@FILES_ONLY_CRAWL_OPTION
+@JSON_OPTION
+@one_line_errors
+def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
+    """Rewrite the journal and queues to hold only what is pending (atomic).
+
+    A job directory only: a Redis crawl keeps no journal (a done request's keys are deleted at once).
+
+    Example: diskfrontier compact crawls/shop
+    """
+    refuse_redis(jobdir, "compact rewrites the journal of a job directory, and a Redis crawl has none (it deletes "
+                         "a done request's keys at once)")
+    redis_crawl(jobdir, crawl)
+    require_jobdir(jobdir)
+    with Frontier(jobdir) as frontier, progress_bar("compacting") as progress:
+        result = frontier.compact(progress)
+        pending = len(frontier)
+    if as_json:
+        click.echo(json.dumps({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
+                               "pending": pending, "dropped_records": result.dropped_records}))
+    else:
+        click.echo(f"journal: {result.bytes_before:,} -> {result.bytes_after:,} bytes; "
+                   f"{pending:,} pending kept, {result.dropped_records:,} finished records dropped")
+
+
+@click.command(name="adopt-scrapy")
+@EXISTING_JOBDIR
+@FILES_ONLY_CRAWL_OPTION
+@click.option("--trust-pickle", is_flag=True,
+              help="Also import the requests of Scrapy's queue by unpickling them (runs code: trusted JOBDIRs only).")
+@JSON_OPTION
+@one_line_errors
+def adopt_scrapy_command(jobdir: str, crawl: str | None, trust_pickle: bool, as_json: bool) -> None:
+    """Make a JOBDIR of Scrapy's own scheduler a diskfrontier job directory, in place.
+
+    Scrapy's requests.seen is kept (every URL it saw stays seen) and its queue folder is
+    set aside, not read. With --trust-pickle its pending requests are imported too, by
+    unpickling them; the queue of a Scrapy crawl killed with kill -9 is recovered as well.
+    To bring such a crawl to Redis, adopt it, then 'diskfrontier copy' it.
+
+    Example: diskfrontier adopt-scrapy crawls/shop --trust-pickle
+    """
+    refuse_redis(jobdir, "adopt-scrapy converts the files of a Scrapy JOBDIR in place, and a Redis crawl has no "
+                         "files: adopt the JOBDIR, then 'diskfrontier copy JOBDIR URL --to-crawl NAME'")
+    redis_crawl(jobdir, crawl)
+    if trust_pickle:
+        click.echo("warning: --trust-pickle unpickles Scrapy's queue files, and unpickling runs whatever code "
+                   "they hold: use it only on a job directory your own crawl wrote", err=True)
+    with progress_bar("importing") as progress:
+        report = adopt_scrapy(jobdir, trust_pickle=trust_pickle, progress=progress)
+    if as_json:
+        click.echo(json.dumps(report.__dict__, indent=2))
+    else:
+        click.echo(f"adopted {jobdir}: {report.seen:,} seen fingerprints kept")
+        if report.aside is None:
+            click.echo("Scrapy's queue: none")
+        else:
+            click.echo(f"Scrapy's queue: {report.queues} queue(s), {report.counted:,} requests by their headers, "
+                       f"set aside in {report.aside}")
+        if trust_pickle:
+            earlier = f" ({report.earlier:,} by an earlier run)" if report.earlier else ""
+            click.echo(f"imported {report.imported + report.earlier:,} of {report.found:,} requests found{earlier}; "
+                       f"skipped {len(report.skipped):,}")
+            for problem in report.skipped[:20]:
+                click.echo(f"  skipped: {problem}", err=True)
+        elif report.aside is not None and report.queues:
+            click.echo(f"its requests were not imported: run 'diskfrontier adopt-scrapy {jobdir} --trust-pickle' "
+                       f"to import them (unpickling runs code), or they will not be crawled")
+    sys.exit(1 if report.skipped else 0)

@@ -1,0 +1,314 @@
+"""Commands that write to a crawl: push, import, requeue-failed and host (its settings)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, TypeVar, cast
+
+import click
+
+from ..contract import FrontierProtocol
+from ..jobdir.recovery import Progress
+from ..request.model import Request, check_slot
+from ..transfer.copy import REDIS_MAX_BUDGET
+from ..transfer.jsonlines import record_from_json
+from .options import EXISTING_JOBDIR, JOBDIR, PRIORITY, SECONDS, TIME, finite, json_host, when
+from .support import (
+    CRAWL_OPTION,
+    JSON_OPTION,
+    one_line_errors,
+    open_crawl,
+    progress_bar,
+    redis_call_errors,
+    redis_crawl,
+    require_jobdir,
+    table,
+)
+
+BATCH = 10_000
+T = TypeVar("T")
+
+
+@click.command()
+@EXISTING_JOBDIR
+@click.argument("host")
+@CRAWL_OPTION
+@click.option("--delay", type=SECONDS, default=None, callback=finite, help="Seconds between its requests.")
+@click.option("--default-delay", is_flag=True, help="Use the crawl's delay for it again.")
+@click.option("--block-for", type=SECONDS, default=None, callback=finite, help="Hand out none of it for S seconds.")
+@click.option("--block-until", type=TIME, default=None, callback=finite,
+              help="Hand out none of it before this time.time() value.")
+@click.option("--block", "block_always", is_flag=True, help="Hand out none of it until --unblock.")
+@click.option("--unblock", is_flag=True, help="End a block.")
+@click.option("--budget", type=click.IntRange(min=0, max=2**63 - 1), default=None,
+              help="At most N of its requests done or in flight, ever.")
+@click.option("--no-budget", is_flag=True, help="Remove its budget.")
+@JSON_OPTION
+@one_line_errors
+def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default_delay: bool,
+         block_for: float | None, block_until: float | None, block_always: bool, unblock: bool, budget: int | None,
+         no_budget: bool, as_json: bool) -> None:
+    """Change the settings of one HOST of JOBDIR (not while a crawl holds it); with no option, show them.
+
+    A Redis crawl (a URL and --crawl) takes the change at once, while its clients run.
+
+    \b
+    Example: diskfrontier host crawls/shop shop.example --delay 2 --block-for 600
+             diskfrontier host redis://localhost:6379/0 shop.example --crawl news --block
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir)
+    try:
+        check_slot(host, "HOST")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="HOST") from None
+    blocks = [block_for is not None, block_until is not None, block_always, unblock]
+    if sum(blocks) > 1:
+        raise click.UsageError("give at most one of --block-for, --block-until, --block and --unblock")
+    if delay is not None and default_delay:
+        raise click.UsageError("give --delay or --default-delay, not both")
+    if budget is not None and no_budget:
+        raise click.UsageError("give --budget or --no-budget, not both")
+    if name is not None and budget is not None and budget > REDIS_MAX_BUDGET:
+        raise click.BadParameter(f"{budget} is more than a Redis crawl keeps (2**53 - 1)", param_hint="'--budget'")
+    opened = open_crawl(jobdir, name)
+    guard = contextlib.nullcontext() if name is None else redis_call_errors()
+    with opened as frontier, guard:
+        if delay is not None or default_delay:
+            frontier.set_delay(host, delay)
+        if block_for is not None:
+            frontier.block(host, time.time() + block_for)
+        elif block_until is not None:
+            frontier.block(host, block_until)
+        elif block_always:
+            frontier.block(host, math.inf)
+        elif unblock:
+            frontier.unblock(host)
+        if budget is not None or no_budget:
+            frontier.set_budget(host, budget)
+        info = frontier.host(host)
+        changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
+        unknown = changed and (info is None or not (info.pending or info.in_flight or info.done))
+        lower = frontier.host(host.lower()) if unknown and host.lower() != host else None
+    if unknown:
+        hint = (f" (did you mean {lower.host}?)" if lower is not None
+                else " (a URL's host is its slot, lower-cased and without port)")
+        click.echo(f"note: {host} has no requests in this crawl yet; the setting waits for them{hint}", err=True)
+    if as_json:
+        click.echo(json.dumps(None if info is None else json_host(info.to_dict()), indent=2))
+        return
+    if info is None:
+        click.echo(f"{host}: no requests and no settings")
+        return
+    click.echo(table([
+        ("host", info.host), ("pending", f"{info.pending:,}"), ("done", f"{info.done:,}"),
+        ("delay", f"{info.delay:g}s"), ("blocked until", when(info.blocked_until) if info.blocked_until else "-"),
+        ("budget", "-" if info.budget is None else f"{info.budget:,}"),
+    ]))
+
+
+@click.command(name="requeue-failed")
+@EXISTING_JOBDIR
+@CRAWL_OPTION
+@JSON_OPTION
+@one_line_errors
+def requeue_failed_command(jobdir: str, crawl: str | None, as_json: bool) -> None:
+    """Make every failed request of JOBDIR pending again, with attempts 0 (not while a crawl holds it).
+
+    Example: diskfrontier requeue-failed crawls/shop
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir)
+    with open_crawl(jobdir, name) as frontier:
+        requeued = frontier.requeue_failed()
+        pending = len(frontier)
+    if as_json:
+        click.echo(json.dumps({"requeued": requeued, "pending": pending}))
+    else:
+        click.echo(f"requeued {requeued:,} failed requests; {pending:,} pending")
+
+
+def _numbered(urls: tuple[str, ...], file: IO[str] | None) -> Iterator[tuple[str, int, str]]:
+    """(``argument`` or ``line``, its number, the URL) of every URL given, skipping blank and # lines."""
+    for i, url in enumerate(urls, 1):
+        yield "argument", i, url
+    if file is not None:
+        for i, line in enumerate(file, 1):
+            text = line.strip()
+            if text and not text.startswith("#"):
+                yield "line", i, text
+
+
+def _url_request(url: str, priority: int, dont_filter: bool) -> Request:
+    """The request of one URL argument or line; ``ValueError`` if it is no URL or holds whitespace."""
+    request = Request(url, priority=priority, dont_filter=dont_filter)
+    if any(c.isspace() for c in url):
+        raise ValueError(f"Request.url {url!r} holds whitespace: give one URL an argument or a line, "
+                         f"and write a space inside a URL as %20")
+    return request
+
+
+def _runs(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
+    """Consecutive items of the same type, in lists of at most ``size``."""
+    batch: list[T] = []
+    for item in items:
+        if batch and (len(batch) >= size or type(item) is not type(batch[0])):
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
+
+
+def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: int | None = None) -> None:
+    """``queued N, duplicates N, bad N`` (and ``seen N`` after an import), or the same as JSON."""
+    counts = {"queued": queued, "duplicates": offered - queued, "bad": bad}
+    if seen is not None:
+        counts["seen"] = seen
+    if as_json:
+        click.echo(json.dumps(counts))
+    else:
+        click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()))
+
+
+@click.command()
+@JOBDIR
+@click.argument("urls", nargs=-1)
+@CRAWL_OPTION
+@click.option("--file", "-f", "file", type=click.File("r"), help="URLs one a line; - for stdin.")
+@click.option("--priority", type=PRIORITY, default=0, show_default=True)
+@click.option("--dont-filter", is_flag=True, help="Queue even URLs seen before.")
+@click.option("--strict", is_flag=True, help="Push nothing if any line is bad.")
+@JSON_OPTION
+@one_line_errors
+def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | None, priority: int,
+         dont_filter: bool, strict: bool, as_json: bool) -> None:
+    """Seed URLs into JOBDIR (created if missing or empty); report queued and duplicates.
+
+    URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
+    line (not a URL, or two words) is reported with its number and the others still go
+    in, unless --strict. Exit code 1 when a line was bad. A Redis crawl (a URL and
+    --crawl) is made if it does not exist.
+
+    \b
+    Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
+             cat seeds.txt | diskfrontier push crawls/shop -
+             diskfrontier push redis://localhost:6379/0 --crawl news https://news.example/
+    """
+    name = redis_crawl(jobdir, crawl)
+    if urls == ("-",):
+        if file is not None:
+            raise click.UsageError("give - (stdin) or --file, not both")
+        urls, file = (), click.open_file("-")
+    elif "-" in urls:
+        raise click.UsageError("- (read the URLs from stdin) must be the only URL argument")
+    if not urls and file is None:
+        raise click.UsageError("give URLs as arguments, - for stdin, or --file F")
+    if name is None:
+        require_jobdir(jobdir, may_create=True)
+    bad = 0
+    read = 0  # characters of the URLs read, with their line ends: the bytes of an ASCII file
+    size = sum(len(url) + 1 for url in urls) + (0 if file is None else _source_size(file))
+    progress: Progress | None = None
+
+    def requests() -> Iterator[Request]:
+        nonlocal bad, read
+        for source, number, url in _numbered(urls, file):
+            read += len(url) + 1
+            if progress is not None and number % 1000 == 0:
+                progress(read, max(size, read))
+            try:
+                yield _url_request(url, priority, dont_filter)
+            except (TypeError, ValueError) as exc:
+                bad += 1
+                click.echo(f"{source} {number}: skipped: {exc}", err=True)
+
+    good: Iterable[Request] = requests()
+    if strict:
+        good = list(good)
+        if bad:
+            click.echo(f"Error: {bad} bad {'argument' if file is None else 'line'}s; nothing was pushed (--strict)",
+                       err=True)
+            sys.exit(1)
+    queued = offered = 0
+    frontier: FrontierProtocol | None = None
+    try:
+        with progress_bar("pushing", size) as progress:
+            for batch in _runs(good):
+                if frontier is None:  # a run with no good line creates nothing
+                    frontier = open_crawl(jobdir, name, create=True)
+                queued += frontier.push_many(batch)
+                offered += len(batch)
+    finally:
+        if frontier is not None:
+            frontier.close()
+    _report_counts(queued, offered, bad, as_json)
+    sys.exit(1 if bad else 0)
+
+
+def _source_size(source: IO[str]) -> int:
+    try:
+        return os.fstat(source.fileno()).st_size
+    except (OSError, ValueError, AttributeError):  # stdin from a pipe, or CliRunner's stream
+        return 0
+
+
+@click.command(name="import")
+@JOBDIR
+@click.argument("source", type=click.File("r"))
+@CRAWL_OPTION
+@JSON_OPTION
+@one_line_errors
+def import_command(jobdir: str, source: IO[str], crawl: str | None, as_json: bool) -> None:
+    """Push the requests of a JSON-lines file (as written by export); - for stdin.
+
+    JOBDIR is created if missing or empty (a Redis crawl, given as a URL and --crawl, if
+    it does not exist). {"$seen": ...} lines (export --seen) mark
+    their fingerprint seen and queue nothing. A bad line is reported with its number
+    and the others still go in (exit code 1).
+
+    \b
+    Example: diskfrontier import crawls/new pending.jsonl
+             diskfrontier import redis://localhost:6379/0 pending.jsonl --crawl news
+    """
+    name = redis_crawl(jobdir, crawl)
+    if name is None:
+        require_jobdir(jobdir, may_create=True)
+    bad = 0
+    read = 0
+    size = _source_size(source)
+
+    def records(progress: Any) -> Iterator[Request | bytes]:
+        nonlocal bad, read
+        for number, line in enumerate(source, 1):
+            read += len(line)
+            if progress is not None and number % 1000 == 0:
+                progress(read, max(size, read))
+            if not line.strip():
+                continue
+            try:
+                yield record_from_json(line)
+            except (TypeError, ValueError) as exc:
+                bad += 1
+                click.echo(f"line {number}: skipped: {exc}", err=True)
+
+    queued = offered = seen = 0
+    opened = open_crawl(jobdir, name, create=True)
+    guard = contextlib.nullcontext() if name is None else redis_call_errors()
+    with opened as frontier, guard, progress_bar("importing", size) as progress:
+        for batch in _runs(records(progress)):
+            if isinstance(batch[0], bytes):
+                seen += frontier.mark_seen(cast("list[bytes]", batch))
+            else:
+                queued += frontier.push_many(cast("list[Request]", batch))
+                offered += len(batch)
+    _report_counts(queued, offered, bad, as_json, seen=seen)
+    sys.exit(1 if bad else 0)

@@ -1,0 +1,296 @@
+"""What every frontier promises: the public API both backends share, its value types, limits and checks.
+
+``FrontierProtocol`` is the contract of a frontier: the job directory's ``Frontier`` and
+``RedisFrontier`` both satisfy it (mypy checks it, at the end of this module), and the code
+built on a frontier (``crawl()``, the Scrapy scheduler, ``copy``, the CLI) depends on it
+rather than on either class. ``HostInfo`` and ``FailedRequest`` are the values it hands
+back; the limits bound the numbers a call takes, and the ``check_*`` functions are the
+argument checks both backends apply, so that both refuse the same values with the same
+message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .request.model import Request, check_slot
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_ERROR",
+    "MAX_SECONDS",
+    "MAX_TIME",
+    "SHARED_STATS",
+    "FailedRequest",
+    "FrontierProtocol",
+    "HostInfo",
+    "LocalFrontierProtocol",
+    "SharedFrontierProtocol",
+    "check_attempts",
+    "check_host",
+    "check_seconds",
+    "check_time",
+]
+
+# ------------------------------------------------------------------ limits
+MAX_ATTEMPTS = 0xFFFF
+"""The most attempts a request carries; more are kept as this many."""
+MAX_SECONDS = 10**10
+"""The longest delay, timeout or wait a call takes (about 317 years)."""
+MAX_TIME = 10**11
+"""The latest ``time.time()`` value a record or a call holds (the year 5138); a block may also be +inf."""
+MAX_ERROR = 4000
+"""Bytes of a failure's error text kept (cut on a character boundary)."""
+
+
+# ------------------------------------------------------------------ value types
+@dataclass(frozen=True)
+class FailedRequest:
+    """A failed request: the request (with its ``attempts``), the error text and when it failed."""
+
+    request: Request
+    error: str
+    failed_at: float  # time.time()
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What ``Frontier.hosts()`` tells of one host."""
+
+    host: str
+    pending: int
+    in_flight: int
+    done: int
+    delay: float  # in effect: the host's own, else the frontier's
+    ready_at: float | None  # when its next request may be handed out (time.time()); None: nothing pending
+    blocked_until: float | None
+    budget: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (JSON-ready)."""
+        return {"host": self.host, "pending": self.pending, "in_flight": self.in_flight, "done": self.done,
+                "delay": self.delay, "ready_at": self.ready_at, "blocked_until": self.blocked_until,
+                "budget": self.budget}
+
+
+SHARED_STATS = {
+    "pending": "requests waiting to be popped",
+    "in_flight": "requests popped and not finished (Redis: leased by any client)",
+    "delayed": "pending requests waiting for a time (not_before, a retry's delay, a re-fetch)",
+    "seen": "fingerprints in the seen set",
+    "hosts": "hosts known to the frontier",
+    "order": "'lifo' or 'fifo'",
+    "pushed": "requests queued (a job directory: by this run; Redis: by every client)",
+    "duplicates": "pushes refused as seen before (counted as pushed is)",
+    "retried": "requests given back by retry (counted as pushed is)",
+    "refetch_scheduled": "requests done with refetch_after (counted as pushed is)",
+    "done": "requests done (counted as pushed is)",
+    "failed": "requests recorded as failed (counted as pushed is)",
+}
+"""The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""
+
+
+# ------------------------------------------------------------------ argument checks
+def check_seconds(name: str, value: Any) -> float:
+    """``value`` as a float number of seconds from 0 to ``MAX_SECONDS``; ValueError naming ``name`` if not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds from 0 to {MAX_SECONDS:,}, got {value!r}")
+    return float(value)
+
+
+def check_time(name: str, value: Any) -> float:
+    """``value`` as a float ``time.time()`` value from 0 to ``MAX_TIME``; ValueError naming ``name`` if not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIME:
+        raise ValueError(f"{name} must be a time.time() value (0 to {MAX_TIME:,}), got {value!r}")
+    return float(value)
+
+
+def check_attempts(value: Any) -> int:
+    """A request's ``attempts`` as stored: a whole number of at least 0, at most ``MAX_ATTEMPTS``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Request.attempts must be a whole number of at least 0, got {value!r}")
+    return min(value, MAX_ATTEMPTS)
+
+
+def check_host(host: Any) -> str:
+    """A host name as a call takes it (a request's slot): a str, checked as a slot is."""
+    checked = check_slot(host, "host")
+    if checked is None:
+        raise TypeError("host must be a str, got None")
+    return checked
+
+
+# ------------------------------------------------------------------ the contract
+class FrontierProtocol(Protocol):
+    """The public API every frontier has: the job directory's ``Frontier`` and ``RedisFrontier``.
+
+    Requests are pushed (deduplicated by fingerprint), popped (highest priority first among the
+    hosts that politeness lets go, then in the frontier's order: LIFO or FIFO), and finished
+    by exactly one of ``done``, ``retry`` or ``fail``. Host settings (delay, block, budget)
+    hold requests back; ``next_ready`` says when the next one may go.
+    """
+
+    order: str  # "lifo" or "fifo", fixed when the frontier was made
+
+    # -- writing requests
+    def push(self, request: Request, *, not_before: float | None = None) -> bool:
+        """Queue ``request``; False if its fingerprint was seen before (unless ``dont_filter``)."""
+        ...
+
+    def push_record(self, request: Request, record: bytes) -> bool:
+        """``push`` for a request already encoded as ``record`` (a msgpack request record)."""
+        ...
+
+    def push_many(self, requests: Iterable[Request]) -> int:
+        """Push many requests; return how many were queued."""
+        ...
+
+    def has_seen(self, fingerprint: bytes) -> bool:
+        """True if a request with this fingerprint was accepted."""
+        ...
+
+    def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
+        """Add fingerprints to the seen set without queueing anything; return how many were new."""
+        ...
+
+    # -- taking and finishing requests
+    def pop(self, timeout: float | None = 0.0) -> Request | None:
+        """The next ready request, now in flight; None if none is ready within ``timeout`` seconds."""
+        ...
+
+    def done(self, request: Request, *, refetch_after: float | None = None) -> None:
+        """Acknowledge an in-flight request (pending again after ``refetch_after`` seconds, if given)."""
+        ...
+
+    def done_many(self, requests: Iterable[Request]) -> None:
+        """``done`` for many requests."""
+        ...
+
+    def retry(self, request: Request, *, delay: float = 0.0) -> None:
+        """Give an in-flight request back, ready after ``delay`` seconds, with ``attempts`` one higher."""
+        ...
+
+    def fail(self, request: Request, error: str) -> None:
+        """Finish an in-flight request as failed, with ``error``."""
+        ...
+
+    def holds(self, request: Request) -> bool:
+        """True if ``request`` is in flight here (what ``done`` would take)."""
+        ...
+
+    @property
+    def in_flight(self) -> list[Request]:
+        """The requests in flight here."""
+        ...
+
+    # -- failed requests
+    def failed(self) -> list[FailedRequest]:
+        """Every failed request not requeued, oldest failure first."""
+        ...
+
+    def requeue_failed(self, limit: int | None = None) -> int:
+        """Put failed requests back as pending (``attempts`` 0), oldest first; return how many."""
+        ...
+
+    def record_failed(self, failed: Iterable[FailedRequest]) -> int:
+        """Store requests as failed, with their errors, times and attempts; return how many."""
+        ...
+
+    # -- state
+    @property
+    def finished(self) -> bool:
+        """True when nothing is pending and nothing is in flight."""
+        ...
+
+    def next_ready(self) -> float | None:
+        """When the next pending request may be handed out (``time.time()``); None if nothing is pending."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and the state of the frontier (``pending``, ``in_flight``, ``seen``, ...)."""
+        ...
+
+    def __len__(self) -> int:
+        """Requests waiting to be popped."""
+        ...
+
+    # -- hosts
+    def set_delay(self, host: str, seconds: float | None) -> None:
+        """Wait at least ``seconds`` between hand-outs of ``host`` (None: the frontier's delay)."""
+        ...
+
+    def block(self, host: str, until: float) -> None:
+        """Hand out nothing of ``host`` before ``until`` (``math.inf``: until ``unblock``)."""
+        ...
+
+    def unblock(self, host: str) -> None:
+        """Undo ``block``."""
+        ...
+
+    def set_budget(self, host: str, budget: int | None) -> None:
+        """At most ``budget`` requests of ``host`` done or in flight, ever (None: no limit)."""
+        ...
+
+    def set_done_count(self, host: str, done: int) -> None:
+        """Set how many requests of ``host`` are done (for a crawl copied in from elsewhere)."""
+        ...
+
+    def hosts(self) -> list[HostInfo]:
+        """Every host with pending, in-flight or done requests or a setting."""
+        ...
+
+    def host(self, name: str) -> HostInfo | None:
+        """One host as ``hosts()`` tells of it; None if the frontier has nothing of it."""
+        ...
+
+    # -- lifetime
+    def close(self) -> None:
+        """Give back what is in flight here and release the frontier."""
+        ...
+
+    def __enter__(self) -> FrontierProtocol:
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        ...
+
+
+class LocalFrontierProtocol(FrontierProtocol, Protocol):
+    """A frontier of one process (the job directory's): it may also keep a request that cannot be
+    stored in memory only, in its place in the queue order, lost if the process stops first."""
+
+    def push(self, request: Request, *, memory_only: bool = False, not_before: float | None = None) -> bool:
+        """``push``; with ``memory_only`` the request is kept in memory, not stored."""
+        ...
+
+
+class SharedFrontierProtocol(FrontierProtocol, Protocol):
+    """A frontier shared by many processes (Redis): a popped request is leased to its client for
+    ``lease`` seconds, and given back to the others if the lease runs out."""
+
+    lease: float
+
+    def pop_many(self, count: int) -> list[Request]:
+        """Up to ``count`` ready requests in one round trip, each leased (``pop`` order)."""
+        ...
+
+    def extend_many(self, requests: Iterable[Request], seconds: float | None = None) -> list[Request]:
+        """Renew the leases of ``requests``; return those whose leases were already lost."""
+        ...
+
+    def next_event_seen(self) -> float | None:
+        """When something held back by time becomes ready, as the last short ``pop_many`` saw it
+        (no round trip); None if it saw nothing waiting."""
+        ...
+
+
+if TYPE_CHECKING:  # mypy proves that both backends keep the contract
+    from .jobdir.frontier import Frontier
+    from .redisfrontier.frontier import RedisFrontier
+
+    _JOBDIR_KEEPS_IT: type[FrontierProtocol] = Frontier
+    _REDIS_KEEPS_IT: type[FrontierProtocol] = RedisFrontier
+    _JOBDIR_IS_LOCAL: type[LocalFrontierProtocol] = Frontier
+    _REDIS_IS_SHARED: type[SharedFrontierProtocol] = RedisFrontier

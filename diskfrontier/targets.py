@@ -1,0 +1,237 @@
+"""Turning a target — a job directory's path or a Redis URL with a crawl name — into a frontier.
+
+This is the one module that knows both backends: ``open_target`` opens a frontier for
+reading and writing (the job directory's ``Frontier``, locked, or a ``RedisFrontier``),
+typed as the contract (``FrontierProtocol``); ``open_view`` opens a read-only view of a
+crawl (``CrawlView``) that takes no lock, so it is safe beside a live crawl. ``crawl()``,
+the CLI and ``copy`` go through here instead of choosing a class themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
+from .errors import FrontierError
+from .jobdir.frontier import Frontier
+from .jobdir.layout import FORMAT_VERSION, Layout, read_meta
+from .jobdir.reader import PendingRequests, all_seen_fingerprints, failed_requests, host_table, pending_requests
+from .redisfrontier import RedisFrontier, is_redis_url
+from .request.model import Request
+
+__all__ = ["CrawlView", "HostCopy", "is_redis_target", "open_target", "open_view"]
+
+
+def is_redis_target(target: str | os.PathLike[str]) -> bool:
+    """True if ``target`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``), not a job directory."""
+    return isinstance(target, str) and is_redis_url(target)
+
+
+def _check_crawl(target: str | os.PathLike[str], crawl: str | None) -> None:
+    if is_redis_target(target):
+        if crawl is None:
+            raise ValueError("a Redis URL names a server: give the crawl's name as crawl=")
+    elif crawl is not None:
+        raise ValueError(f"crawl= names a crawl in Redis, and {os.fspath(target)} is a job directory")
+
+
+def open_target(target: str | os.PathLike[str], crawl: str | None = None, **options: Any) -> FrontierProtocol:
+    """The frontier at ``target``: a job directory (``Frontier(target, **options)``) or, for a Redis
+    URL, the crawl named ``crawl`` there (``RedisFrontier(target, crawl=crawl, **options)``).
+
+    ``crawl`` is required with a Redis URL and refused with a job directory (ValueError).
+    """
+    _check_crawl(target, crawl)
+    if crawl is not None:
+        return open_shared(os.fspath(target), crawl, **options)
+    return open_local(target, **options)
+
+
+def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierProtocol:
+    """The job directory at ``path`` as a frontier of this process (``Frontier(path, **options)``)."""
+    return Frontier(path, **options)
+
+
+def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
+    """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
+    return RedisFrontier(url, crawl=crawl, **options)
+
+
+# ------------------------------------------------------------------ read-only views
+@dataclass(frozen=True)
+class HostCopy:
+    """One host as a view reads it: its own settings (None: none of its own) and done count."""
+
+    host: str
+    delay: float | None
+    blocked_until: float | None
+    budget: int | None
+    done: int
+
+    @property
+    def has_settings(self) -> bool:
+        return self.delay is not None or bool(self.blocked_until) or self.budget is not None
+
+
+class CrawlView(Protocol):
+    """A crawl read without changing it: what ``export`` and ``copy`` read of either backend."""
+
+    order: str
+    settings: dict[str, Any] | None  # the crawl's own delay, per_host and prefer; None: it keeps none
+
+    def pending_count(self) -> int:
+        """About how many requests ``pending_requests()`` gives."""
+        ...
+
+    def pending_requests(self) -> Iterator[Request]:
+        """The requests not done (in flight or leased ones as pending), of the view's priority if it has one."""
+        ...
+
+    def failed(self) -> Iterator[FailedRequest]:
+        """The failed requests, oldest failure first."""
+        ...
+
+    def seen_estimate(self) -> int:
+        """About how many fingerprints ``seen_fingerprints`` gives."""
+        ...
+
+    def seen_fingerprints(self) -> Iterator[bytes]:
+        """Every fingerprint of the seen set (a few may come twice)."""
+        ...
+
+    def host_copies(self) -> list[HostCopy]:
+        """Every host with its own settings or a done count."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+    def __enter__(self) -> CrawlView:
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        ...
+
+
+class JobDirView:
+    """A job directory, read without the lock (safe beside a live crawl). Its pending requests (of
+    ``priority`` only, if given), then its failed ones, are read when the view is made (so that a
+    request failing meanwhile is in one or both, never in neither); priorities highest first, each
+    in push order."""
+
+    def __init__(self, path: str, *, priority: int | None = None, failed: bool = True) -> None:
+        self.path = path
+        self.layout = Layout(path)
+        if not os.path.lexists(self.layout.meta):
+            raise FrontierError(f"{path} is not a diskfrontier job directory (no frontier.json)")
+        meta = read_meta(self.layout)
+        self.order: str = meta["order"]
+        self.version: int = meta["version"]
+        self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
+        self._pending: PendingRequests = pending_requests(path, priority=priority, push_order=True)
+        self._failed = failed_requests(path) if failed else None
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def pending_requests(self) -> Iterator[Request]:
+        return iter(self._pending)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        if self._failed is None:
+            self._failed = failed_requests(self.path)
+        return iter(self._failed)
+
+    def seen_estimate(self) -> int:
+        try:
+            return os.lstat(self.layout.seen).st_size // 22
+        except FileNotFoundError:
+            return 0
+
+    def seen_fingerprints(self) -> Iterator[bytes]:
+        """Every fingerprint of ``requests.seen``, then those of the journal's PUSH records that the
+        seen file may not have received yet (after a crash, or while a crawl holds the directory):
+        the records from the checkpoint's floor on, as recovery reads them."""
+        return all_seen_fingerprints(self.path)
+
+    def host_copies(self) -> list[HostCopy]:
+        if self.version < FORMAT_VERSION:
+            return []  # an older format keeps no hosts
+        return [HostCopy(row.host, row.delay, row.blocked_until, row.budget, row.done)
+                for row in host_table(self.path)]
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> JobDirView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RedisView:
+    """A Redis crawl, read with scans (its leased requests are read as pending, in no order)."""
+
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None) -> None:
+        self.priority = priority
+        self.frontier = RedisFrontier(url, crawl=crawl, create=False)
+        self.order = self.frontier.order
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
+                                                "prefer": self.frontier.prefer}
+
+    def pending_count(self) -> int:
+        """Every request not done (of every priority: counting one priority takes a scan)."""
+        stats = self.frontier.stats()
+        return int(stats["pending"]) + int(stats["in_flight"])
+
+    def pending_requests(self) -> Iterator[Request]:
+        requests = self.frontier.pending_requests(leased=True)
+        if self.priority is None:
+            return requests
+        return (r for r in requests if r.priority == self.priority)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self.frontier.failed())
+
+    def seen_estimate(self) -> int:
+        return int(self.frontier.stats()["seen"])
+
+    def seen_fingerprints(self) -> Iterator[bytes]:
+        return self.frontier.seen_fingerprints()
+
+    def host_copies(self) -> list[HostCopy]:
+        crawl_delay = self.frontier.delay
+        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
+                         info.budget, info.done)
+                for info in self.frontier.hosts()]
+
+    def close(self) -> None:
+        self.frontier.close()
+
+    def __enter__(self) -> RedisView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
+              failed: bool = True) -> CrawlView:
+    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``), its
+    pending requests those of ``priority`` if given.
+
+    A job directory's pending requests, and its failed ones unless ``failed=False`` (then they are
+    read by the first ``failed()``), are read when the view is made."""
+    _check_crawl(target, crawl)
+    if crawl is not None:
+        return RedisView(target, crawl, priority=priority)
+    return JobDirView(target, priority=priority, failed=failed)
+
+
+if TYPE_CHECKING:  # mypy proves that both views keep the view's contract
+    _JOBDIR_VIEW: type[CrawlView] = JobDirView
+    _REDIS_VIEW: type[CrawlView] = RedisView

@@ -1,0 +1,95 @@
+"""Any sequence of pushes, pops, dones, retries, failures and reopens matches the reference model."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from diskfrontier import Request
+
+from .conftest import BACKENDS, FrontierFactory, make_factory
+from .model import Reference
+
+
+class ContractMachine(RuleBasedStateMachine):
+    """A frontier and the reference model, driven side by side (LIFO, no host rules)."""
+
+    factory: FrontierFactory
+
+    def __init__(self):
+        super().__init__()
+        self.frontier = self.factory()
+        self.model = Reference("lifo")
+        self.held: dict[str, Request] = {}
+
+    @rule(n=st.integers(0, 25), priority=st.integers(-1, 1))
+    def push(self, n, priority):
+        url = f"https://h{n % 3}.example/{n}"
+        assert self.frontier.push(Request(url, priority=priority)) == self.model.push(url, priority)
+
+    @rule(ns=st.lists(st.integers(0, 25), max_size=5), priority=st.integers(-1, 1))
+    def push_many(self, ns, priority):
+        urls = [f"https://h{n % 3}.example/{n}" for n in ns]
+        assert self.frontier.push_many(Request(u, priority=priority) for u in urls) == self.model.push_many(
+            urls, priority)
+
+    @rule()
+    def pop(self):
+        request = self.frontier.pop()
+        want = self.model.pop()
+        assert (None if request is None else request.url) == want
+        if request is not None:
+            assert request.attempts == self.model.attempts[want]
+            self.held[want] = request
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data(), how=st.sampled_from(["done", "retry", "fail"]))
+    def finish(self, data, how):
+        url = data.draw(st.sampled_from(sorted(self.held)))
+        request = self.held.pop(url)
+        if how == "done":
+            self.frontier.done(request)
+            self.model.done(url)
+        elif how == "retry":
+            self.frontier.retry(request)
+            self.model.retry(url)
+        else:
+            self.frontier.fail(request, "boom")
+            self.model.fail(url)
+
+    @rule()
+    def requeue_failed(self):
+        assert self.frontier.requeue_failed() == self.model.requeue_failed()
+
+    @rule()
+    def reopen(self):
+        self.frontier.close()
+        self.model.reopen(keep_places=self.factory.kind == "redis")
+        self.held.clear()
+        self.frontier = self.factory()
+
+    @invariant()
+    def counts_agree(self):
+        assert len(self.frontier) == len(self.model)
+        assert [e.request.url for e in self.frontier.failed()] == list(self.model.failed)
+        assert self.frontier.finished == self.model.finished
+
+    def teardown(self):
+        self.frontier.close()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_any_sequence_matches_the_reference_model(kind, tmp_path_factory, request):
+    runs = itertools.count()
+
+    class Run(ContractMachine):
+        def __init__(self):
+            type(self).factory = make_factory(kind, tmp_path_factory.mktemp("model"), request, f"model{next(runs)}")
+            super().__init__()
+
+    Run.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None, derandomize=True)
+    Run.TestCase().runTest()
