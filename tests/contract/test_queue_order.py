@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from reference import Reference
 
 from diskfrontier import NotInFlight, Request
 from diskfrontier.contract import SHARED_STATS
-
-from .model import Reference
 
 
 def drain(frontier) -> list[Request]:

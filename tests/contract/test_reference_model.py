@@ -5,14 +5,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from backends import BACKENDS, FrontierFactory, make_factory
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from reference import Reference
 
 from diskfrontier import Request
-
-from .conftest import BACKENDS, FrontierFactory, make_factory
-from .model import Reference
 
 
 class ContractMachine(RuleBasedStateMachine):

@@ -1,15 +1,15 @@
 """A seeded model-based test: any sequence of operations, with clean reopens, matches the reference
-model (``contract/model.py``, the one the contract suite checks both backends against)."""
+model (``kits/reference.py``, the one the contract suite checks both backends against)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
 
-from contract.model import Reference
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from reference import Reference
 
 from diskfrontier import Frontier, Request
 

@@ -16,11 +16,11 @@ PACKAGE = os.path.dirname(diskfrontier.__file__)
 LAYERS = [
     ("errors", 1),
     ("files", 2),
-    ("request", 3), ("failures", 3),
+    ("request", 3), ("failures", 3), ("contract", 3),
     ("politeness", 4),
     ("scrapyfiles", 5),
     ("jobdir", 6), ("redisfrontier", 6),
-    ("transfer", 7),
+    ("transfer", 7), ("targets", 7),
     ("runs", 8), ("demo", 8), ("scrapy", 8), ("cli", 8),
     ("frontier", 9), ("jobinfo", 9), ("verify", 9), ("__init__", 9), ("__main__", 9),  # old paths, the package
 ]
@@ -50,7 +50,11 @@ def imports_of(module: str, path: str) -> set[str]:
         tree = ast.parse(f.read())
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     found = set()
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+                   for n in ast.walk(node)}  # imports for annotations only: no dependency at run time
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".") if package else []
@@ -67,6 +71,11 @@ def imports_of(module: str, path: str) -> set[str]:
         elif isinstance(node, ast.Import):
             found |= {a.name[len("diskfrontier."):] for a in node.names if a.name.startswith("diskfrontier.")}
     return {t for t in found if t}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def test_every_module_imports_only_from_its_layer_or_below():

@@ -1,0 +1,34 @@
+"""Open a frontier of either backend for the contract suite: ``FrontierFactory`` opens a job directory or a
+crawl in the session's redis-server, the same one again on every call, so that reopening is part of what
+is tested."""
+
+from __future__ import annotations
+
+from diskfrontier.targets import open_target
+
+BACKENDS = ("jobdir", "redis")
+
+
+class FrontierFactory:
+    """Opens one frontier of a kind, again and again: ``factory(**settings)``."""
+
+    def __init__(self, kind: str, path: str, redis_url: str | None, crawl: str) -> None:
+        self.kind, self.path, self.url, self.crawl = kind, path, redis_url, crawl
+        self.opened: list = []
+
+    def __call__(self, **settings):
+        if self.kind == "jobdir":
+            frontier = open_target(self.path, **settings)
+        else:
+            frontier = open_target(self.url, self.crawl, **settings)
+        self.opened.append(frontier)
+        return frontier
+
+    def close_all(self) -> None:
+        for frontier in self.opened:
+            frontier.close()
+
+
+def make_factory(kind: str, tmp_path, request, crawl: str) -> FrontierFactory:
+    url = request.getfixturevalue("redis_url") if kind == "redis" else None
+    return FrontierFactory(kind, str(tmp_path / "job"), url, crawl)
