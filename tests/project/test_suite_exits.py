@@ -107,7 +107,7 @@ CASES = "kits/suite_exit_cases.py"
 IN_PROCESS_CRAWL = f"{CASES}::test_an_in_process_crawl_takes_the_ctrl_c_for_itself"
 SWALLOWS_CTRL_C = f"{CASES}::test_catches_keyboard_interrupt"
 CHILDREN = f"{CASES}::test_a_redis_server_children_and_a_grandchild"
-REDIS_WORKERS = "test_redis_workers.py"  # a real one: Redis, worker children, many seconds
+REDIS_WORKERS = "redis/test_redis_workers.py"  # a real one: Redis, worker children, many seconds
 
 
 def started(run: InnerRun, processes: int = 0) -> None:
