@@ -577,7 +577,8 @@ class RedisFrontier:
 
     def next_ready(self) -> float | None:
         """When the next pending request may be handed out (``time.time()`` terms; now if one
-        may be now), or None if none can become ready by waiting alone."""
+        may be now), or None if none can become ready by waiting alone. A lease running out is such
+        a time: its request is pending again then (a job directory has no leases, and says None)."""
         pending, _, ready, event, now = self._look()
         local = time.time()
         if ready:
