@@ -45,22 +45,19 @@ from ..files.safefs import check_entries, open_file, remove_stale_temps
 from ..files.writeerrors import raise_named
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import Host, HostInfo, HostSchedule, buffer_top
-from ..request.codec import Unencodable, decode_request, encode_request
+from ..request.codec import Unencodable, encode_request
 from ..request.model import PRIORITY_MAX, Request, check_slot
 from ..scrapyfiles.queue import holds_requests, set_aside
-from . import checkpoint
+from . import checkpoint, records
 from .hostfile import HostFileUnusable, load_host_state, save_host_state
 from .identity import foreign_meta, foreign_meta_problem
 from .journal import (
-    FLAG_DONT_FILTER,
     FRAME,
     MAGIC,
     MAGIC_CRC,
     MAX_ATTEMPTS,
     MAX_SECONDS,
     MAX_TIME,
-    PUSH,
-    PUSH_HEAD,
     REFETCH,
     RETRY,
     JournalWriter,
@@ -71,8 +68,6 @@ from .journal import (
     frame,
     frame_all,
     host_body,
-    push_body,
-    push_frame,
 )
 from .layout import FORMAT_VERSION, Layout, Lock, read_meta, salt_of, write_meta
 from .maintenance.compaction import Compacted, install, write_compacted
@@ -89,8 +84,6 @@ _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 AUTO_COMPACT_MIN_BYTES = 1 << 20
 AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
 INDEX_MIN_NEW_KEYS = 1 << 16  # a clean close saves the seen index when this many keys are not in the saved one
-_PUSH_HEAD_UNPACK = PUSH_HEAD.unpack_from
-_PUSH_HEAD_SIZE = PUSH_HEAD.size
 _HEADER = FRAME.size
 _PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
 _PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
@@ -492,12 +485,10 @@ class Frontier:
             due = max(due, _check_time("Request.not_before", request.not_before))
         if (due and due > time.time()) or request.attempts:
             due = due if due > time.time() else 0.0
-            framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
-                                             slot=slot, attempts=_attempts(request.attempts), not_before=due),
-                           self._salt)
+            attempts = _attempts(request.attempts)
         else:
-            due = 0.0
-            framed = push_frame(offset, priority, request.dont_filter, request.fingerprint, slot, record, self._salt)
+            due, attempts = 0.0, 0
+        framed = records.framed(offset, request, slot, record, self._salt, attempts=attempts, not_before=due)
         journal.write(framed)
         try:  # the write went through; from here an exception must leave the frontier marked dirty
             if not request.dont_filter:
@@ -551,15 +542,13 @@ class Frontier:
         for request, record in accepted:
             due = request.not_before
             if due is None and not request.attempts:
-                framed = push_frame(offset, request.priority, request.dont_filter, request.fingerprint,
-                                    request.slot.encode(), record, salt)
+                framed = records.framed(offset, request, request.slot.encode(), record, salt)
             else:
                 due = _check_time("Request.not_before", due) if due is not None and due > now else 0.0
                 if due:
                     held[offset] = due
-                framed = frame(offset, push_body(request.priority, request.dont_filter, request.fingerprint, record,
-                                                 slot=request.slot.encode(), attempts=_attempts(request.attempts),
-                                                 not_before=due), salt)
+                framed = records.framed(offset, request, request.slot.encode(), record, salt,
+                                        attempts=_attempts(request.attempts), not_before=due)
             frames.append(framed)
             offsets.append(offset)
             offset += len(framed)
@@ -737,7 +726,7 @@ class Frontier:
         for looked, (offset, _priority, due) in enumerate(self._delayed.first(_HELD_LOOK + 1)):
             if looked == _HELD_LOOK:
                 return due
-            host = hosts.hot.get(hosts.counts.find(_slot_in(journal.read_body(offset))))
+            host = hosts.hot.get(hosts.counts.find(records.slot_of(journal.read_body(offset))))
             if host is None or not hosts.held_for_ever(host):
                 return due
         return None
@@ -782,7 +771,7 @@ class Frontier:
         hosts.active = True
         try:
             for offset, priority, _due in self._delayed.release(now):
-                hosts.buffer(hosts.host(hosts.counts.add(_slot_in(journal.read_body(offset)))), priority, offset,
+                hosts.buffer(hosts.host(hosts.counts.add(records.slot_of(journal.read_body(offset)))), priority, offset,
                              now, waited=True)
         except BaseException as exc:
             self._interrupted("pop", exc)
@@ -836,7 +825,7 @@ class Frontier:
             assert offset is not None
             if body is None:
                 body = journal.read_body(offset)
-            hosts.buffer(hosts.host(hosts.counts.add(_slot_in(body))), priority, offset, now)
+            hosts.buffer(hosts.host(hosts.counts.add(records.slot_of(body))), priority, offset, now)
             self._pulled = (offset, body)
 
     def _same_host_first(self, best: Host, same_priority: bool) -> bytes | memoryview | None:
@@ -863,31 +852,20 @@ class Frontier:
         if peeked is not None and peeked[0] == offset and peeked[1] != best.hid:
             return None  # read before: another host's
         body = self._journal.read_body(offset)
-        hid = hosts.counts.add(_slot_in(body))
+        hid = hosts.counts.add(records.slot_of(body))
         self._peeked = (offset, hid)
         return body if hid == best.hid else None
 
     def _load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
         if body is None:
             body = self._journal.read_body(offset)
-        kind, priority, flags, fplen, slotlen, attempts, not_before = _PUSH_HEAD_UNPACK(body)
-        start = _PUSH_HEAD_SIZE + fplen
-        end = len(body) if kind == PUSH else len(body) - 8
         try:
-            request = decode_request(body[start + slotlen:end], priority, bool(flags & FLAG_DONT_FILTER),
-                                     bytes(body[_PUSH_HEAD_SIZE:start]), offset)
-            slot = bytes(body[start:start + slotlen])
-            request._slot = slot.decode("utf-8")
-            counts = self._hosts.counts
-            hid = counts.recent.get(slot)
-            request._hid = counts.add(slot) if hid is None else hid
+            request, slot = records.load(body, offset)
         except ValueError as exc:  # UnicodeDecodeError included
             raise JobDirCorrupt(self.layout.journal, offset, str(exc)) from None
-        if attempts:
-            request.attempts = attempts
-        if not_before:
-            request.not_before = not_before
-        request._size = _HEADER + len(body)
+        counts = self._hosts.counts
+        hid = counts.recent.get(slot)
+        request._hid = counts.add(slot) if hid is None else hid
         return request
 
     def _in_flight_seq(self, request: Request, what: str, taken: Iterable[int] = ()) -> int:
@@ -979,9 +957,8 @@ class Frontier:
             due = time.time() + after if after > 0 else 0.0
             journal = self._journal
             offset = journal.size
-            framed = frame(offset, push_body(priority, request.dont_filter, request.fingerprint, record,
-                                             slot=request.slot.encode(), attempts=attempts, not_before=due,
-                                             kind=kind, target=seq), self._salt)
+            framed = records.framed(offset, request, request.slot.encode(), record, self._salt, attempts=attempts,
+                                    not_before=due, kind=kind, target=seq)
             journal.write(framed)
             try:
                 self._live_bytes += len(framed) - self._inflight.pop(seq)._size
@@ -1131,9 +1108,8 @@ class Frontier:
                 record = encode_request(request)
             except Unencodable as exc:
                 raise ValueError(f"record_failed(): {request!r} cannot be stored: {exc}") from None
-            prepared.append((push_body(request.priority, request.dont_filter, request.fingerprint, record,
-                                       slot=request.slot.encode(), attempts=_attempts(request.attempts)),
-                             at, cap_error(entry.error)))
+            prepared.append((records.body(request, record, attempts=_attempts(request.attempts)), at,
+                             cap_error(entry.error)))
         if not prepared:
             return 0
         with self._mutex:
@@ -1177,13 +1153,9 @@ class Frontier:
         bodies: list[bytes] = []
         heads: list[tuple[int, bytes]] = []  # (priority, slot) of each
         for target in targets:
-            body = journal.read_body(target)
-            kind, priority, flags, fplen, slotlen, _attempts, _not_before = _PUSH_HEAD_UNPACK(body)
-            start = _PUSH_HEAD_SIZE + fplen
-            record = bytes(body[start + slotlen:len(body) if kind == PUSH else len(body) - 8])
-            bodies.append(push_body(priority, bool(flags & FLAG_DONT_FILTER), bytes(body[_PUSH_HEAD_SIZE:start]),
-                                    record, slot=bytes(body[start:start + slotlen]), kind=RETRY, target=target))
-            heads.append((priority, bytes(body[start:start + slotlen])))
+            body, priority, slot = records.retried(journal.read_body(target), target)
+            bodies.append(body)
+            heads.append((priority, slot))
         data, offsets = frame_all(journal.size, bodies, self._salt)
         journal.write(data)
         try:
@@ -1402,7 +1374,7 @@ class Frontier:
     def _host_records(self) -> Iterator[bytes]:
         """A HOST record body for each host with a setting, done or failed requests (what compaction keeps)."""
         counts, hot = self._hosts.counts, self._hosts.hot
-        failing = {counts.add(_slot_in(self._journal.read_body(target))) for target in self._failed}
+        failing = {counts.add(records.slot_of(self._journal.read_body(target))) for target in self._failed}
         for hid in counts.ids():
             host, done = hot.get(hid), counts.done[hid]
             if done or (host is not None and host.has_settings) or hid in failing:
@@ -1538,7 +1510,7 @@ class Frontier:
     def _stored_priority(self, seq: int) -> int:
         """The priority the journal holds for the in-flight request ``seq`` (its caller may have changed
         ``request.priority`` since; the queues and counts go by the journal)."""
-        return int(_PUSH_HEAD_UNPACK(self._journal.read_body(seq))[1])
+        return records.priority_of(self._journal.read_body(seq))
 
     def _memory_requests(self) -> list[Request]:
         out = []
@@ -1619,13 +1591,6 @@ class Frontier:
         pending = sum(list(self._pending.values()))
         state = "closed" if self._closed else f"{pending} pending, {len(self._inflight)} in flight"
         return f"<Frontier {self.path} ({state})>"
-
-
-def _slot_in(body: bytes | memoryview) -> bytes:
-    """The slot of a request-carrying record body (UTF-8)."""
-    _, _, _, fplen, slotlen, _, _ = _PUSH_HEAD_UNPACK(body)
-    start = _PUSH_HEAD_SIZE + fplen
-    return bytes(body[start:start + slotlen])
 
 
 def _check_seconds(name: str, value: Any) -> float:
