@@ -671,17 +671,21 @@ class FakeClock:
 
 @contextlib.contextmanager
 def fake_clock():
-    """Give ``diskfrontier.jobdir.frontier`` and ``diskfrontier.politeness.schedule`` a FakeClock for the length of a case."""
-    from diskfrontier.jobdir import frontier as frontier_module
+    """Give the job directory's frontier (its façade and parts) and ``diskfrontier.politeness.schedule`` a
+    FakeClock for the length of a case."""
+    from diskfrontier.jobdir import dispatch, frontier, ledger
     from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
-    old = frontier_module.time, hosts_module.time
-    frontier_module.time = hosts_module.time = clock
+    modules = (frontier, ledger, dispatch, hosts_module)
+    old = [module.time for module in modules]
+    for module in modules:
+        module.time = clock
     try:
         yield clock
     finally:
-        frontier_module.time, hosts_module.time = old
+        for module, was in zip(modules, old):
+            module.time = was
 
 
 @dataclass

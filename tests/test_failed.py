@@ -519,7 +519,7 @@ def test_a_done_naming_a_failed_request_is_damage_and_a_retry_is_its_requeue(tmp
         failing = f.pop()
         f.fail(failing, "failed")
         target = failing._seq
-        pushed = parse_push(bytes(f._journal.read_body(target)))
+        pushed = parse_push(bytes(f._state.journal.read_body(target)))
     checkpoint_module.write_open(Layout(job).cursor, dir_id(job), os.path.getsize(Layout(job).journal), None)
     offset = append_record(job, done_body(target))
     report = verify(job)

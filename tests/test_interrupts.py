@@ -70,11 +70,11 @@ class _Interrupting(dict):
 
 def interrupt_done(f: Frontier, popped: Request) -> None:
     """A Ctrl-C inside ``f.done(popped)``: the DONE record is written, the bookkeeping is cut short."""
-    f._inflight = _Interrupting(f._inflight)
+    f._state.inflight = _Interrupting(f._state.inflight)
     with pytest.raises(KeyboardInterrupt):
         f.done(popped)
     assert f.stats()["dirty"]
-    f._inflight = dict(f._inflight)
+    f._state.inflight = dict(f._state.inflight)
 
 
 def test_interrupt_inside_pop_and_done_keeps_every_request(tmp_path, monkeypatch):

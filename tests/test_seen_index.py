@@ -86,7 +86,7 @@ def test_clean_open_loads_the_saved_index(tmp_path):
     saved = cursor(path)["seen_index"]
     assert saved[0] == os.path.getsize(os.path.join(path, "requests.seen")) and saved[1] == 3000
     with Frontier(path) as frontier:
-        assert frontier._seen.index_record is not None and len(frontier._seen.index) == 3000
+        assert frontier._state.seen.index_record is not None and len(frontier._state.seen.index) == 3000
     assert all_duplicates(path, 3000)
 
 
@@ -97,7 +97,7 @@ def test_a_stale_index_is_completed_from_the_seen_file(tmp_path, monkeypatch):
     fill(path, 2000, 2500)
     assert cursor(path)["seen_index"][1] == 2000
     with Frontier(path) as frontier:
-        assert frontier._seen.index_record.count == 2000 and len(frontier._seen.index) == 2500
+        assert frontier._state.seen.index_record.count == 2000 and len(frontier._state.seen.index) == 2500
     assert all_duplicates(path, 2500)
 
 
@@ -121,7 +121,7 @@ def test_a_bad_index_means_reading_the_seen_file(tmp_path, how, caplog):
     else:
         open(index_path, "wb").close()
     with caplog.at_level(logging.WARNING, logger="diskfrontier"), Frontier(path) as frontier:
-        assert frontier._seen.index_record is None and len(frontier._seen.index) == 2000
+        assert frontier._state.seen.index_record is None and len(frontier._state.seen.index) == 2000
     assert "requests.seen.index not used" in caplog.text
     assert all_duplicates(path, 2000)
 
@@ -149,8 +149,8 @@ def test_recovery_after_sigkill_uses_the_index_and_the_journal(tmp_path):
     assert run.returncode == -signal.SIGKILL
     assert os.path.getsize(os.path.join(path, "requests.seen")) == 2000 * 22
     with Frontier(path) as reopened:
-        assert reopened.recovery == "rebuilt" and reopened._seen.index_record is not None
-        assert len(reopened._seen.index) == 2100 and len(reopened) == 2100
+        assert reopened.recovery == "rebuilt" and reopened._state.seen.index_record is not None
+        assert len(reopened._state.seen.index) == 2100 and len(reopened) == 2100
         assert reopened.stats()["seen_added_from_journal"] == 100
     assert all_duplicates(path, 2100)
 
