@@ -673,11 +673,11 @@ class FakeClock:
 def fake_clock():
     """Give the job directory's frontier (its façade and parts) and ``diskfrontier.politeness.schedule`` a
     FakeClock for the length of a case."""
-    from diskfrontier.jobdir import dispatch, frontier, ledger
+    from diskfrontier.jobdir import dispatch, frontier, ledger, opening
     from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
-    modules = (frontier, ledger, dispatch, hosts_module)
+    modules = (frontier, ledger, dispatch, opening, hosts_module)
     old = [module.time for module in modules]
     for module in modules:
         module.time = clock

@@ -30,6 +30,7 @@ from diskfrontier.jobdir.layout import Layout
 from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
 from diskfrontier.jobdir.journal import MAX_ERROR, RETRY, done_body, fail_body, frame, parse_push, push_body
 from diskfrontier.jobdir.maintenance.verify import verify
+from diskfrontier.jobdir.opening import Opening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "failed_child.py")
@@ -234,7 +235,7 @@ def test_failed_survive_a_clean_close_without_a_scan(tmp_path, monkeypatch):
     assert len(expected) == 5 and expected[-1][1:3] == (2, "gave up")
     assert expected[3][2] == cap("error 10: " + "ü" * 3000) and len(expected[3][2].encode()) == MAX_ERROR
     with monkeypatch.context() as patch:
-        patch.setattr(Frontier, "_rebuild", lambda *a: pytest.fail("a clean open read the journal"))
+        patch.setattr(Opening, "rebuild", lambda *a: pytest.fail("a clean open read the journal"))
         with Frontier(job) as f:
             assert f.recovery == "clean" and listing(f.failed()) == expected
             assert f.stats()["failed"] == 5 and len(f) == 30 - 4 - 5
