@@ -19,14 +19,14 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.jobdir import frontier as frontier_module
+from diskfrontier.jobdir import closing as closing_module
 from diskfrontier.errors import JobDirCorrupt
 from diskfrontier.jobdir.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
 
 
 @pytest.fixture(autouse=True)
 def save_at_every_close(monkeypatch):
-    monkeypatch.setattr(frontier_module, "INDEX_MIN_NEW_KEYS", 1)
+    monkeypatch.setattr(closing_module, "INDEX_MIN_NEW_KEYS", 1)
 
 
 def url(i: int) -> str:
@@ -93,7 +93,7 @@ def test_clean_open_loads_the_saved_index(tmp_path):
 def test_a_stale_index_is_completed_from_the_seen_file(tmp_path, monkeypatch):
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
-    monkeypatch.setattr(frontier_module, "INDEX_MIN_NEW_KEYS", 10**9)  # the next closes keep the old index
+    monkeypatch.setattr(closing_module, "INDEX_MIN_NEW_KEYS", 10**9)  # the next closes keep the old index
     fill(path, 2000, 2500)
     assert cursor(path)["seen_index"][1] == 2000
     with Frontier(path) as frontier:
@@ -189,9 +189,9 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
 
 FULL_DISK_AT_CLOSE = """
 import os, resource, signal, sys
-import diskfrontier.jobdir.frontier
+import diskfrontier.jobdir.closing
 from diskfrontier import Frontier, Request
-diskfrontier.jobdir.frontier.INDEX_MIN_NEW_KEYS = 1
+diskfrontier.jobdir.closing.INDEX_MIN_NEW_KEYS = 1
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 f = Frontier(sys.argv[1])
 f.push_many(Request(f"https://a.example/{i}") for i in range(300))

@@ -37,35 +37,26 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import FrontierClosed, FrontierError
 from ..failures import FailedRequest
-from ..files.atomic import fsync_path
 from ..files.safefs import check_entries
-from ..files.writeerrors import raise_named
 from ..politeness.schedule import HostInfo
 from ..request.model import Request, check_slot
-from . import checkpoint, records
+from .closing import Closing
 from .dispatch import Dispatch
-from .hostfile import save_host_state
-from .journal import MAX_ATTEMPTS, MAX_SECONDS, MAX_TIME, REFETCH, RETRY, JournalWriter, cap_error, host_body
+from .journal import MAX_ATTEMPTS, MAX_SECONDS, MAX_TIME, REFETCH, RETRY, cap_error
 from .layout import Layout, Lock
 from .ledger import Ledger
-from .maintenance.compaction import Compacted, install, write_compacted
+from .maintenance.compaction import Compacted
 from .opening import Opening
-from .queues import OffsetQueues, queue_crc
 from .replay import Progress
 from .seenindex import key_of
 from .shared import Shared
 
 log = logging.getLogger("diskfrontier")
-
-AUTO_COMPACT_MIN_BYTES = 1 << 20
-AUTO_COMPACT_MAX_BYTES = 16 << 20  # larger journals take seconds: left to 'diskfrontier compact', and said so
-INDEX_MIN_NEW_KEYS = 1 << 16  # a clean close saves the seen index when this many keys are not in the saved one
-_NAN = float("nan")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 
 
@@ -122,6 +113,7 @@ class Frontier:
                                      prefer=prefer)
         self._ledger = Ledger(state, check_time=_check_time, check_attempts=_attempts)
         self._dispatch = Dispatch(state)
+        self._closing = Closing(state, self._dispatch)
         self.order: str = state.order
         self.recovery: str = state.recovery
         os.makedirs(self.path, exist_ok=True)
@@ -511,7 +503,7 @@ class Frontier:
         """Rewrite the journal to hold only pending requests (nothing may be in flight)."""
         with self._mutex:
             self._check_open()
-            return self._compact_checked(progress)
+            return self._closing.compact(progress)
 
     def close(self) -> None:
         """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock.
@@ -522,7 +514,7 @@ class Frontier:
         """
         if not self._closed and not self._lock.owned():  # a forked child: nothing of the parent's is touched
             self._closed = True
-            self._forget_files()
+            self._closing.forget_files()
             self._lock.release()
             return
         with self._mutex:
@@ -533,7 +525,7 @@ class Frontier:
             self._cond.notify_all()  # waiting pop()s raise FrontierClosed
             try:
                 if self._state.dirty is None:
-                    self._checkpoint_and_close()
+                    self._closing.checkpoint_and_close()
                 else:
                     log.warning("closing %s without a clean checkpoint (%s): it is rebuilt from its journal at the "
                                 "next open", self.path, self._state.dirty)
@@ -543,170 +535,8 @@ class Frontier:
                 finally:
                     self._lock.release()
 
-    def _compact_checked(self, progress: Progress | None) -> Compacted:
-        """``Frontier.compact``: refused while requests are in flight or after an interrupted call."""
-        st = self._state
-        if st.inflight:
-            raise FrontierError(
-                f"cannot compact with {len(st.inflight)} requests in flight: done() them or close() first")
-        if st.dirty:
-            raise FrontierError(
-                f"cannot compact {st.path}: an earlier call was interrupted ({st.dirty}); close it and "
-                f"open it again first")
-        return self._compact(progress)
-
-    def _host_records(self) -> Iterator[bytes]:
-        """A HOST record body for each host with a setting, done or failed requests (what compaction keeps)."""
-        st = self._state
-        counts, hot = st.hosts.counts, st.hosts.hot
-        failing = {counts.add(records.slot_of(st.journal.read_body(target))) for target in st.failed}
-        for hid in counts.ids():
-            host, done = hot.get(hid), counts.done[hid]
-            if done or (host is not None and host.has_settings) or hid in failing:
-                delay, blocked_until, budget = (None, 0.0, None) if host is None else (
-                    host.delay, host.blocked_until, host.budget)
-                yield host_body(counts.name_bytes(hid), _NAN if delay is None else delay, blocked_until,
-                                -1 if budget is None else budget, done)
-
-    def _compact(self, progress: Progress | None) -> Compacted:
-        st = self._state
-        layout = st.layout
-        st.seen.sync()
-        # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
-        st.compacting = True
-        try:
-            hosts = tuple(self._host_records())
-            result = write_compacted(layout.journal, layout.compacting, salt=st.salt, floor=st.floor,
-                                     progress=progress, hosts=hosts)
-        finally:
-            st.compacting = False
-        try:
-            # valid for the old journal and the new
-            checkpoint.write_open(layout.cursor, st.ident, result.bytes_after, st.seen.tail(),
-                                  st.seen.index_record, result.crc)
-            st.queues.close()
-            st.journal.close()
-            install(layout.journal, layout.compacting)
-            OffsetQueues.wipe(layout.queue_dir)
-            st.queues = OffsetQueues(layout.queue_dir, st.order)
-            st.hosts.drain(time.time())
-            st.delayed.clear()
-            now = time.time()
-            for offset, priority, not_before in result.kept:
-                if not_before > now:
-                    st.delayed.add(not_before, offset, priority)
-                else:
-                    st.queues.push(offset, priority)
-            st.delayed_due = st.delayed.next_due()
-            self._dispatch.forget_reads()
-            st.journal = JournalWriter(layout.journal, result.bytes_after, salt=st.salt, fsync=st.fsync,
-                                       crc=result.crc)
-        except BaseException as exc:
-            st.broken = st.dirty = f"{type(exc).__name__} during compaction: {exc}"
-            raise_named(layout.compacting, exc)
-            raise
-        st.floor, st.floor_crc = result.bytes_after, result.crc
-        st.pushes, st.dones = len(result.kept) + len(result.failed), len(result.failed)
-        st.live_bytes = result.live_bytes
-        st.failed = result.failed
-        st.last_record = result.last_record
-        log.info("compacted %s: journal %s -> %s bytes", st.path, f"{result.bytes_before:,}",
-                 f"{result.bytes_after:,}")
-        return result
-
-    def _checkpoint_and_close(self) -> None:
-        """Give back what is in flight, compact if it pays, write every file and a clean checkpoint."""
-        st = self._state
-        layout = st.layout
-        requeued = 0
-        for seq, request in st.inflight.items():
-            st.hosts.returned(request._hid, done=False, pending=int(seq >= 0))
-            if seq >= 0:
-                priority = records.priority_of(st.journal.read_body(seq))  # the journal's, not request.priority
-                st.queues.push(seq, priority)
-                st.count_pending(priority, 1)
-                requeued += 1
-        memory_lost = st.memory_only()
-        st.inflight.clear()
-        st.counters["requeued"] = requeued
-        if memory_lost:
-            st.counters["memory_lost"] = memory_lost
-            log.warning("%d requests that could not be stored on disk are lost at close", memory_lost)
-            for request in self._memory_requests():
-                st.count_pending(request.priority, -1)
-                st.hosts.counts.pending[st.hosts.hid(request.slot)] -= 1
-        if self._should_compact():
-            self._compact(None)
-        self._dispatch.return_buffers()
-        queued = st.queues.sizes()
-        active = st.queues.close()
-        self._sync_queue_files()
-        OffsetQueues.write_active(layout.active, active)
-        st.seen.sync()
-        st.journal.sync()
-        index = st.seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
-        pending = {p: n for p, n in st.pending.items() if n}
-        hosts_file = save_host_state(layout.hosts, st.hosts, st.delayed, st.failed)
-        checkpoint.write_clean(
-            layout.cursor, st.ident, journal_bytes=st.journal.size, last_record=st.last_record,
-            seen_tail=st.seen.tail(), pending=pending,
-            queues={p: queue_crc(layout.queue_dir, p) for p in queued},
-            pushes=st.pushes, dones=st.dones, live_bytes=st.live_bytes,
-            hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc)
-
-    def _memory_requests(self) -> list[Request]:
-        out = []
-        while (request := self._state.memq.pop()) is not None:
-            out.append(request)
-        return out
-
-    def _should_compact(self) -> bool:
-        """At close: when the journal is big, most of its records are dead, and it is quick to do.
-
-        A journal over ``AUTO_COMPACT_MAX_BYTES`` is never compacted inside ``close()``
-        (a Ctrl-C would look hung): the log says so, ``inspect`` shows what is reclaimable,
-        and ``diskfrontier compact`` or ``compact()`` does it with a progress bar.
-        """
-        st = self._state
-        size = st.journal.size
-        if size < AUTO_COMPACT_MIN_BYTES:
-            return False
-        live = sum(n for p, n in st.pending.items()) + 2 * len(st.failed)  # the records compaction keeps
-        if st.pushes + st.dones <= 3 * live:
-            return False
-        if size > AUTO_COMPACT_MAX_BYTES:
-            log.info("%s: most of its %s-byte journal is finished work; 'diskfrontier compact %s' reclaims it "
-                     "(not done at close, where it would take a while)", st.path, f"{size:,}", st.path)
-            return False
-        return True
-
-    def _sync_queue_files(self) -> None:
-        """fsync every queue file, so that a clean checkpoint also survives a power cut."""
-        for root, _dirs, files in os.walk(self._state.layout.queue_dir):
-            for name in files:
-                fsync_path(os.path.join(root, name))
-
     def _release_files(self) -> None:
-        """Close the files without writing anything more (after a dirty close, or a checkpoint that failed)."""
-        st = self._state
-        queues = getattr(st, "queues", None)
-        if queues is not None:
-            queues.abandon()  # after a dirty close, or a checkpoint that failed half-way
-        for part in ("journal", "seen"):
-            obj = getattr(st, part, None)
-            if obj is not None:
-                obj.close()
-
-    def _forget_files(self) -> None:
-        """Close this process's copies of the descriptors without writing anything (a forked child)."""
-        st = self._state
-        journal, seen = getattr(st, "journal", None), getattr(st, "seen", None)
-        for owner, name in ((journal, "fd"), (seen, "fd"), (seen, "sums_fd")):
-            fd = getattr(owner, name, -1)
-            if fd >= 0:
-                setattr(owner, name, -1)  # a later close() of the part must not close the number again
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        self._closing.release_files()
 
     # ------------------------------------------------------------------ guarding every call
     def _check_open(self) -> None:
