@@ -10,11 +10,18 @@ journal holds them).
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 from ..request.codec import decode_request
 from ..request.model import Request
-from .journal import FLAG_DONT_FILTER, FRAME, PUSH, PUSH_HEAD, RETRY, frame, push_body, push_frame
+from .journal import FLAG_DONT_FILTER, FRAME, PUSH, PUSH_HEAD, RETRY, frame, push_body
 
 _UNPACK = PUSH_HEAD.unpack_from
+_PACK_HEAD = PUSH_HEAD.pack
+_PACK_FRAME = FRAME.pack
+_PACK_U32 = struct.Struct(">I").pack
+_crc32 = zlib.crc32
 _HEAD = PUSH_HEAD.size
 _FRAME = FRAME.size
 
@@ -24,10 +31,16 @@ def framed(offset: int, request: Request, slot: bytes, record: bytes, salt: int,
     """The record storing ``request`` (its ``slot`` as UTF-8, its msgpack ``record``), framed to be written at
     ``offset`` of the journal whose salt is ``salt``.
 
-    A PUSH of a request due now and never tried takes the one-step path of ``push_frame``.
+    The same bytes as ``frame(offset, push_body(...), salt)``; a PUSH of a request due now and never
+    tried (every usual push) is framed in one step here.
     """
     if kind == PUSH and not attempts and not not_before:
-        return push_frame(offset, request.priority, request.dont_filter, request.fingerprint, slot, record, salt)
+        fingerprint = request.fingerprint
+        stored = _PACK_HEAD(PUSH, request.priority, FLAG_DONT_FILTER if request.dont_filter else 0, len(fingerprint),
+                            len(slot), 0, 0.0) + fingerprint + slot + record
+        length = len(stored)
+        seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # journal.identity(offset, salt), inline
+        return _PACK_FRAME(length, _crc32(stored, seed), _crc32(_PACK_U32(length), seed) & 0xFFFF) + stored
     return frame(offset, push_body(request.priority, request.dont_filter, request.fingerprint, record, slot=slot,
                                    attempts=attempts, not_before=not_before, kind=kind, target=target), salt)
 
