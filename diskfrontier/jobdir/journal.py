@@ -225,16 +225,6 @@ def frame(offset: int, body: bytes, salt: int) -> bytes:
     return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
 
 
-def push_frame(
-    offset: int, priority: int, flags: int, fingerprint: bytes, slot: bytes, record: bytes, salt: int,
-) -> bytes:
-    """``frame(offset, push_body(...), salt)`` in one step, for a request that is due now and never tried."""
-    body = _PUSH_HEAD_PACK(PUSH, priority, flags, len(fingerprint), len(slot), 0, 0.0) + fingerprint + slot + record
-    length = len(body)
-    seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # identity(offset, salt), inline
-    return _FRAME_PACK(length, _crc32(body, seed), _crc32(_U32_PACK(length), seed) & 0xFFFF) + body
-
-
 def done_frame(offset: int, target: int, salt: int) -> bytes:
     """``frame(offset, done_body(target), salt)`` in one step."""
     body = _DONE_PACK(DONE, target)

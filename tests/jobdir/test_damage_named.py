@@ -34,7 +34,7 @@ def make_job(path, *, clean: bool = True) -> set[str]:
     if clean:
         f.close()
     else:
-        f._seen.flush()
+        f._state.seen.flush()
         f._release_files()
         f._lock.release()
     return finished

@@ -122,7 +122,7 @@ def test_an_injected_enospc_on_the_journal_names_it_and_leaves_the_frontier_usab
     job = str(tmp_path / "job")
     with Frontier(job) as frontier:
         frontier.push(Request("https://a.example/1"))
-        refused = _fail_writes_to(monkeypatch, lambda: {frontier._journal.fd})
+        refused = _fail_writes_to(monkeypatch, lambda: {frontier._state.journal.fd})
         with pytest.raises(DiskFull) as raised:
             frontier.push(Request("https://a.example/2"))
         assert refused and raised.value.filename == os.path.join(job, "requests.urls")
@@ -137,7 +137,7 @@ def test_an_injected_enospc_on_the_journal_names_it_and_leaves_the_frontier_usab
 def test_an_injected_enospc_on_the_seen_file_names_it(tmp_path, monkeypatch):
     job = str(tmp_path / "job")
     with Frontier(job) as frontier:
-        refused = _fail_writes_to(monkeypatch, lambda: {frontier._seen.fd})
+        refused = _fail_writes_to(monkeypatch, lambda: {frontier._state.seen.fd})
         with pytest.raises(DiskFull) as raised:
             frontier.mark_seen([bytes([i]) * 20 for i in range(3)])
         assert refused and raised.value.filename == os.path.join(job, "requests.seen")
@@ -168,7 +168,7 @@ def test_other_os_errors_are_not_renamed(tmp_path, monkeypatch):
         real = os.write
 
         def write(fd, data):
-            if fd == frontier._journal.fd:
+            if fd == frontier._state.journal.fd:
                 raise OSError(errno.EBADF, os.strerror(errno.EBADF))
             return real(fd, data)
 

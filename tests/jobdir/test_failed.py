@@ -30,6 +30,7 @@ from diskfrontier.jobdir.hostfile import HOSTS_MAGIC, HostFileRecord, load_host_
 from diskfrontier.jobdir.journal import MAX_ERROR, RETRY, done_body, fail_body, frame, parse_push, push_body
 from diskfrontier.jobdir.layout import Layout
 from diskfrontier.jobdir.maintenance.verify import verify
+from diskfrontier.jobdir.opening import Opening
 from diskfrontier.jobdir.reader import failed_requests, inspect_jobdir, pending_requests
 
 CHILD = os.path.join(KITS, "failed_child.py")
@@ -234,7 +235,7 @@ def test_failed_survive_a_clean_close_without_a_scan(tmp_path, monkeypatch):
     assert len(expected) == 5 and expected[-1][1:3] == (2, "gave up")
     assert expected[3][2] == cap("error 10: " + "ü" * 3000) and len(expected[3][2].encode()) == MAX_ERROR
     with monkeypatch.context() as patch:
-        patch.setattr(Frontier, "_rebuild", lambda *a: pytest.fail("a clean open read the journal"))
+        patch.setattr(Opening, "rebuild", lambda *a: pytest.fail("a clean open read the journal"))
         with Frontier(job) as f:
             assert f.recovery == "clean" and listing(f.failed()) == expected
             assert f.stats()["failed"] == 5 and len(f) == 30 - 4 - 5
@@ -520,7 +521,7 @@ def test_a_done_naming_a_failed_request_is_damage_and_a_retry_is_its_requeue(tmp
         failing = f.pop()
         f.fail(failing, "failed")
         target = failing._seq
-        pushed = parse_push(bytes(f._journal.read_body(target)))
+        pushed = parse_push(bytes(f._state.journal.read_body(target)))
     checkpoint_module.write_open(Layout(job).cursor, dir_id(job), os.path.getsize(Layout(job).journal), None)
     offset = append_record(job, done_body(target))
     report = verify(job)

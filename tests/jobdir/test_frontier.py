@@ -209,10 +209,10 @@ def test_stats_counts(tmp_path):
 
 @pytest.mark.parametrize("limit", [10_000, 10_000_000])
 def test_close_compacts_only_a_journal_that_is_quick_to_compact(tmp_path, monkeypatch, caplog, limit):
-    import diskfrontier.jobdir.frontier as frontier_module
+    import diskfrontier.jobdir.closing as closing_module
 
-    monkeypatch.setattr(frontier_module, "AUTO_COMPACT_MIN_BYTES", 1_000)
-    monkeypatch.setattr(frontier_module, "AUTO_COMPACT_MAX_BYTES", limit)
+    monkeypatch.setattr(closing_module, "AUTO_COMPACT_MIN_BYTES", 1_000)
+    monkeypatch.setattr(closing_module, "AUTO_COMPACT_MAX_BYTES", limit)
     caplog.set_level("INFO", logger="diskfrontier")
     job = tmp_path / "job"
     with Frontier(job) as f:

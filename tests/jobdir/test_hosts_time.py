@@ -198,7 +198,7 @@ def test_the_defaults_hand_out_in_todays_order(tmp_path):
 # ---------------------------------------------------------------------- what a review found
 def crash(frontier: Frontier) -> None:
     """Leave the directory as a kill would: nothing of close() happens."""
-    frontier._seen.flush()
+    frontier._state.seen.flush()
     frontier._release_files()
     frontier._lock.release()
 
@@ -207,7 +207,7 @@ def test_a_zeroed_length_of_a_host_record_below_the_floor_is_named(tmp_path):
     job = str(tmp_path / "job")
     f = Frontier(job)
     f.push(Request("https://a.example/1"))
-    host_at = f._journal.size
+    host_at = f._state.journal.size
     f.set_delay("a.example", 1.0)
     f.close()
     f = Frontier(job)
@@ -259,7 +259,7 @@ def test_a_record_with_an_impossible_time_is_damage_not_a_crash(tmp_path):
     job = str(tmp_path / "job")
     with Frontier(job) as f:
         f.push(Request("https://a.example/"))
-        at = f._journal.size
+        at = f._state.journal.size
     body = push_body(0, False, b"f" * 20, b"\x91\xa9https://b", slot=b"b", not_before=math.inf)
     with open(os.path.join(job, "requests.urls"), "ab") as fh:
         salt = dir_salt(job)
@@ -379,7 +379,7 @@ def test_a_long_blocked_host_keeps_one_heap_entry_however_many_requests_it_buffe
             f.push(Request(f"https://big.example/{i}"))
             assert f.pop() is None
         assert f.stats()["buffered"] == 300
-        assert len(f._hosts.sleeping) == 1  # not one stale entry per request pulled
+        assert len(f._state.hosts.sleeping) == 1  # not one stale entry per request pulled
         f.unblock("big.example")
         assert f.pop().url == "https://big.example/299"  # LIFO within the host
 
@@ -434,7 +434,7 @@ def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
 
 
 def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(tmp_path, monkeypatch):
-    import diskfrontier.jobdir.frontier as frontier_module
+    import diskfrontier.jobdir.dispatch as dispatch_module
 
     now = time.time()
     with Frontier(tmp_path / "job") as f:
@@ -449,10 +449,10 @@ def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(t
         assert f.pop(timeout=None) is None and time.monotonic() - started < 0.5  # at once, not in 2 s
         f.push(Request("https://free.example/0"), not_before=now + 50)
         assert f.next_ready() == pytest.approx(now + 50)  # the first that waiting alone can free
-        monkeypatch.setattr(frontier_module, "_HELD_LOOK", 2)  # past the look-ahead: the next one's time
+        monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 2)  # past the look-ahead: the next one's time
         assert f.next_ready() == pytest.approx(now + 1.2)
         f.unblock("blocked.example")
-        monkeypatch.setattr(frontier_module, "_HELD_LOOK", 256)
+        monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 256)
         assert f.next_ready() <= time.time()  # blocked.example's requests are ready now
 
 

@@ -67,11 +67,11 @@ class _Interrupting(dict):
 
 def interrupt_done(f: Frontier, popped: Request) -> None:
     """A Ctrl-C inside ``f.done(popped)``: the DONE record is written, the bookkeeping is cut short."""
-    f._inflight = _Interrupting(f._inflight)
+    f._state.inflight = _Interrupting(f._state.inflight)
     with pytest.raises(KeyboardInterrupt):
         f.done(popped)
     assert f.stats()["dirty"]
-    f._inflight = dict(f._inflight)
+    f._state.inflight = dict(f._state.inflight)
 
 
 def test_interrupt_inside_pop_and_done_keeps_every_request(tmp_path, monkeypatch):
@@ -256,12 +256,12 @@ def test_failed_close_still_releases_the_lock(tmp_path, monkeypatch):
     job = tmp_path / "job"
     f = Frontier(job)
     f.push(Request("https://a.example/"))
-    import diskfrontier.jobdir.frontier as frontier_module
+    import diskfrontier.jobdir.closing as closing_module
 
     def no_space(path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(frontier_module, "fsync_path", no_space)
+    monkeypatch.setattr(closing_module, "fsync_path", no_space)
     with pytest.raises(OSError):
         f.close()
     monkeypatch.undo()
@@ -273,12 +273,12 @@ def test_a_frontier_that_cannot_go_on_says_so(tmp_path, monkeypatch):
     job = tmp_path / "job"
     f = Frontier(job)
     f.push_many(Request(f"https://a.example/{i}") for i in range(10))
-    import diskfrontier.jobdir.frontier as frontier_module
+    import diskfrontier.jobdir.closing as closing_module
 
     def broken_install(path, tmp):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(frontier_module, "install", broken_install)
+    monkeypatch.setattr(closing_module, "install", broken_install)
     with pytest.raises(OSError):
         f.compact()
     with pytest.raises(FrontierError, match="close it and open it again"):

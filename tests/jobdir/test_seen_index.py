@@ -21,13 +21,13 @@ from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
 from diskfrontier.errors import JobDirCorrupt
-from diskfrontier.jobdir import frontier as frontier_module
+from diskfrontier.jobdir import closing as closing_module
 from diskfrontier.jobdir.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
 
 
 @pytest.fixture(autouse=True)
 def save_at_every_close(monkeypatch):
-    monkeypatch.setattr(frontier_module, "INDEX_MIN_NEW_KEYS", 1)
+    monkeypatch.setattr(closing_module, "INDEX_MIN_NEW_KEYS", 1)
 
 
 def url(i: int) -> str:
@@ -87,18 +87,18 @@ def test_clean_open_loads_the_saved_index(tmp_path):
     saved = cursor(path)["seen_index"]
     assert saved[0] == os.path.getsize(os.path.join(path, "requests.seen")) and saved[1] == 3000
     with Frontier(path) as frontier:
-        assert frontier._seen.index_record is not None and len(frontier._seen.index) == 3000
+        assert frontier._state.seen.index_record is not None and len(frontier._state.seen.index) == 3000
     assert all_duplicates(path, 3000)
 
 
 def test_a_stale_index_is_completed_from_the_seen_file(tmp_path, monkeypatch):
     path = str(tmp_path / "job")
     fill(path, 0, 2000)
-    monkeypatch.setattr(frontier_module, "INDEX_MIN_NEW_KEYS", 10**9)  # the next closes keep the old index
+    monkeypatch.setattr(closing_module, "INDEX_MIN_NEW_KEYS", 10**9)  # the next closes keep the old index
     fill(path, 2000, 2500)
     assert cursor(path)["seen_index"][1] == 2000
     with Frontier(path) as frontier:
-        assert frontier._seen.index_record.count == 2000 and len(frontier._seen.index) == 2500
+        assert frontier._state.seen.index_record.count == 2000 and len(frontier._state.seen.index) == 2500
     assert all_duplicates(path, 2500)
 
 
@@ -122,7 +122,7 @@ def test_a_bad_index_means_reading_the_seen_file(tmp_path, how, caplog):
     else:
         open(index_path, "wb").close()
     with caplog.at_level(logging.WARNING, logger="diskfrontier"), Frontier(path) as frontier:
-        assert frontier._seen.index_record is None and len(frontier._seen.index) == 2000
+        assert frontier._state.seen.index_record is None and len(frontier._state.seen.index) == 2000
     assert "requests.seen.index not used" in caplog.text
     assert all_duplicates(path, 2000)
 
@@ -150,8 +150,8 @@ def test_recovery_after_sigkill_uses_the_index_and_the_journal(tmp_path):
     assert run.returncode == -signal.SIGKILL
     assert os.path.getsize(os.path.join(path, "requests.seen")) == 2000 * 22
     with Frontier(path) as reopened:
-        assert reopened.recovery == "rebuilt" and reopened._seen.index_record is not None
-        assert len(reopened._seen.index) == 2100 and len(reopened) == 2100
+        assert reopened.recovery == "rebuilt" and reopened._state.seen.index_record is not None
+        assert len(reopened._state.seen.index) == 2100 and len(reopened) == 2100
         assert reopened.stats()["seen_added_from_journal"] == 100
     assert all_duplicates(path, 2100)
 
@@ -190,9 +190,9 @@ def test_a_repair_stopped_half_way_leaves_a_directory_rebuilt_from_zero(tmp_path
 
 FULL_DISK_AT_CLOSE = """
 import os, resource, signal, sys
-import diskfrontier.jobdir.frontier
+import diskfrontier.jobdir.closing
 from diskfrontier import Frontier, Request
-diskfrontier.jobdir.frontier.INDEX_MIN_NEW_KEYS = 1
+diskfrontier.jobdir.closing.INDEX_MIN_NEW_KEYS = 1
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 f = Frontier(sys.argv[1])
 f.push_many(Request(f"https://a.example/{i}") for i in range(300))

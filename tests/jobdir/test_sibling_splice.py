@@ -35,8 +35,8 @@ def build(path: str, letter: str, *, kill: bool) -> None:
         assert request is not None
         frontier.done(request)
     if kill:
-        frontier._journal.close()  # what a kill leaves: no clean checkpoint (the lock goes with the object)
-        frontier._seen.flush()
+        frontier._state.journal.close()  # what a kill leaves: no clean checkpoint (the lock goes with the object)
+        frontier._state.seen.flush()
         frontier._lock.release()
     else:
         frontier.close()

@@ -15,11 +15,11 @@ import random
 import sys
 
 from diskfrontier import Frontier, Request
-from diskfrontier.jobdir import frontier as frontier_module
+from diskfrontier.jobdir import closing as closing_module
 
 # The crash tests of the saved seen index have every clean close save it.
-frontier_module.INDEX_MIN_NEW_KEYS = int(os.environ.get("DISKFRONTIER_TEST_INDEX_MIN_NEW_KEYS",
-                                                        frontier_module.INDEX_MIN_NEW_KEYS))
+closing_module.INDEX_MIN_NEW_KEYS = int(os.environ.get("DISKFRONTIER_TEST_INDEX_MIN_NEW_KEYS",
+                                                       closing_module.INDEX_MIN_NEW_KEYS))
 
 
 def main() -> None:

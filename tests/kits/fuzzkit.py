@@ -232,9 +232,9 @@ def _child_main(argv: list[str]) -> None:
     global HOST_LETTER
     path, order, size, state, HOST_LETTER = argv
     if order == "lifo":  # the LIFO fixtures have a saved seen index (requests.seen.index); the FIFO ones none
-        from diskfrontier.jobdir import frontier as frontier_module
+        from diskfrontier.jobdir import closing as closing_module
 
-        frontier_module.INDEX_MIN_NEW_KEYS = 1
+        closing_module.INDEX_MIN_NEW_KEYS = 1
     expected = _workload(path, order, size, state)
     sys.stdout.write(json.dumps(expected) + "\nREADY\n")
     sys.stdout.flush()
@@ -673,18 +673,21 @@ class FakeClock:
 
 @contextlib.contextmanager
 def fake_clock():
-    """Give ``diskfrontier.jobdir.frontier`` and ``diskfrontier.politeness.schedule`` a FakeClock for the length
-    of a case."""
-    from diskfrontier.jobdir import frontier as frontier_module
+    """Give the job directory's frontier (its façade and parts) and ``diskfrontier.politeness.schedule`` a
+    FakeClock for the length of a case."""
+    from diskfrontier.jobdir import closing, dispatch, frontier, ledger, opening
     from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
-    old = frontier_module.time, hosts_module.time
-    frontier_module.time = hosts_module.time = clock
+    modules = (frontier, ledger, dispatch, opening, closing, hosts_module)
+    old = [module.time for module in modules]
+    for module in modules:
+        module.time = clock
     try:
         yield clock
     finally:
-        frontier_module.time, hosts_module.time = old
+        for module, was in zip(modules, old, strict=True):
+            module.time = was
 
 
 @dataclass

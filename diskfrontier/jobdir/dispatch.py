@@ -1,0 +1,307 @@
+"""``Dispatch``: the pop side of the job directory's frontier — hosts, times and what is in flight.
+
+Which request is handed out next: from the priority queues, or, once host rules or times
+are in play, from the per-host buffers of the host schedule (``politeness/schedule.py``),
+with the requests that waited for a time let in when they are due. A request handed
+out is read back from its journal record (``records.load``) and kept in ``inflight``
+until the ledger finishes it. Nothing here writes to the journal. The caller (the
+façade) holds the lock and has checked that the frontier is open.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+
+from ..errors import JobDirCorrupt
+from ..failures import FailedRequest
+from ..politeness.schedule import Host, HostInfo, buffer_top
+from ..request.model import PRIORITY_MAX, Request
+from . import records
+from .shared import Shared
+
+_PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
+_PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
+_HELD_LOOK = 256  # requests waiting for a time whose hosts are looked at by next_ready()
+
+
+class Dispatch:
+    """The pop side of a ``Frontier``, over the shared state."""
+
+    def __init__(self, state: Shared) -> None:
+        self.state = state
+        self.memory_seq = 0  # the seq of the last request handed out of the memory queue (negative)
+        self.pulled: tuple[int, bytes | memoryview] | None = None  # the last record read to learn its host
+        self.peeked: tuple[int, int] | None = None  # (offset, host id) of the queues' top, read by fill
+
+    def forget_reads(self) -> None:
+        """Drop what was read ahead from the journal (its offsets are no longer valid: a compaction)."""
+        self.pulled = self.peeked = None
+
+    def pop(self) -> Request | None:
+        """The next request now in flight, or None if none is ready now."""
+        st = self.state
+        due = st.delayed_due
+        if due is not None or st.hosts.active:
+            now = time.time()
+            if due is not None and now >= due:
+                self.release_due(now)
+            if st.hosts.active:
+                return self.pop_polite(now)
+        else:
+            now = time.time()  # kept as the host's last hand-out: a delay set later counts from it
+        disk_top = st.queues.pq.curprio  # -priority, as queuelib keys it
+        memory_top = st.memq.curprio
+        if disk_top is None and memory_top is None:
+            return None
+        try:  # a queue entry taken and not handed out: the frontier must be rebuilt
+            if memory_top is not None and (disk_top is None or memory_top < disk_top):
+                request = self.pop_memory()
+            else:
+                offset = st.queues.pop()
+                assert offset is not None
+                request = self.load(offset)
+            self.hand_out(request, now)
+        except BaseException as exc:
+            st.interrupted("pop", exc)
+            raise
+        return request
+
+    def next_event(self) -> float | None:
+        """The earliest time something held back by time becomes ready, or None."""
+        st = self.state
+        due = st.delayed_due
+        if due is not None and st.hosts.hot:
+            due = self.next_due_not_held()
+        wake = st.hosts.next_wake() if st.hosts.active else None
+        if due is None:
+            return wake
+        return due if wake is None else min(due, wake)
+
+    def next_ready(self) -> float | None:
+        """When the next pending request may be handed out (now if one may be now), or None."""
+        st = self.state
+        now = time.time()
+        try:
+            if st.delayed_due is not None and now >= st.delayed_due:
+                self.release_due(now)
+            if st.memq.curprio is not None:
+                return now
+            if not st.hosts.active:
+                if st.queues.pq.curprio is not None:
+                    return now
+            else:
+                st.hosts.wake(now)
+                self.fill(now)
+                if st.hosts.best() is not None:
+                    return now
+        except BaseException as exc:
+            st.interrupted("next_ready", exc)
+            raise
+        return self.next_event()
+
+    def next_due_not_held(self) -> float | None:
+        """The earliest due time of a request waiting for a time whose host waiting alone can
+        free (not blocked for ever, not at its budget with nothing in flight); None if there is
+        none. Past ``_HELD_LOOK`` requests of held hosts, the next one's time is given (a waiter
+        wakes then, lets them into their hosts' buffers and looks again)."""
+        st = self.state
+        hosts, journal = st.hosts, st.journal
+        for looked, (offset, _priority, due) in enumerate(st.delayed.first(_HELD_LOOK + 1)):
+            if looked == _HELD_LOOK:
+                return due
+            host = hosts.hot.get(hosts.counts.find(records.slot_of(journal.read_body(offset))))
+            if host is None or not hosts.held_for_ever(host):
+                return due
+        return None
+
+    def pop_memory(self) -> Request:
+        """The top request of the memory queue, given its (negative) seq."""
+        request = self.state.memq.pop()
+        assert request is not None
+        self.memory_seq -= 1
+        request._seq = self.memory_seq
+        return request
+
+    def hand_out(self, request: Request, now: float) -> None:
+        """Count ``request`` as in flight (no longer pending), handed out at ``now``."""
+        st = self.state
+        st.inflight[request._seq] = request  # type: ignore[index]  # set by every path here
+        pending = st.pending
+        left = pending[request.priority] - 1
+        if left:
+            pending[request.priority] = left
+        else:
+            del pending[request.priority]
+        st.counters["popped"] += 1
+        hid = request._hid
+        hosts = st.hosts
+        if hid < 0:  # a request kept in memory
+            hid = request._hid = hosts.hid(request.slot)
+        if hosts.active:
+            hosts.handed_out(hid, now)
+        else:  # the counts alone, inline: this is every pop
+            counts = hosts.counts
+            counts.pending[hid] -= 1
+            counts.inflight[hid] += 1
+            counts.last[hid] = now
+
+    def release_due(self, now: float) -> None:
+        """Move the requests whose time has come from the delayed arrays into their hosts' buffers.
+
+        Into the buffers, not the queues: a buffer keeps a host's requests in journal order,
+        which is where a rebuild after a crash puts a request that waited (a LIFO or FIFO
+        queue could only take it on top or at the back). So the host rules are on from the
+        first request that waited for a time.
+        """
+        st = self.state
+        hosts, journal = st.hosts, st.journal
+        hosts.active = True
+        try:
+            for offset, priority, _due in st.delayed.release(now):
+                hosts.buffer(hosts.host(hosts.counts.add(records.slot_of(journal.read_body(offset)))), priority,
+                             offset, now, waited=True)
+        except BaseException as exc:
+            st.interrupted("pop", exc)
+            raise
+        finally:
+            st.delayed_due = st.delayed.next_due()
+
+    def pop_polite(self, now: float) -> Request | None:
+        """``pop`` when host rules may hold requests back: the best request of a ready host."""
+        st = self.state
+        hosts = st.hosts
+        try:
+            hosts.wake(now)
+            self.fill(now)
+            best = hosts.best()
+            memory_top = st.memq.curprio
+            if memory_top is not None and (best is None or -memory_top >= _PRIORITY_TOP - hosts.ready[0][1]):
+                request = self.pop_memory()  # kept in memory only: not held back by host rules
+            elif best is None:
+                return None
+            else:
+                _priority, offset = hosts.take(best)
+                pulled = self.pulled
+                request = self.load(offset, pulled[1] if pulled is not None and pulled[0] == offset else None)
+            self.pulled = None
+            self.hand_out(request, now)
+        except BaseException as exc:
+            st.interrupted("pop", exc)
+            raise
+        return request
+
+    def fill(self, now: float) -> None:
+        """Pull requests from the priority queues into their hosts' buffers while the queues may
+        hold something better than the best ready host's request."""
+        st = self.state
+        hosts, queues, journal = st.hosts, st.queues, st.journal
+        pq = queues.pq
+        top = _PRIORITY_TOP
+        idle_first = hosts.idle_first
+        pulled = 0
+        while pq.curprio is not None:
+            best = hosts.best()
+            body = None
+            if best is not None:
+                rank, key = hosts.ready[0][0], hosts.ready[0][1]
+                if top + pq.curprio >= key and (rank == 0 or pulled >= _PULL_FOR_IDLE):
+                    body = self.same_host_first(best, top + pq.curprio == key)
+                    if body is None:
+                        return  # with prefer="idle", a while longer for a host with nothing in flight
+            pulled += idle_first
+            priority = -pq.curprio
+            offset = queues.pop()
+            assert offset is not None
+            if body is None:
+                body = journal.read_body(offset)
+            hosts.buffer(hosts.host(hosts.counts.add(records.slot_of(body))), priority, offset, now)
+            self.pulled = (offset, body)
+
+    def same_host_first(self, best: Host, same_priority: bool) -> bytes | memoryview | None:
+        """The body of the queues' next request if it is ``best``'s own and comes before the
+        request that waited for a time that ``best`` would hand out (same priority, earlier in
+        journal order: LIFO, pushed after it; FIFO, before it); else None.
+
+        So within a host the order stays priority, then LIFO/FIFO, as a rebuild from the journal
+        gives it. (A request of the host further down the queues, behind other hosts', is not
+        looked for.)"""
+        st = self.state
+        hosts = st.hosts
+        if not same_priority or not hosts.waited:
+            return None
+        assert best.buffer
+        top = buffer_top(best.buffer)
+        if top not in hosts.waited:
+            return None  # pulled from the queues, or pushed while the host had a buffer: nothing of
+            # its host at this priority in the queues comes before it
+        offset, curprio = st.queues.peek(), st.queues.pq.curprio
+        assert offset is not None and curprio is not None
+        if hosts.key(-curprio, offset) > top:
+            return None
+        peeked = self.peeked
+        if peeked is not None and peeked[0] == offset and peeked[1] != best.hid:
+            return None  # read before: another host's
+        body = st.journal.read_body(offset)
+        hid = hosts.counts.add(records.slot_of(body))
+        self.peeked = (offset, hid)
+        return body if hid == best.hid else None
+
+    def load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
+        """The request stored at ``offset`` (``body``: its record's body, if already read)."""
+        st = self.state
+        if body is None:
+            body = st.journal.read_body(offset)
+        try:
+            request, slot = records.load(body, offset)
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise JobDirCorrupt(st.layout.journal, offset, str(exc)) from None
+        counts = st.hosts.counts
+        hid = counts.recent.get(slot)
+        request._hid = counts.add(slot) if hid is None else hid
+        return request
+
+    def failed(self) -> list[FailedRequest]:
+        """Every failed request not requeued, read back from the journal, oldest failure first."""
+        st = self.state
+        journal = st.journal
+        out = []
+        for target, record_at in st.failed.items():
+            info = journal.read_fail(record_at, target)
+            request = self.load(target)
+            request._seq = None
+            request.not_before = None
+            out.append(FailedRequest(request, info.error, info.failed_at))
+        return out
+
+    def host_infos(self) -> list[HostInfo]:
+        """Every host with pending, in-flight or done requests or a setting, sorted by name."""
+        schedule = self.state.hosts
+        counts, hot = schedule.counts, schedule.hot
+        out = [schedule.info(hid) for hid in counts.ids()
+               if counts.pending[hid] or counts.inflight[hid] or counts.done[hid]
+               or (hid in hot and hot[hid].has_settings)]
+        return sorted(out, key=lambda info: info.host)
+
+    def host_info(self, name: str) -> HostInfo | None:
+        """One host as ``host_infos`` tells of it; None if it has nothing to tell."""
+        schedule = self.state.hosts
+        counts, hot = schedule.counts, schedule.hot
+        hid = counts.find(name.encode("utf-8"))
+        if hid < 0 or not (counts.pending[hid] or counts.inflight[hid] or counts.done[hid]
+                           or (hid in hot and hot[hid].has_settings)):
+            return None
+        return schedule.info(hid)
+
+    def return_buffers(self) -> None:
+        """Put the requests of the host buffers back into their priority queues, in journal order."""
+        st = self.state
+        drained = st.hosts.drain(time.time())
+        self.forget_reads()
+        groups: dict[int, list[int]] = {}
+        for priority, offset in drained:
+            groups.setdefault(priority, []).append(offset)
+        for priority, offsets in groups.items():
+            offsets.extend(st.queues.take_all(priority))
+            offsets.sort()
+            st.queues.load(priority, array("Q", offsets))

@@ -1,0 +1,123 @@
+"""``Shared``: the state the parts of the job directory's ``Frontier`` share.
+
+The façade (``frontier.py``) owns the lock; its parts — the writes (``ledger.py``), the
+pop side (``dispatch.py``), opening (``opening.py``) and closing (``closing.py``) — each
+act on this one object, so what each part reads and changes is visible in one place. It
+holds data and the two marks every part may set (``dirty``, ``broken``), nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from queuelib import PriorityQueue
+
+from ..politeness.delayed import DelayedRequests
+from ..politeness.schedule import HostSchedule
+from ..request.model import Request
+from .journal import JournalWriter
+from .layout import Layout
+from .queues import OffsetQueues
+from .seen import SeenFile
+
+log = logging.getLogger("diskfrontier")
+
+COUNTERS = ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost", "recovered", "requeued",
+            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled")
+
+
+class Shared:
+    """The files, queues, hosts and counts of one open job directory.
+
+    The files (``journal``, ``queues``, ``seen``) and the memory queue ``memq`` are set
+    when the directory is opened (``opening.py``) and replaced by a rebuild or a
+    compaction. ``pending`` counts what may be popped by priority (held back or not);
+    ``inflight`` maps each popped request's seq (its record's offset; negative for a
+    request kept in memory only) to the object handed out; ``failed`` maps each failed
+    request's offset to its FAIL record's. ``pushes``, ``dones``, ``live_bytes`` and
+    ``last_record`` describe the journal since its last compaction (what the checkpoint
+    keeps and what tells a close whether to compact).
+    """
+
+    journal: JournalWriter
+    queues: OffsetQueues
+    seen: SeenFile
+    memq: PriorityQueue
+
+    def __init__(self, path: str, layout: Layout, *, fsync: bool, delay: float, per_host: int | None,
+                 prefer: str) -> None:
+        self.path = path
+        self.layout = layout
+        self.fsync = fsync
+        self.delay, self.per_host, self.prefer = delay, per_host, prefer
+        self.order = "lifo"
+        self.ident = ""
+        self.salt = 0
+        self.recovery = "new"
+        self.hosts = self.new_schedule()
+        self.delayed = DelayedRequests()
+        self.delayed_due: float | None = None  # the earliest due time held back, when any is
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.inflight: dict[int, Request] = {}
+        self.failed: dict[int, int] = {}  # failed request offset -> its FAIL record's offset, in FAIL order
+        self.memory_failed = 0  # requests kept in memory only that failed in this run (no record)
+        self.pending: dict[int, int] = {}
+        self.memory_seen: set[bytes] = set()
+        self.pushes = 0  # records in the journal since its last compaction that carry a request
+        self.dones = 0  # records in the journal since its last compaction that finish one
+        self.last_record = -1
+        self.live_bytes = 0  # bytes of the pending PUSH records (in flight included): what compaction keeps
+        self.floor = 0  # the journal's end at its last checkpoint
+        self.floor_crc: int | None = None  # the crc32 of the journal below the floor, when known
+        self.waiters = 0  # threads waiting in pop(timeout=...)
+        self.compacting = False
+        self.dirty: str | None = None  # why the queues may not match the journal any more
+        self.broken: str | None = None  # why no further call can be served
+
+    def new_schedule(self) -> HostSchedule:
+        """An empty host schedule with the frontier's order and host rules."""
+        return HostSchedule(self.order, self.delay, self.per_host, self.prefer)
+
+    def count_pending(self, priority: int, delta: int) -> None:
+        """``delta`` more requests pending at ``priority``."""
+        pending = self.pending
+        count = pending.get(priority, 0) + delta
+        if count:
+            pending[priority] = count
+        else:
+            del pending[priority]
+
+    def interrupted(self, what: str, exc: BaseException) -> None:
+        """An exception after a journal write, half-way through the bookkeeping: mark the frontier dirty."""
+        if self.dirty is None:
+            self.dirty = f"{type(exc).__name__} during {what}"
+            log.warning("%s was interrupted during %s (%s: %s): its queues will be rebuilt from the journal at "
+                        "the next open", self.path, what, type(exc).__name__, exc)
+
+    def memory_only(self) -> int:
+        """Requests kept in memory only, pending or in flight."""
+        return len(self.memq) + sum(1 for seq in self.inflight if seq < 0)
+
+    def stats(self, *, journal_open: bool) -> dict[str, Any]:
+        """The counters of this run and the state of the frontier, as ``Frontier.stats`` gives them."""
+        return {
+            **self.counters,
+            "pending": sum(self.pending.values()),
+            "in_flight": len(self.inflight),
+            "pending_by_priority": dict(sorted(self.pending.items(), reverse=True)),
+            "memory_only": self.memory_only(),
+            "seen": len(self.seen),
+            "journal_bytes": self.journal.size if journal_open else None,
+            "order": self.order,
+            "recovery": self.recovery,
+            "dirty": self.dirty,
+            "delayed": len(self.delayed),
+            "failed": len(self.failed) + self.memory_failed,
+            "hosts": len(self.hosts.counts),
+            "buffered": self.hosts.buffered,
+            "politeness": self.hosts.active,
+        }
+
+    def __repr__(self) -> str:
+        return f"<Shared {self.path}>"
