@@ -100,6 +100,20 @@ class Target:
             return False
         return True
 
+    def reset(self) -> None:
+        """Remove whatever a run left (a complete copy, a build folder, a crawl marked unfinished)."""
+        if self.job:
+            shutil.rmtree(self.job, ignore_errors=True)
+            shutil.rmtree(build_path(self.job), ignore_errors=True)
+            return
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        keys = list(client.scan_iter(match=f"df:{{{self.crawl}}}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
     def clear(self) -> None:
         """Remove a complete copy, so that the next run makes it again."""
         if self.job:
@@ -147,6 +161,7 @@ def campaign(src_args: list[str], target: Target, expected_pending, expected_fai
     # Ctrl-C half-way: the command says Aborted. and leaves nothing that opens as a crawl. The signal is
     # sent once the copy has begun writing (not at a time measured earlier, which a loaded machine outruns:
     # a Ctrl-C during Python's own start-up is Python's KeyboardInterrupt, before the command runs).
+    target.reset()  # so that started() sees this run begin, not what the last kill left
     child = spawn("copy", *src_args, *target.args())
     deadline = time.monotonic() + 60
     while not target.started() and child.poll() is None and time.monotonic() < deadline:
