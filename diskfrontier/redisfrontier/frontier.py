@@ -8,7 +8,7 @@ import secrets
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..contract import MAX_ATTEMPTS, MAX_ERROR, FailedRequest, HostInfo
@@ -16,33 +16,26 @@ from ..contract import check_attempts as _attempts
 from ..contract import check_host as _host
 from ..contract import check_seconds as _seconds
 from ..contract import check_time as _time
-from ..errors import FrontierClosed, FrontierError, IncompleteCopy, NotInFlight
+from ..errors import FrontierClosed, FrontierError, NotInFlight
 from ..request.model import Request
-from . import lua
 from .connection import (
     LeaseExpired,
     RedisMisconfigured,
     check_crawl_name,
-    check_server,
     connect,
     log,
     repair_hint,
     shown_url,
     talking,
 )
-from .records import SeenKeys, bucket_bits, encode, pack_body, unpack_body
+from .opening import COPY_MARK, Settings, open_crawl
+from .reading import FOREVER, CrawlReader
+from .records import encode, pack_body
 from .values import Values
 
-FORMAT = "1"
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
-_FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
-COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 class RedisFrontier:
@@ -93,16 +86,7 @@ class RedisFrontier:
         self.lease = _seconds("lease", lease)
         if self.lease <= 0:
             raise ValueError("lease must be more than 0 seconds")
-        if delay is not None:
-            delay = _seconds("delay", delay)
-        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 0):
-            raise ValueError(f"per_host must be None, 0 (no limit) or a whole number, got {per_host!r}")
-        if order not in (None, "lifo", "fifo") or new_order not in ("lifo", "fifo"):
-            raise ValueError(f"order must be 'lifo' or 'fifo', got {order if order is not None else new_order!r}")
-        if prefer not in (None, "priority", "idle"):
-            raise ValueError(f"prefer must be 'priority' or 'idle', got {prefer!r}")
-        if isinstance(expected_urls, bool) or not isinstance(expected_urls, int) or expected_urls < 1:
-            raise ValueError(f"expected_urls must be a whole number of at least 1, got {expected_urls!r}")
+        asked = Settings(delay, per_host, order, prefer, expected_urls, create, new_order, copy_of).checked()
         self.url = url
         self._closed = True
         self._pid = os.getpid()
@@ -118,67 +102,17 @@ class RedisFrontier:
         self._prefix = f"df:{{{self.crawl}}}:"
         self._values = Values(url)
         try:
-            self._open(url, order, delay, per_host, prefer, expected_urls, create, new_order, copy_of)
+            opened = open_crawl(self._redis, url, self.crawl, self._values, asked)
         except BaseException:
             self._closed = True
             self._redis.close()  # the caller never gets this object to close
             raise
-
-    def _open(self, url: str, order: str | None, delay: float | None, per_host: int | None, prefer: str | None,
-              expected_urls: int, create: bool, new_order: str, copy_of: str | None) -> None:
-        check_server(self._redis, url, self.crawl)
-        with talking(url, "open"):
-            mark = self._redis.hget(self._meta, COPY_MARK)
-        self.copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
-        if self.copy_mark is not None and copy_of is None:
-            raise IncompleteCopy(f"crawl {self.crawl!r} in Redis at {shown_url(url)} is an unfinished copy of "
-                                 f"{self.copy_mark} (the copy was stopped before its end, or is still running): "
-                                 f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
-        self._scripts = {name: self._redis.register_script(getattr(lua, name))
-                         for name in ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE",
-                                     "REQUEUE_FAILED", "REPLACE", "RECORD_FAILED")}
-        answer = self._run("open", "OPEN", [
-            FORMAT, order or "", "" if delay is None else repr(delay), "" if per_host is None else str(per_host),
-            prefer or "", str(bucket_bits(expected_urls)), "create" if create else "open", new_order,
-            copy_of or ""])
-        if answer[0] == 0:
-            raise FrontierError(f"there is no crawl {self.crawl!r} in Redis at {self._shown_url}")
-        if answer[0] == -1:
-            raise FrontierError(f"crawl {self.crawl!r} in Redis at {self._shown_url} is of format "
-                                f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
-                                f"format {FORMAT}")
-        v, meta = self._values, self._meta
-        self.order = v.text(answer[1], f"{meta} field order")
-        if self.order not in ("lifo", "fifo"):
-            raise v.bad(f"{meta} field order", f"is {self.order!r}, not 'lifo' or 'fifo'")
-        if order is not None and order != self.order:
-            raise FrontierError(f"crawl {self.crawl!r} is {self.order.upper()}; its order is fixed when it is made "
-                                f"(open it with order=None or order={self.order!r})")
-        self.made = bool(answer[7])  # this open made the crawl (marked, with copy_of)
-        if self.made and copy_of is not None:
-            self.copy_mark = copy_of
-        self.delay = v.real(answer[2], f"{meta} field delay", 0.0)
-        self.per_host = v.whole(answer[3], f"{meta} field per_host", 0) or None
-        self.prefer = v.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority"
-        self._seen_keys = SeenKeys(v.whole(answer[5], f"{meta} field bits"))
-        if answer[6]:
-            self._place_hosts_again()
+        self._scripts = opened.scripts
+        self.order, self.delay, self.per_host, self.prefer = opened.order, opened.delay, opened.per_host, opened.prefer
+        self.made, self.copy_mark = opened.made, opened.copy_mark  # made here (with copy_of: marked as a copy)
+        self._seen_keys = opened.seen_keys
+        self._reader = CrawlReader(self._redis, self.url, self.crawl, self._values, self._seen_keys)
         self._closed = False
-
-    def _place_hosts_again(self) -> None:
-        """Place every host of the crawl again under its changed settings, ``BATCH`` hosts a
-        script call (a lowered delay wakes a host at once, a raised ``per_host`` frees a held one,
-        a changed ``prefer`` re-keys the ready hosts). If this client dies half-way, the hosts
-        not reached are placed again when anything touches them."""
-        batch: list[bytes] = []
-        with talking(self.url, "open"):
-            for host in self._redis.sscan_iter(f"{self._prefix}hosts", count=BATCH):
-                batch.append(host)
-                if len(batch) == BATCH:
-                    self._scripts["REPLACE"](keys=[self._meta], args=batch)
-                    batch = []
-            if batch:
-                self._scripts["REPLACE"](keys=[self._meta], args=batch)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -206,8 +140,7 @@ class RedisFrontier:
 
     def _body(self, key: str, rid: bytes, body: Any) -> Request:
         """The request stored as ``rid`` in hash ``key`` of the crawl (``CrawlDamaged`` if it is not one)."""
-        where = f"{self._prefix}{key} field {rid.decode(errors='replace')}"
-        return unpack_body(body, where, hint=self._hint)
+        return self._reader.body(key, rid, body)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -454,22 +387,7 @@ class RedisFrontier:
     def failed(self) -> list[FailedRequest]:
         """Every failed request of the crawl (not requeued), oldest failure first."""
         self._check_open()
-        p = self._prefix
-        with talking(self.url, "failed"):
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.hgetall(p + "failed")
-            pipe.hgetall(p + "failinfo")
-            bodies, infos = pipe.execute()
-        out = []
-        for rid, body in bodies.items():
-            info = infos.get(rid, b"\0" * 8)
-            if len(info) < 8:
-                raise self._values.bad(f"{p}failinfo field {rid.decode(errors='replace')}",
-                                       "does not hold a failure diskfrontier stored")
-            (at,) = struct.unpack_from(">d", info)
-            request = self._body("failed", rid, body)
-            out.append(FailedRequest(request, info[8:].decode("utf-8", "replace"), at))
-        return sorted(out, key=lambda failed: failed.failed_at)
+        return self._reader.failed()
 
     def requeue_failed(self, limit: int | None = None) -> int:
         """Put failed requests back as pending (attempts 0), oldest failure first; returns how many."""
@@ -534,27 +452,12 @@ class RedisFrontier:
         leased to a client now). Reads with HSCAN: safe beside running clients, though a request
         moved meanwhile may be seen twice or not at all."""
         self._check_open()
-        p = self._prefix
-        with talking(self.url, "pending_requests"):
-            owners = set() if leased else set(self._redis.hkeys(p + "owner"))
-            for rid, body in self._redis.hscan_iter(p + "req", count=1000):
-                if rid not in owners:
-                    yield self._body("req", rid, body)
+        return self._reader.pending_requests(leased=leased)
 
     def seen_fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint in the crawl's seen set (SCAN over its buckets, then HSCAN of each)."""
         self._check_open()
-        p = self._prefix
-        with talking(self.url, "seen_fingerprints"):
-            for pattern in ("s:*", "x:*"):
-                for key in self._redis.scan_iter(match=_glob_escape(p) + pattern, count=1000):
-                    suffix = key.decode(errors="replace")[len(p):]
-                    for field in self._redis.hkeys(key):
-                        try:
-                            yield self._seen_keys.fingerprint(suffix, field)
-                        except ValueError:
-                            raise self._values.bad(key.decode(errors="replace"), "is not a seen bucket "
-                                                   "diskfrontier made") from None
+        return self._reader.seen_fingerprints()
 
     # ------------------------------------------------------------------ state
     def _look(self) -> tuple[int, int, int, float | None, float]:
@@ -565,9 +468,7 @@ class RedisFrontier:
     def __len__(self) -> int:
         """Requests pending in the crawl (not counting those leased to any client)."""
         self._check_open()
-        with talking(self.url, "len"):
-            pending = self._redis.hget(self._meta, "pending")
-        return self._values.whole(pending, f"{self._meta} field pending", 0)
+        return self._reader.pending()
 
     @property
     def finished(self) -> bool:
@@ -596,42 +497,15 @@ class RedisFrontier:
     def stats(self) -> dict[str, Any]:
         """The crawl's counters (all clients) and this client's leases."""
         self._check_open()
-        p = self._prefix
-        with talking(self.url, "stats"):
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.hgetall(self._meta)
-            pipe.zcard(p + "delayed")
-            pipe.scard(p + "hosts")
-            pipe.zcard(p + "ready")
-            meta, delayed, hosts, ready = pipe.execute()
-        v, key = self._values, self._meta
-        meta = {k.decode(errors="replace"): value for k, value in meta.items()}
-        count = {name: v.whole(meta.get(name), f"{key} field {name}", 0) for name in (
-            "pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed",
-            "failed")}
+        crawl = self._reader.stats()
+        head = ("pending", "in_flight")
+        tail = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed",
+                "delayed", "hosts", "ready_hosts")
         return {
-            "backend": "redis",
-            "crawl": self.crawl,
-            "pending": count["pending"],
-            "in_flight": count["inflight"],
-            "leased_here": len(self._held),
-            "done": count["done"],
-            "seen": count["seen"],
-            "pushed": count["pushed"],
-            "duplicates": count["duplicates"],
-            "retried": count["retried"],
-            "refetch_scheduled": count["refetch_scheduled"],
-            "reclaimed": count["reclaimed"],
-            "failed": count["failed"],
-            "delayed": delayed,
-            "hosts": hosts,
-            "ready_hosts": ready,
-            "order": self.order,
-            "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # the crawl's, as any client last set them
-            "per_host": v.whole(meta.get("per_host"), f"{key} field per_host", 0) or None,
-            "prefer": v.text(meta.get("prefer", self.prefer), f"{key} field prefer"),
-            "lease": self.lease,
-            "seen_bucket_bits": self._seen_keys.bits,
+            "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
+            "leased_here": len(self._held), **{name: crawl[name] for name in tail},
+            "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "prefer": crawl["prefer"],
+            "lease": self.lease, "seen_bucket_bits": self._seen_keys.bits,
         }
 
     # ------------------------------------------------------------------ hosts
@@ -647,7 +521,7 @@ class RedisFrontier:
     def block(self, host: str, until: float) -> None:
         """Hand out nothing of ``host`` before ``until`` (``time.time()``; ``math.inf``: until ``unblock``)."""
         name = _host(host)
-        value = _FOREVER if until == math.inf else _time("block(): until", until)
+        value = FOREVER if until == math.inf else _time("block(): until", until)
         self._set_host(name, "b", repr(value))
 
     def unblock(self, host: str) -> None:
@@ -673,32 +547,13 @@ class RedisFrontier:
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl: pending, leased and done counts, delay, ready time, block and budget."""
         self._check_open()
-        p = self._prefix
-        with talking(self.url, "hosts"):
-            default_delay = self._values.real(self._redis.hget(self._meta, "delay"), f"{self._meta} field delay", 0.0)
-            names = sorted(self._values.text(name, f"{p}hosts member {name!r}")
-                           for name in self._redis.sscan_iter(p + "hosts", count=1000))
-            rows: list[Any] = []
-            for at in range(0, len(names), 1000):
-                pipe = self._redis.pipeline(transaction=False)
-                for name in names[at:at + 1000]:
-                    pipe.hmget(p + "h:" + name, *_HOST_FIELDS)
-                rows += pipe.execute()
-        bad = self._values.bad
-        infos = (_host_info(name, row, default_delay, bad, p) for name, row in zip(names, rows, strict=True))
-        return [info for info in infos if info is not None]
+        return self._reader.hosts()
 
     def host(self, name: str) -> HostInfo | None:
         """One host as ``hosts()`` tells of it (one round trip); None if the crawl has nothing of it."""
         name = _host(name)
         self._check_open()
-        with talking(self.url, "host"):
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.hget(self._meta, "delay")
-            pipe.hmget(self._prefix + "h:" + name, *_HOST_FIELDS)
-            delay, row = pipe.execute()
-        default_delay = self._values.real(delay, f"{self._meta} field delay", 0.0)
-        return _host_info(name, row, default_delay, self._values.bad, self._prefix)
+        return self._reader.host(name)
 
     def drop(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
@@ -706,20 +561,7 @@ class RedisFrontier:
         The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a drop stopped half-way
         leaves a crawl that is still there to be dropped again."""
         self._check_open()
-        deleted = 0
-        meta = self._meta.encode()
-        with talking(self.url, "drop"):
-            batch: list[bytes] = []
-            for key in self._redis.scan_iter(match=_glob_escape(self._prefix) + "*", count=1000):
-                if key == meta:
-                    continue  # last: while it is there the crawl exists, and a drop stopped half-way is done again
-                batch.append(key)
-                if len(batch) >= 1000:
-                    deleted += self._redis.unlink(*batch)
-                    batch = []
-            if batch:
-                deleted += self._redis.unlink(*batch)
-            deleted += self._redis.unlink(meta)
+        deleted = self._reader.delete_keys()
         with self._lock:
             self._held.clear()
         self.close()
@@ -746,37 +588,6 @@ class RedisFrontier:
         finally:
             self._closed = True
             self._redis.close()
-
-
-_HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t")  # a host hash's fields, in the order _host_info reads them
-
-
-def _host_info(name: str, row: list[Any], default_delay: float, bad: Callable[[str, str], Exception],
-               prefix: str) -> HostInfo | None:
-    """The ``HostInfo`` of a host hash's fields; None if it holds nothing worth showing. A field that
-    is not a number is ``bad(where, problem)``."""
-    numbers: list[float | None] = []
-    for field, value in zip(_HOST_FIELDS, row, strict=True):
-        try:
-            number = None if value is None else float(value)
-        except ValueError:
-            number = math.nan
-        if number is not None and not math.isfinite(number):
-            raise bad(f"{prefix}h:{name} field {field}", f"is {value[:60]!r}, not a finite number")
-        numbers.append(number)
-    pending, inflight, done = (int(n or 0) for n in numbers[:3])
-    delay = default_delay if numbers[3] is None else numbers[3]
-    blocked = numbers[4]
-    if blocked is not None and blocked >= _FOREVER:
-        blocked = math.inf
-    budget = int(numbers[5]) if numbers[5] is not None else None
-    ready_at = None
-    if pending:
-        last = numbers[6] if numbers[6] is not None and delay > 0 else 0.0
-        ready_at = max(last + delay if last else 0.0, blocked or 0.0)
-    if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None:
-        return HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget)
-    return None
 
 
 __all__ = ["LeaseExpired", "RedisFrontier", "RedisMisconfigured"]

@@ -1,0 +1,124 @@
+"""Opening a Redis crawl: the settings checked, the server checked, the scripts registered, the crawl
+made or found (one ``OPEN`` script), and its hosts placed again when its settings changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..contract import check_seconds
+from ..errors import FrontierError, IncompleteCopy
+from . import lua
+from .connection import check_server, shown_url, talking
+from .records import SeenKeys, bucket_bits
+from .values import Values
+
+FORMAT = "1"
+COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
+SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
+           "RECORD_FAILED")
+BATCH = 500  # hosts per REPLACE call
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a client asks of a crawl when it opens it (``None``: keep what the crawl has)."""
+
+    delay: float | None = None
+    per_host: int | None = None
+    order: str | None = None
+    prefer: str | None = None
+    expected_urls: int = 10_000_000
+    create: bool = True
+    new_order: str = "lifo"
+    copy_of: str | None = None
+
+    def checked(self) -> Settings:
+        """These settings, each checked (``ValueError`` naming the one that is wrong)."""
+        delay = None if self.delay is None else check_seconds("delay", self.delay)
+        per_host = self.per_host
+        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 0):
+            raise ValueError(f"per_host must be None, 0 (no limit) or a whole number, got {per_host!r}")
+        if self.order not in (None, "lifo", "fifo") or self.new_order not in ("lifo", "fifo"):
+            shown = self.order if self.order is not None else self.new_order
+            raise ValueError(f"order must be 'lifo' or 'fifo', got {shown!r}")
+        if self.prefer not in (None, "priority", "idle"):
+            raise ValueError(f"prefer must be 'priority' or 'idle', got {self.prefer!r}")
+        urls = self.expected_urls
+        if isinstance(urls, bool) or not isinstance(urls, int) or urls < 1:
+            raise ValueError(f"expected_urls must be a whole number of at least 1, got {urls!r}")
+        return Settings(delay, per_host, self.order, self.prefer, urls, self.create, self.new_order, self.copy_of)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A crawl as an open found it: its settings, its seen-bucket layout and the registered scripts."""
+
+    scripts: dict[str, Any]
+    order: str
+    delay: float
+    per_host: int | None
+    prefer: str
+    seen_keys: SeenKeys
+    made: bool  # this open made the crawl
+    copy_mark: str | None  # the source of the copy that is making it, if one is
+
+
+def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings) -> Opened:
+    """Open (or make) the crawl ``crawl`` on the server ``redis`` with the settings ``asked``."""
+    meta = f"df:{{{crawl}}}:meta"
+    check_server(redis, url, crawl)
+    with talking(url, "open"):
+        mark = redis.hget(meta, COPY_MARK)
+    copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
+    if copy_mark is not None and asked.copy_of is None:
+        raise IncompleteCopy(f"crawl {crawl!r} in Redis at {shown_url(url)} is an unfinished copy of "
+                             f"{copy_mark} (the copy was stopped before its end, or is still running): "
+                             f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
+    scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
+    with talking(url, "open"):
+        answer = scripts["OPEN"](keys=[meta], args=[
+            FORMAT, asked.order or "", "" if asked.delay is None else repr(asked.delay),
+            "" if asked.per_host is None else str(asked.per_host), asked.prefer or "",
+            str(bucket_bits(asked.expected_urls)), "create" if asked.create else "open", asked.new_order,
+            asked.copy_of or ""])
+    if answer[0] == 0:
+        raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}")
+    if answer[0] == -1:
+        raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} is of format "
+                            f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
+                            f"format {FORMAT}")
+    order = values.text(answer[1], f"{meta} field order")
+    if order not in ("lifo", "fifo"):
+        raise values.bad(f"{meta} field order", f"is {order!r}, not 'lifo' or 'fifo'")
+    if asked.order is not None and asked.order != order:
+        raise FrontierError(f"crawl {crawl!r} is {order.upper()}; its order is fixed when it is made "
+                            f"(open it with order=None or order={order!r})")
+    made = bool(answer[7])
+    if made and asked.copy_of is not None:
+        copy_mark = asked.copy_of
+    opened = Opened(
+        scripts, order, values.real(answer[2], f"{meta} field delay", 0.0),
+        values.whole(answer[3], f"{meta} field per_host", 0) or None,
+        values.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority",
+        SeenKeys(values.whole(answer[5], f"{meta} field bits")), made, copy_mark)
+    if answer[6]:
+        _place_hosts_again(redis, url, crawl, scripts)
+    return opened
+
+
+def _place_hosts_again(redis: Any, url: str, crawl: str, scripts: dict[str, Any]) -> None:
+    """Place every host of the crawl again under its changed settings, ``BATCH`` hosts a script call (a
+    lowered delay wakes a host at once, a raised ``per_host`` frees a held one, a changed ``prefer`` re-keys
+    the ready hosts). If this client dies half-way, the hosts not reached are placed again when anything
+    touches them."""
+    prefix = f"df:{{{crawl}}}:"
+    batch: list[bytes] = []
+    with talking(url, "open"):
+        for host in redis.sscan_iter(f"{prefix}hosts", count=BATCH):
+            batch.append(host)
+            if len(batch) == BATCH:
+                scripts["REPLACE"](keys=[prefix + "meta"], args=batch)
+                batch = []
+        if batch:
+            scripts["REPLACE"](keys=[prefix + "meta"], args=batch)
