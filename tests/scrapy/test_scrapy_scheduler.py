@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scrapy.http import FormRequest, JsonRequest
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
-from test_canonical import urls
+from urlstrategies import urls
 
 from diskfrontier import Frontier, ScrapyQueueFound
 from diskfrontier.scrapy import Scheduler
