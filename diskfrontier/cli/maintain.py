@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import NoReturn
 
 import click
@@ -56,15 +57,10 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
             "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
         }, indent=2))
     else:
-        for finding in report.findings:
-            click.echo(f"damaged: {finding}")
-        for note in report.notes:
-            click.echo(f"note: {note}")
-        if report.sound:
-            click.echo(f"sound: {report.records:,} journal records checked")
-        elif report.repaired:
-            click.echo(f"repaired: kept every intact record, dropped {report.dropped_bytes:,} damaged bytes; "
-                       f"the queues are rebuilt at the next open")
+        _echo_report(report.findings, report.notes, report.sound, report.repaired,
+                     f"sound: {report.records:,} journal records checked",
+                     f"repaired: kept every intact record, dropped {report.dropped_bytes:,} damaged bytes; "
+                     f"the queues are rebuilt at the next open")
     sys.exit(0 if report.sound else 1)
 
 
@@ -77,17 +73,25 @@ def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn
             "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
         }, indent=2))
     else:
-        for finding in report.findings:
-            click.echo(f"damaged: {finding}")
-        for note in report.notes:
-            click.echo(f"note: {note}")
-        if report.sound:
-            click.echo(f"sound: {report.requests:,} stored requests checked")
-        elif report.repaired:
-            aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
-            click.echo(f"repaired: rebuilt the indexes and counts of crawl {crawl!r} from its "
-                       f"{report.kept:,} stored requests{aside}")
+        aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
+        _echo_report(report.findings, report.notes, report.sound, report.repaired,
+                     f"sound: {report.requests:,} stored requests checked",
+                     f"repaired: rebuilt the indexes and counts of crawl {crawl!r} from its "
+                     f"{report.kept:,} stored requests{aside}")
     sys.exit(0 if report.sound else 1)
+
+
+def _echo_report(findings: Iterable[object], notes: Iterable[str], sound: bool, repaired: bool, sound_line: str,
+                 repaired_line: str) -> None:
+    """What verify found, as text: each finding and note, then the verdict."""
+    for finding in findings:
+        click.echo(f"damaged: {finding}")
+    for note in notes:
+        click.echo(f"note: {note}")
+    if sound:
+        click.echo(sound_line)
+    elif repaired:
+        click.echo(repaired_line)
 
 
 @click.command()

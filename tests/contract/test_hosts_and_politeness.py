@@ -6,20 +6,9 @@ import math
 import time
 
 import pytest
+from backends import drain, urls
 
 from diskfrontier import Request
-
-
-def urls(host: str, n: int, start: int = 0) -> list[Request]:
-    return [Request(f"https://{host}/p/{i}") for i in range(start, start + n)]
-
-
-def drain(frontier) -> list[Request]:
-    out = []
-    while (r := frontier.pop()) is not None:
-        out.append(r)
-        frontier.done(r)
-    return out
 
 
 def test_the_slot_is_the_host_unless_given_and_is_kept(frontier_factory):

@@ -5,18 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+from backends import drain
 from reference import Reference
 
 from diskfrontier import NotInFlight, Request
 from diskfrontier.contract import SHARED_STATS
-
-
-def drain(frontier) -> list[Request]:
-    out = []
-    while (r := frontier.pop()) is not None:
-        out.append(r)
-        frontier.done(r)
-    return out
 
 
 def test_push_dedupes_and_dont_filter_bypasses(frontier_factory):

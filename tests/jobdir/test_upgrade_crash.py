@@ -82,3 +82,31 @@ def test_an_upgrade_killed_at_any_write_finishes_at_the_next_open(tmp_path, name
         raise AssertionError("the open never completed")
     assert kills >= 20, kills
     sys.stdout.write(f"\n{name}: killed at {kills} points, each finished the upgrade at the next open\n")
+
+
+def test_an_upgrade_on_a_full_disk_is_named_and_starts_again_from_the_old_journal(tmp_path, monkeypatch):
+    import errno
+
+    from diskfrontier.errors import DiskFull
+    from diskfrontier.jobdir.maintenance import upgrade
+
+    name = "format3-killed-lifo"
+    with open(os.path.join(DATA, f"{name}.expected.json")) as f:
+        want = json.load(f)
+    job = str(tmp_path / "job")
+    shutil.copytree(os.path.join(DATA, name), job)
+    with open(os.path.join(job, "requests.urls"), "rb") as f:
+        old = f.read()
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(upgrade, "write_all", full)
+    with pytest.raises(DiskFull) as info:
+        Frontier(job)
+    assert info.value.filename.endswith("requests.urls.compact") and "free space" in str(info.value)
+    with open(os.path.join(job, "requests.urls"), "rb") as f:
+        assert f.read() == old  # the old journal stands
+    assert not os.path.exists(os.path.join(job, "requests.urls.compact"))
+    monkeypatch.undo()
+    check(job, want)

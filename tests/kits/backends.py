@@ -4,6 +4,7 @@ is tested."""
 
 from __future__ import annotations
 
+from diskfrontier import Request
 from diskfrontier.targets import open_target
 
 BACKENDS = ("jobdir", "redis")
@@ -32,3 +33,17 @@ class FrontierFactory:
 def make_factory(kind: str, tmp_path, request, crawl: str) -> FrontierFactory:
     url = request.getfixturevalue("redis_url") if kind == "redis" else None
     return FrontierFactory(kind, str(tmp_path / "job"), url, crawl)
+
+
+def urls(host: str, n: int, start: int = 0) -> list[Request]:
+    """``n`` requests of ``host``, numbered from ``start``."""
+    return [Request(f"https://{host}/p/{i}") for i in range(start, start + n)]
+
+
+def drain(frontier) -> list[Request]:
+    """Pop everything that is ready now, done-ing each; what was popped, in order."""
+    out = []
+    while (r := frontier.pop()) is not None:
+        out.append(r)
+        frontier.done(r)
+    return out

@@ -37,6 +37,7 @@ from ...errors import JobDirCorrupt
 from ...files import boundedjson
 from ...files.atomic import fsync_dir, write_all, write_json_atomic
 from ...files.safefs import create_exclusive, open_file
+from ...files.writeerrors import naming
 from ...request.codec import decode_request
 from ...request.model import host_of
 from .. import checkpoint
@@ -113,7 +114,15 @@ def _resalt_journal(layout: Layout, salt: int, progress: Progress | None) -> int
 
 
 def _write_journal(layout: Layout, framed: Iterable[bytes]) -> None:
-    """Write the magic and the ``framed`` records to a new file, fsync it and rename it over the journal."""
+    """Write the magic and the ``framed`` records to a new file, fsync it and rename it over the journal (a
+    failed write, e.g. a full disk, is named; the old journal stands and the next open starts again)."""
+    with naming(layout.compacting, "free space on its disk and open the job directory again: the upgrade starts "
+                                   "again from the old journal"):
+        _write_new(layout, framed)
+    install(layout.journal, layout.compacting)
+
+
+def _write_new(layout: Layout, framed: Iterable[bytes]) -> None:
     fd = create_exclusive(_fresh(layout.compacting))
     try:
         out = bytearray(MAGIC)
@@ -130,7 +139,6 @@ def _write_journal(layout: Layout, framed: Iterable[bytes]) -> None:
             os.unlink(layout.compacting)
         raise
     os.close(fd)
-    install(layout.journal, layout.compacting)
 
 
 def _resalt_seen(layout: Layout, salt: int) -> None:
