@@ -10,6 +10,8 @@ nothing to do at its start would sit idle while the others crawl.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +34,19 @@ def _call_later(delay: float, func: Callable[[], None]) -> Any:
     return call_later(delay, func)
 
 
+def _loop_present() -> bool:
+    """True if a Twisted reactor is installed or an asyncio loop runs in this thread: the engine
+    can be woken. A scheduler driven by hand (a script, a benchmark) has neither, and needs no wake-up:
+    its caller asks again itself."""
+    if "twisted.internet.reactor" in sys.modules:
+        return True
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class EngineWake:
     """One pending wake-up of a crawler's engine at a time: the earliest asked for."""
 
@@ -42,7 +57,9 @@ class EngineWake:
 
     def at(self, when: float) -> None:
         """Make the engine ask for requests again at ``when`` (a ``time.time()`` value), unless a
-        wake-up is already due by then."""
+        wake-up is already due by then. Without an event loop there is no engine to wake: nothing is done."""
+        if not _loop_present():
+            return
         delay = max(SHORTEST, when - time.time())
         due = time.monotonic() + delay
         if self._call is not None:

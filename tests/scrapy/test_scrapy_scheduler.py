@@ -342,3 +342,48 @@ def test_an_explicit_order_that_clashes_with_the_directory_is_refused(tmp_path):
     s = Session(tmp_path / "job", False, SCHEDULER_DISK_QUEUE="scrapy.squeues.PickleFifoDiskQueue")
     assert s.scheduler.frontier.order == "lifo"  # a guess from the queue class never clashes
     s.close()
+
+
+_DRIVEN_BY_HAND = """
+import sys, time
+import scrapy
+from scrapy.utils.test import get_crawler
+from diskfrontier import Frontier, RedisFrontier, Request
+from diskfrontier.scrapy import Scheduler
+
+class Plain(scrapy.Spider):
+    name = "plain"
+
+target, settings = sys.argv[1], {}
+later = time.time() + 600
+if target.startswith("redis://"):
+    with RedisFrontier(target, crawl="plain") as frontier:
+        frontier.push(Request("https://held.example/"), not_before=later)
+    settings = {"DISKFRONTIER_URL": target, "DISKFRONTIER_CRAWL": "plain"}
+else:
+    with Frontier(target) as frontier:
+        frontier.push(Request("https://held.example/"), not_before=later)
+    settings = {"JOBDIR": target}
+scheduler = Scheduler.from_crawler(get_crawler(Plain, settings))
+scheduler.open(Plain())
+assert scheduler.next_request() is None
+assert scheduler.next_request() is None
+scheduler.close("finished")
+assert "twisted.internet.reactor" not in sys.modules
+print("nothing ready, no error")
+"""
+
+
+@pytest.mark.parametrize("backend", ["jobdir", "redis"])
+def test_a_scheduler_driven_by_hand_with_nothing_ready_returns_none(tmp_path, backend, request):
+    """No engine and no event loop (a script or a benchmark driving the scheduler): when nothing is
+    ready, next_request() returns None instead of failing to arrange a wake-up of an engine that
+    does not exist."""
+    import subprocess
+    import sys
+
+    target = request.getfixturevalue("redis_url") if backend == "redis" else str(tmp_path / "job")
+    done = subprocess.run([sys.executable, "-c", _DRIVEN_BY_HAND, target], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "nothing ready, no error"
