@@ -85,7 +85,7 @@ from ..redisfrontier import LeaseExpired
 from ..request.codec import Unencodable, encode_request
 from ..request.fingerprint import request_fingerprint
 from ..request.model import Request, check_slot, host_of
-from ..scrapyfiles.records import frontier_request, route_priority, scrapy_dict
+from ..scrapyfiles.records import frontier_request, route_priority
 from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .serialize import RequestDicts
@@ -477,7 +477,7 @@ class Scheduler(BaseScheduler):
 
     def _rebuild(self, stored: Request) -> ScrapyRequest | None:
         try:
-            return self._dicts.from_dict(scrapy_dict(stored))
+            return self._dicts.from_stored(stored)
         except Exception as exc:  # request_from_dict raises whatever the request class raises
             # Left in flight and never handed to the engine: it goes back to the queue at close.
             self._count("diskfrontier/undecodable")

@@ -14,18 +14,41 @@ method, or the machinery of ``scrapy.Spider`` itself (``_set_crawler``, ``from_c
 A stored ``_class`` (a subclass such as ``FormRequest``) is looked up only among modules
 already imported, and must name a ``scrapy.Request`` subclass: a job directory is data,
 and a record naming a module must not make the crawl import (run) it.
+
+Rebuilding a plain ``scrapy.Request`` whose URL is already in the form Scrapy gives it
+(``PLAIN_URL``: ASCII, lowercase scheme and host, nothing ``safe_url_string`` would
+change) skips ``Request.__init__``: most of its cost is ``safe_url_string`` of a URL that
+went through it when the request was made. The fields are set as ``__init__`` sets them,
+and ``RequestDicts`` checks at its start that this gives what ``request_from_dict`` gives
+on a request with every field set; if it does not (another Scrapy), every request takes
+the ordinary way.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+import re
 import sys
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy.http.headers import Headers
 from scrapy.utils.request import request_from_dict
 
 from ..errors import CallbackRefused
+from ..request.model import Request as StoredRequest
+from ..scrapyfiles.records import frontier_request, scrapy_dict
+
+logger = logging.getLogger(__name__)
+
+_URL_CHARS = r"A-Za-z0-9\-._~:/@!$&()*+,;=%"
+# URLs that w3lib's safe_url_string returns unchanged (tests/scrapy/test_scrapy_rebuild.py checks it)
+PLAIN_URL = re.compile(rf"[a-z][a-z0-9+.\-]*://[a-z0-9.\-]+(?::(?:0|[1-9][0-9]{{0,3}}))?"
+                       rf"(?:/[{_URL_CHARS}]*(?:\?[{_URL_CHARS}?]+)?)?(?:#[{_URL_CHARS}?]+)?")
+# keys of a stored request's extras that the quick way sets; any other key takes the ordinary way
+_QUICK_KEYS = frozenset({"callback", "errback", "headers", "cookies", "meta", "encoding", "flags", "cb_kwargs",
+                         "priority", "dont_filter"})
 
 
 class RequestDicts:
@@ -34,6 +57,9 @@ class RequestDicts:
     def __init__(self, spider: Spider) -> None:
         self.spider = spider
         self._names: dict[Any, str] = {}
+        self._bound: dict[tuple[str, Any], Any] = {}  # (role, stored name) -> the spider's method
+        self.quick = True
+        self.quick = self._quick_way_agrees()
 
     def to_dict(self, request: Request) -> dict[str, Any]:
         """Scrapy's dict of ``request``; ``ValueError`` if a callback is not a spider method."""
@@ -64,6 +90,62 @@ class RequestDicts:
         for role, method in bound.items():
             setattr(request, role, method)
         return request
+
+    def from_stored(self, stored: StoredRequest) -> Request:
+        """The Scrapy request a frontier request made by ``frontier_request`` stands for (as
+        ``from_dict(scrapy_dict(stored))``, the quick way when it can)."""
+        extras = stored.meta
+        url = stored.url
+        if not self.quick or not extras.keys() <= _QUICK_KEYS or PLAIN_URL.fullmatch(url) is None:
+            return self.from_dict(scrapy_dict(stored))
+        encoding = extras.get("encoding", "utf-8")
+        request = Request.__new__(Request)
+        request._encoding = encoding
+        request.method = stored.method.upper()
+        meta = extras.get("meta")
+        request._meta = dict(meta) if meta else None
+        request._url = url
+        request._body = stored.body
+        request.priority = extras.get("priority", stored.priority)
+        request.callback = self._method("callback", extras.get("callback"))
+        request.errback = self._method("errback", extras.get("errback"))
+        request._cookies = extras.get("cookies") or None
+        headers = extras.get("headers")
+        request._headers = Headers(headers, encoding=encoding) if headers else None
+        request.dont_filter = extras.get("dont_filter", stored.dont_filter)
+        cb_kwargs = extras.get("cb_kwargs")
+        request._cb_kwargs = dict(cb_kwargs) if cb_kwargs else None
+        flags = extras.get("flags")
+        request._flags = list(flags) if flags else None
+        return request
+
+    def _method(self, role: str, name: Any) -> Any:
+        if not name:
+            return None
+        method = self._bound.get((role, name))
+        if method is None:
+            method = self._bound[(role, name)] = spider_method(self.spider, name, role)
+        return method
+
+    def _quick_way_agrees(self) -> bool:
+        """True if the quick way rebuilds, field for field, what ``request_from_dict`` does."""
+        callbacks = [name for name in ("parse", "_parse") if _refusal(self.spider, name) is None][:1]
+        probe = Request("https://probe.example/a/b?c=d#e", method="post", headers={"Referer": "https://x.example/"},
+                        body=b"k=v", cookies={"c": "1"}, meta={"depth": 2}, encoding="latin-1", priority=-7,
+                        dont_filter=True, flags=["f"], cb_kwargs={"n": 1},
+                        callback=getattr(self.spider, callbacks[0]) if callbacks else None)
+        try:
+            data = self.to_dict(probe)
+            stored = frontier_request(data, b"\0" * 20)
+            slow, quick = self.from_dict(scrapy_dict(stored)), self.from_stored(stored)
+            same = type(slow) is type(quick) and all(
+                getattr(slow, name) == getattr(quick, name) for name in Request.attributes)
+        except Exception as exc:  # any surprise: the ordinary way
+            logger.debug("rebuilding Scrapy requests the ordinary way (%s: %s)", type(exc).__name__, exc)
+            return False
+        if not same:
+            logger.debug("rebuilding Scrapy requests the ordinary way: the quick way differs on this Scrapy")
+        return same
 
     def _method_name(self, func: Any) -> Any:
         if not callable(func):

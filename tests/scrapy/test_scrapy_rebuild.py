@@ -1,0 +1,131 @@
+"""Rebuilding Scrapy requests from the job directory: the quick way (no ``Request.__init__``) gives,
+field for field, what ``request_from_dict`` gives, and is taken only for URLs ``safe_url_string``
+leaves as they are."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import scrapy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scrapy.http import FormRequest
+from urlstrategies import urls
+from w3lib.url import safe_url_string
+
+from diskfrontier.scrapy import serialize
+from diskfrontier.scrapy.serialize import PLAIN_URL, RequestDicts
+from diskfrontier.scrapyfiles.records import frontier_request, scrapy_dict
+
+
+class ShopSpider(scrapy.Spider):
+    name = "shop"
+
+    def parse(self, response):
+        pass
+
+    def parse_item(self, response, sku=None):
+        pass
+
+    def failed(self, failure):
+        pass
+
+
+def _fields(request: scrapy.Request) -> dict:
+    return {name: getattr(request, name) for name in request.attributes} | {"class": type(request)}
+
+
+def _both(dicts: RequestDicts, request: scrapy.Request) -> tuple[scrapy.Request, scrapy.Request]:
+    stored = frontier_request(dicts.to_dict(request), b"\0" * 20)
+    return dicts.from_dict(scrapy_dict(stored)), dicts.from_stored(stored)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.from_regex(PLAIN_URL, fullmatch=True))
+def test_urls_taken_the_quick_way_are_left_unchanged_by_safe_url_string(url):
+    assert safe_url_string(url) == url
+
+
+@settings(max_examples=1500, deadline=None)
+@given(urls())
+def test_safe_url_string_is_idempotent_on_every_shape_of_url(url):
+    """A stored URL is what safe_url_string made of the original: making it again changes nothing."""
+    try:
+        once = safe_url_string(url)
+    except ValueError:
+        return  # refused (a port out of range): never stored
+    assert safe_url_string(once) == once
+
+
+headers = st.dictionaries(st.sampled_from(["Referer", "Accept", "X-Token"]), st.text("abc/:.=", max_size=12),
+                          max_size=2)
+meta = st.dictionaries(st.sampled_from(["depth", "tag", "download_slot"]),
+                       st.one_of(st.integers(-5, 5), st.text(max_size=5)), max_size=3)
+
+
+@settings(max_examples=600, deadline=None)
+@given(url=st.one_of(urls(), st.from_regex(PLAIN_URL, fullmatch=True)),
+       method=st.sampled_from(["GET", "POST", "put"]), headers=headers, body=st.binary(max_size=20),
+       cookies=st.dictionaries(st.sampled_from(["a", "b"]), st.text("xyz", max_size=3), max_size=2), meta=meta,
+       encoding=st.sampled_from(["utf-8", "latin-1"]), priority=st.integers(-2**40, 2**40),
+       dont_filter=st.booleans(), flags=st.lists(st.sampled_from(["cached", "x"]), max_size=2),
+       cb_kwargs=st.dictionaries(st.just("sku"), st.integers(0, 9), max_size=1),
+       callback=st.sampled_from([None, "parse", "parse_item"]), errback=st.sampled_from([None, "failed"]))
+def test_the_quick_way_gives_what_request_from_dict_gives(url, method, headers, body, cookies, meta, encoding,
+                                                         priority, dont_filter, flags, cb_kwargs, callback,
+                                                         errback):
+    spider = ShopSpider()
+    dicts = RequestDicts(spider)
+    assert dicts.quick
+    try:
+        request = scrapy.Request(url, method=method, headers=headers, body=body, cookies=cookies, meta=meta,
+                                 encoding=encoding, priority=priority, dont_filter=dont_filter, flags=flags,
+                                 cb_kwargs=cb_kwargs, callback=callback and getattr(spider, callback),
+                                 errback=errback and getattr(spider, errback))
+    except ValueError:
+        return
+    ordinary, quick = _both(dicts, request)
+    assert _fields(quick) == _fields(ordinary) == _fields(request)
+    quick.meta["later"] = 1  # nothing is shared with the stored request's values
+    assert "later" not in ordinary.meta and "later" not in dicts.from_stored(
+        frontier_request(dicts.to_dict(request), b"\0" * 20)).meta
+
+
+def test_subclasses_and_odd_urls_take_the_ordinary_way(monkeypatch):
+    dicts = RequestDicts(ShopSpider())
+    taken = []
+    monkeypatch.setattr(dicts, "from_dict", lambda data: taken.append(data["url"]) or scrapy.Request(data["url"]))
+    for request in [FormRequest("https://shop.example/login", formdata={"u": "1"}),
+                    scrapy.Request("https://shop.example/it's[1]"),
+                    scrapy.Request("HTTPS://Shop.Example/a", meta={"verbatim_url": True})]:
+        dicts.from_stored(frontier_request(dicts.to_dict(request), b"\0" * 20))
+    assert taken == ["https://shop.example/login", "https://shop.example/it's%5B1%5D", "HTTPS://Shop.Example/a"]
+    dicts.from_stored(frontier_request(dicts.to_dict(scrapy.Request("https://shop.example/plain")), b"\0" * 20))
+    assert len(taken) == 3
+
+
+def test_a_scrapy_on_which_the_quick_way_differs_uses_the_ordinary_way(monkeypatch, caplog):
+    real = RequestDicts.from_stored
+
+    def off_by_one(self, stored):
+        request = real(self, stored)
+        if self.quick:
+            request.priority += 1
+        return request
+
+    monkeypatch.setattr(RequestDicts, "from_stored", off_by_one)
+    with caplog.at_level(logging.DEBUG, logger=serialize.__name__):
+        dicts = RequestDicts(ShopSpider())
+    assert not dicts.quick
+    assert "the quick way differs" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["__init__", "from_crawler", "nothing_here"])
+def test_a_stored_callback_is_refused_the_quick_way_too(name):
+    from diskfrontier import CallbackRefused
+
+    dicts = RequestDicts(ShopSpider())
+    stored = frontier_request({"url": "https://shop.example/a", "callback": name}, b"\0" * 20)
+    with pytest.raises(CallbackRefused):
+        dicts.from_stored(stored)
