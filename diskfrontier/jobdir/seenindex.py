@@ -9,9 +9,11 @@ open-addressing hash table held in an ``array('Q')``: 8 bytes a slot, kept betwe
 3/8 and 3/4 full, so 11 to 21 bytes a key instead of ~100 for a Python ``set`` of
 digests. Key 0 marks an empty slot; a key that is 0 is stored as 1.
 
-The table is split in 256 shards by the key's top byte, each growing on its own: a
-growth rehashes 1/256 of the keys, so no single ``add`` stalls for long and the memory
-held twice during a growth is 1/256 of the index, not all of it.
+The table is split in 256 shards by the key's top byte, each growing on its own, so the
+memory held twice during a growth is 1/256 of the index, not all of it. A shard grows
+step by step: its keys move from the old table to the one twice its size ``MOVE_STEP`` slots
+at a time, a step with each later ``add`` to that shard (lookups look in both meanwhile),
+so no single ``add`` pays for a whole shard (at 10^8 keys, ~390,000 of them).
 
 ``requests.seen.index`` keeps the tables as they are in memory, so a clean open loads
 them in bulk instead of inserting every fingerprint of ``requests.seen`` one at a time
@@ -48,6 +50,7 @@ _blake2b = hashlib.blake2b
 SHARD_BITS = 8
 _SHIFT = 64 - SHARD_BITS
 _MIN_SLOTS = 64
+MOVE_STEP = 2048  # old slots moved to the new table with each add to a growing shard
 INDEX_MAGIC = b"DFSIDX\x00\x02"  # 2: keys of fingerprints other than 20 bytes are hashed
 _HEAD = struct.Struct(">QQBB6x")
 _SHARD = struct.Struct(">II")
@@ -72,7 +75,7 @@ def _slots_for(count: int) -> int:
 class SeenIndex:
     """A set of 64-bit integer keys in 256 flat hash tables."""
 
-    __slots__ = ("_tables", "_masks", "_limits", "_counts", "_count")
+    __slots__ = ("_tables", "_masks", "_limits", "_counts", "_count", "_old", "_moved")
 
     def __init__(self, expected: int = 0) -> None:
         slots = _slots_for(expected >> SHARD_BITS)
@@ -81,6 +84,12 @@ class SeenIndex:
         self._limits = [slots * 3 // 4] * (1 << SHARD_BITS)
         self._counts = [0] * (1 << SHARD_BITS)
         self._count = 0
+        self._no_growth()
+
+    def _no_growth(self) -> None:
+        # a growing shard's old table (None: not growing), and how many of its slots were moved
+        self._old: list[array[int] | None] = [None] * (1 << SHARD_BITS)
+        self._moved = [0] * (1 << SHARD_BITS)
 
     def __len__(self) -> int:
         return self._count
@@ -94,7 +103,8 @@ class SeenIndex:
             if value == key:
                 return True
             if value == 0:
-                return False
+                old = self._old[shard]
+                return old is not None and _holds(old, key)
             i = (i + 1) & mask
 
     def add(self, key: int) -> bool:
@@ -107,6 +117,14 @@ class SeenIndex:
             if value == key:
                 return False
             if value == 0:
+                old = self._old[shard]
+                if old is not None:
+                    if _holds(old, key):
+                        return False
+                    self._move(shard, MOVE_STEP)
+                    i = key & mask  # the step may have filled the slot found
+                    while table[i]:
+                        i = (i + 1) & mask
                 table[i] = key
                 self._count += 1
                 count = self._counts[shard] = self._counts[shard] + 1
@@ -124,28 +142,51 @@ class SeenIndex:
         return added
 
     def _grow(self, shard: int) -> None:
+        """Start moving ``shard`` to a table twice the size (a growth still under way is finished first)."""
+        if self._old[shard] is not None:
+            self._move(shard, len(self._old[shard]))  # type: ignore[arg-type]
         old = self._tables[shard]
         slots = 2 * len(old)
-        table = array("Q", bytes(8 * slots))
-        mask = slots - 1
-        for key in old:
+        self._old[shard], self._moved[shard] = old, 0
+        self._tables[shard], self._masks[shard] = array("Q", bytes(8 * slots)), slots - 1
+        self._limits[shard] = slots * 3 // 4
+        self._move(shard, MOVE_STEP)
+
+    def _move(self, shard: int, step: int) -> None:
+        """Move up to ``step`` more slots of a growing shard's old table into its new one."""
+        old = self._old[shard]
+        assert old is not None
+        table, mask = self._tables[shard], self._masks[shard]
+        start = self._moved[shard]
+        stop = min(len(old), start + step)
+        for key in old[start:stop]:
             if key:
                 i = key & mask
                 while table[i]:
                     i = (i + 1) & mask
                 table[i] = key
-        self._tables[shard], self._masks[shard], self._limits[shard] = table, mask, slots * 3 // 4
+        if stop == len(old):
+            self._old[shard] = None
+        else:
+            self._moved[shard] = stop
+
+    def settle(self) -> None:
+        """Finish every growth under way (before the tables are saved)."""
+        for shard, old in enumerate(self._old):
+            if old is not None:
+                self._move(shard, len(old))
 
     @property
     def nbytes(self) -> int:
-        """Bytes the tables occupy."""
-        return sum(table.itemsize * len(table) for table in self._tables)
+        """Bytes the tables occupy (the old tables of growths under way included)."""
+        return sum(8 * len(table) for table in (*self._tables, *self._old) if table is not None)
 
     def save(self, path: str, seen_bytes: int) -> IndexRecord:
         """Write the tables to ``path`` (a new file renamed over it) as covering ``seen_bytes``.
 
         Not fsynced: after a power cut a torn file fails its crc and the seen file is read instead.
         """
+        self.settle()
         head = bytearray(INDEX_MAGIC + _HEAD.pack(seen_bytes, self._count, _LITTLE, SHARD_BITS))
         for table, count in zip(self._tables, self._counts, strict=True):
             head += _SHARD.pack(len(table), count)
@@ -199,6 +240,7 @@ class SeenIndex:
                                 f"{record.seen_bytes:,}")
         index = cls.__new__(cls)
         index._tables, index._masks, index._limits, index._counts = [], [], [], []
+        index._no_growth()
         crc = 0
         for slots, in_shard in struct.iter_unpack(">II", shards):
             if slots < _MIN_SLOTS or slots & (slots - 1) or in_shard > slots * 3 // 4:
@@ -219,6 +261,19 @@ class SeenIndex:
         if crc != record.crc or read(_U32.size) != _U32.pack(crc):
             raise IndexUnusable("its tables fail their checksum")
         return index
+
+
+def _holds(table: array[int], key: int) -> bool:
+    """True if the open-addressing ``table`` holds ``key``."""
+    mask = len(table) - 1
+    i = key & mask
+    while True:
+        value = table[i]
+        if value == key:
+            return True
+        if value == 0:
+            return False
+        i = (i + 1) & mask
 
 
 @dataclass(frozen=True)

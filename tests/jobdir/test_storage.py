@@ -28,7 +28,8 @@ from diskfrontier.jobdir.journal import (
 from diskfrontier.jobdir.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
 from diskfrontier.jobdir.replay import read_state
 from diskfrontier.jobdir.seen import BLOCK, SeenFile, read_sums
-from diskfrontier.jobdir.seenindex import SeenIndex
+from diskfrontier.jobdir import seenindex
+from diskfrontier.jobdir.seenindex import IndexRecord, SeenIndex
 
 SALT = 0x5EED1234  # the salt of the journals these tests write (a job directory's comes from its id)
 
@@ -301,6 +302,41 @@ def test_seen_index_shards_grow_one_at_a_time():
         assert index.add(key)
     assert all(key in index for key in keys) and len(index) == len(keys)
     assert ((1 << 56) | 5) not in index
+
+
+def test_a_growing_shard_moves_a_bounded_step_with_each_add(tmp_path, monkeypatch):
+    """No add pays for a whole shard: a growth moves MOVE_STEP old slots per add, and every key
+    stays findable (and is refused as a duplicate) while it is between the two tables."""
+    monkeypatch.setattr(seenindex, "MOVE_STEP", 16)
+    index = SeenIndex()
+    steps: list[int] = []
+    real_move = SeenIndex._move
+
+    def move(self, shard, step):
+        steps.append(step)
+        real_move(self, shard, step)
+
+    monkeypatch.setattr(SeenIndex, "_move", move)
+    rng = random.Random(7)
+    keys: list[int] = []
+    midway = 0
+    for _ in range(6000):
+        key = (3 << 56) | rng.getrandbits(56) | 1  # one shard, so it grows many times
+        assert index.add(key)
+        keys.append(key)
+        if index._old[3] is not None:
+            midway += 1
+            assert all(k in index for k in keys[-300:]) and not index.add(keys[0]) and not index.add(key)
+    assert midway > 100  # growths were seen under way, not finished in one add
+    assert steps and set(steps) == {16}
+    while index._old[3] is None:  # save in the middle of a growth
+        keys.append((3 << 56) | rng.getrandbits(56) | 1)
+        assert index.add(keys[-1])
+    saved = index.save(str(tmp_path / "index"), 0)  # saving finishes the growth under way first
+    assert index._old[3] is None and all(k in index for k in keys)
+    loaded = SeenIndex.load(str(tmp_path / "index"), IndexRecord(*saved.to_json()))
+    assert len(loaded) == len(keys) and all(k in loaded for k in keys)
+    assert sum(rng.getrandbits(64) | 1 in loaded for _ in range(2000)) == 0
 
 
 def test_seen_file_writes_a_sum_for_every_block(tmp_path):
