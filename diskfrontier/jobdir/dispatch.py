@@ -22,6 +22,10 @@ from .shared import Shared
 
 _PRIORITY_TOP = PRIORITY_MAX  # a host buffer's key part for a priority p is _PRIORITY_TOP - p
 _PULL_FOR_IDLE = 1024  # requests a pop may pull looking for a host with nothing in flight (prefer="idle")
+# Requests one pop (or next_ready) pulls from the priority queues into host buffers at most. When
+# every host found so far waits for its delay, the next ready request may be anywhere in the queues;
+# a pop that has pulled this many stops there (None), says so (``cut``), and the next call goes on.
+PULL_LIMIT = 1024
 _HELD_LOOK = 256  # requests waiting for a time whose hosts are looked at by next_ready()
 
 
@@ -33,6 +37,7 @@ class Dispatch:
         self.memory_seq = 0  # the seq of the last request handed out of the memory queue (negative)
         self.pulled: tuple[int, bytes | memoryview] | None = None  # the last record read to learn its host
         self.peeked: tuple[int, int] | None = None  # (offset, host id) of the queues' top, read by fill
+        self.cut = False  # the last fill stopped at PULL_LIMIT with requests left in the queues
 
     def forget_reads(self) -> None:
         """Drop what was read ahead from the journal (its offsets are no longer valid: a compaction)."""
@@ -68,8 +73,11 @@ class Dispatch:
         return request
 
     def next_event(self) -> float | None:
-        """The earliest time something held back by time becomes ready, or None."""
+        """The earliest time something held back by time becomes ready, or None (now, while a pop
+        that stopped at ``PULL_LIMIT`` has more of the queues to look at)."""
         st = self.state
+        if self.cut and st.queues.pq.curprio is not None:
+            return time.time()
         due = st.delayed_due
         if due is not None and st.hosts.hot:
             due = self.next_due_not_held()
@@ -93,7 +101,7 @@ class Dispatch:
             else:
                 st.hosts.wake(now)
                 self.fill(now)
-                if st.hosts.best() is not None:
+                if self.cut or st.hosts.best() is not None:
                     return now
         except BaseException as exc:
             st.interrupted("next_ready", exc)
@@ -174,6 +182,8 @@ class Dispatch:
         try:
             hosts.wake(now)
             self.fill(now)
+            if self.cut:
+                return None  # the next call goes on looking
             best = hosts.best()
             memory_top = st.memq.curprio
             if memory_top is not None and (best is None or -memory_top >= _PRIORITY_TOP - hosts.ready[0][1]):
@@ -193,13 +203,15 @@ class Dispatch:
 
     def fill(self, now: float) -> None:
         """Pull requests from the priority queues into their hosts' buffers while the queues may
-        hold something better than the best ready host's request."""
+        hold something better than the best ready host's request (at most ``PULL_LIMIT`` of them)."""
         st = self.state
         hosts, queues, journal = st.hosts, st.queues, st.journal
         pq = queues.pq
         top = _PRIORITY_TOP
         idle_first = hosts.idle_first
         pulled = 0
+        left = PULL_LIMIT
+        self.cut = False
         while pq.curprio is not None:
             best = hosts.best()
             body = None
@@ -209,6 +221,10 @@ class Dispatch:
                     body = self.same_host_first(best, top + pq.curprio == key)
                     if body is None:
                         return  # with prefer="idle", a while longer for a host with nothing in flight
+            if not left:
+                self.cut = True  # the queues may still hold a better request than any found
+                return
+            left -= 1
             pulled += idle_first
             priority = -pq.curprio
             offset = queues.pop()

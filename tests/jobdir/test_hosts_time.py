@@ -151,7 +151,7 @@ def test_skew_first_pops_cover_distinct_hosts(tmp_path):
     mixed = [r for pair in itertools.zip_longest(big[:20_000], small) for r in pair if r is not None] + big[20_000:]
     with Frontier(tmp_path / "job", per_host=1) as f:
         f.push_many(mixed)
-        hosts = [f.pop().slot for _ in range(1000)]
+        hosts = [f.pop(timeout=60).slot for _ in range(1000)]  # a pop may stop at PULL_LIMIT: wait on
     assert len(set(hosts)) == 1000
 
 
@@ -466,3 +466,53 @@ def test_a_request_kept_in_memory_cannot_wait_for_a_time(tmp_path, caplog):
             assert f.push(unstorable, not_before=time.time() + 60)
         assert "not_before is not kept" in caplog.text
         assert f.pop() is unstorable  # served now, in memory
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_a_pop_pulls_a_bounded_number_of_held_back_requests_and_the_next_goes_on(tmp_path, monkeypatch, order):
+    """With every host found so far waiting for its delay, the next ready request may be anywhere in the
+    queues: one pop looks at PULL_LIMIT of them at most, returns None, and next_ready() says "now";
+    the pops after it go on from there until they find it, each within the limit."""
+    from diskfrontier.jobdir import dispatch
+
+    monkeypatch.setattr(dispatch, "PULL_LIMIT", 50)
+    with Frontier(tmp_path / "job", delay=3600.0, order=order) as f:
+        held = urls("held.example", 400)
+        lone = Request("https://lone.example/only")
+        first = Request("https://held.example/first")
+        if order == "lifo":
+            f.push_many([lone, *held, first])  # the lone host's request is the last one the queues give
+        else:
+            f.push_many([first, *held, lone])
+        assert f.pop().url == first.url  # held.example now waits an hour
+        pulled = []
+        real = f._state.hosts.buffer
+        monkeypatch.setattr(f._state.hosts, "buffer", lambda *a, **k: pulled.append(1) or real(*a, **k))
+        calls = 0
+        while (got := f.pop()) is None:
+            assert len(pulled) <= 50
+            pulled.clear()
+            ready = f.next_ready()  # it looks on too
+            assert len(pulled) <= 50 and ready is not None and ready <= time.time()
+            pulled.clear()
+            assert not f.finished
+            calls += 2
+        assert got.url == lone.url
+        assert calls >= 400 // 50 - 1  # the queues were looked through 50 at a time
+        assert f.pop() is None and f.next_ready() > time.time() + 3000  # all looked at: nothing is ready
+        f.done(got)
+
+
+def test_a_waiting_pop_goes_on_past_the_pull_limit_at_once(tmp_path, monkeypatch):
+    from diskfrontier.jobdir import dispatch
+
+    monkeypatch.setattr(dispatch, "PULL_LIMIT", 20)
+    with Frontier(tmp_path / "job", delay=3600.0, order="fifo") as f:
+        f.push_many([Request("https://held.example/first"), *urls("held.example", 300),
+                     Request("https://lone.example/only")])
+        assert f.pop().url == "https://held.example/first"
+        started = time.monotonic()
+        got = f.pop(timeout=30)
+        waited = time.monotonic() - started
+        assert got is not None and got.url == "https://lone.example/only"
+        assert waited < 10  # it did not sleep until a host woke: it kept looking
