@@ -231,9 +231,8 @@ def _request_at(fd: int, offset: int, path: str, salt: int, version: int) -> Req
     """The request of the record at ``offset`` of the journal open as ``fd``, checked against its crc."""
     pushed = parse_push(read_record(fd, offset, path, salt, version), version)
     try:
-        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None)
-        if pushed.slot:
-            request._slot = pushed.slot.decode("utf-8")
+        slot = pushed.slot.decode("utf-8") if pushed.slot else None  # none kept by a format-1 or 2 journal
+        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None, slot)
     except ValueError as exc:
         raise JobDirCorrupt(path, offset, str(exc)) from None
     request.attempts = pushed.attempts

@@ -65,7 +65,7 @@ def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
             raise IndexError
         if not PRIORITY_MIN <= priority <= PRIORITY_MAX or not (not_before == 0 or 0 < not_before < math.inf):
             raise ValueError(f"priority {priority} or not_before {not_before} out of range")
-        request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None)
+        request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None, slot)
     except (struct.error, IndexError) as exc:
         raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored (cut short)", hint=hint) from exc
     except UnicodeDecodeError as exc:
@@ -73,7 +73,6 @@ def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
                            hint=hint) from exc
     except (ValueError, TypeError) as exc:
         raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored ({exc})", hint=hint) from None
-    request._slot = slot
     request.attempts = attempts
     request.not_before = not_before or None
     return request
