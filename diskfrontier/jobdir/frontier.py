@@ -37,7 +37,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..contract import check_attempts as _attempts
@@ -543,6 +544,16 @@ class Frontier:
         return f"<Frontier {self.path} ({state})>"
 
 
+def compact_jobdir(path: str | os.PathLike[str],
+                   progress: Callable[[], AbstractContextManager[Progress | None]] = contextlib.nullcontext,
+                   ) -> tuple[Compacted, int]:
+    """Open the job directory at ``path`` (locked), compact it and close it: ``diskfrontier compact``.
+
+    ``progress()`` is entered once the directory is open, and gives the compaction's progress
+    callback (or None). Returns what the compaction did, and how many requests are pending.
+    """
+    with Frontier(path) as frontier, progress() as report:
+        return frontier.compact(report), len(frontier)
 
 
 def _after_fork_in_child() -> None:

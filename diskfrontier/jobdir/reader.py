@@ -292,7 +292,7 @@ def failed_requests(path: str) -> FailedRequests:
 
 @dataclass(frozen=True)
 class HostRow:
-    """One host of a job directory as ``diskfrontier hosts`` shows it."""
+    """One host of a crawl as ``diskfrontier hosts`` shows it (``host_table``: of a job directory)."""
 
     host: str
     pending: int
@@ -300,9 +300,14 @@ class HostRow:
     delay: float | None  # None: the frontier's delay
     blocked_until: float | None
     budget: int | None
+    in_flight: int | None = None  # None: not known (a job directory read without its lock counts them as pending)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The fields as a dict; ``in_flight`` only when it is known."""
+        data = dict(self.__dict__)
+        if self.in_flight is None:
+            del data["in_flight"]
+        return data
 
 
 def host_table(path: str) -> list[HostRow]:
