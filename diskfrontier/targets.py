@@ -18,7 +18,15 @@ from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, Sh
 from .errors import FrontierError
 from .jobdir.frontier import Frontier
 from .jobdir.layout import FORMAT_VERSION, Layout, read_meta
-from .jobdir.reader import PendingRequests, all_seen_fingerprints, failed_requests, host_table, pending_requests
+from .jobdir.reader import (
+    FailedRequests,
+    HostRow,
+    PendingRequests,
+    all_seen_fingerprints,
+    failed_requests,
+    host_table,
+    pending_requests,
+)
 from .redisfrontier import RedisFrontier, is_redis_url
 from .request.model import Request
 
@@ -77,7 +85,7 @@ class HostCopy:
 
 
 class CrawlView(Protocol):
-    """A crawl read without changing it: what ``export`` and ``copy`` read of either backend."""
+    """A crawl read without changing it: what ``export``, ``copy``, ``peek`` and ``hosts`` read of either backend."""
 
     order: str
     settings: dict[str, Any] | None  # the crawl's own delay, per_host and prefer; None: it keeps none
@@ -106,6 +114,10 @@ class CrawlView(Protocol):
         """Every host with its own settings or a done count."""
         ...
 
+    def host_rows(self) -> list[HostRow]:
+        """Every host with pending or done requests or a setting, as ``diskfrontier hosts`` lists them."""
+        ...
+
     def close(self) -> None:
         ...
 
@@ -118,11 +130,12 @@ class CrawlView(Protocol):
 
 class JobDirView:
     """A job directory, read without the lock (safe beside a live crawl). Its pending requests (of
-    ``priority`` only, if given), then its failed ones, are read when the view is made (so that a
-    request failing meanwhile is in one or both, never in neither); priorities highest first, each
-    in push order."""
+    ``priority`` only, if given) are read before its failed ones, so that a request failing meanwhile
+    is in one or both, never in neither: both when the view is made, or with ``failed=False`` each
+    when first asked for. Priorities highest first, each in push order (``pop_order``: in pop order)."""
 
-    def __init__(self, path: str, *, priority: int | None = None, failed: bool = True) -> None:
+    def __init__(self, path: str, *, priority: int | None = None, failed: bool = True,
+                 pop_order: bool = False) -> None:
         self.path = path
         self.layout = Layout(path)
         if not os.path.lexists(self.layout.meta):
@@ -131,17 +144,26 @@ class JobDirView:
         self.order: str = meta["order"]
         self.version: int = meta["version"]
         self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
-        self._pending: PendingRequests = pending_requests(path, priority=priority, push_order=True)
-        self._failed = failed_requests(path) if failed else None
+        self._priority, self._push_order = priority, not pop_order
+        self._pending: PendingRequests | None = None
+        self._failed: FailedRequests | None = None
+        if failed:
+            self.failed()  # the pending requests, then the failed ones
+
+    def _read_pending(self) -> PendingRequests:
+        if self._pending is None:
+            self._pending = pending_requests(self.path, priority=self._priority, push_order=self._push_order)
+        return self._pending
 
     def pending_count(self) -> int:
-        return len(self._pending)
+        return len(self._read_pending())
 
     def pending_requests(self) -> Iterator[Request]:
-        return iter(self._pending)
+        return iter(self._read_pending())
 
     def failed(self) -> Iterator[FailedRequest]:
         if self._failed is None:
+            self._read_pending()
             self._failed = failed_requests(self.path)
         return iter(self._failed)
 
@@ -163,6 +185,9 @@ class JobDirView:
         return [HostCopy(row.host, row.delay, row.blocked_until, row.budget, row.done)
                 for row in host_table(self.path)]
 
+    def host_rows(self) -> list[HostRow]:
+        return host_table(self.path)
+
     def close(self) -> None:
         pass
 
@@ -174,22 +199,24 @@ class JobDirView:
 
 
 class RedisView:
-    """A Redis crawl, read with scans (its leased requests are read as pending, in no order)."""
+    """A Redis crawl, read with scans (its leased requests are read as pending, in no order; with
+    ``pop_order`` they are left out: a pop cannot take them)."""
 
-    def __init__(self, url: str, crawl: str, *, priority: int | None = None) -> None:
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
         self.priority = priority
+        self.leased = not pop_order
         self.frontier = RedisFrontier(url, crawl=crawl, create=False)
         self.order = self.frontier.order
         self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
                                                 "prefer": self.frontier.prefer}
 
     def pending_count(self) -> int:
-        """Every request not done (of every priority: counting one priority takes a scan)."""
+        """Every request not done, or not leased (of every priority: counting one priority takes a scan)."""
         stats = self.frontier.stats()
-        return int(stats["pending"]) + int(stats["in_flight"])
+        return int(stats["pending"]) + (int(stats["in_flight"]) if self.leased else 0)
 
     def pending_requests(self) -> Iterator[Request]:
-        requests = self.frontier.pending_requests(leased=True)
+        requests = self.frontier.pending_requests(leased=self.leased)
         if self.priority is None:
             return requests
         return (r for r in requests if r.priority == self.priority)
@@ -209,6 +236,12 @@ class RedisView:
                          info.budget, info.done)
                 for info in self.frontier.hosts()]
 
+    def host_rows(self) -> list[HostRow]:
+        crawl_delay = self.frontier.delay
+        return [HostRow(info.host, info.pending, info.done, None if info.delay == crawl_delay else info.delay,
+                        info.blocked_until, info.budget, info.in_flight)
+                for info in self.frontier.hosts()]
+
     def close(self) -> None:
         self.frontier.close()
 
@@ -220,16 +253,19 @@ class RedisView:
 
 
 def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
-              failed: bool = True) -> CrawlView:
+              failed: bool = True, pop_order: bool = False) -> CrawlView:
     """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``), its
     pending requests those of ``priority`` if given.
 
-    A job directory's pending requests, and its failed ones unless ``failed=False`` (then they are
-    read by the first ``failed()``), are read when the view is made."""
+    A job directory's pending requests, and its failed ones unless ``failed=False`` (then each is
+    read when first asked for, the pending ones first), are read when the view is made. Its pending
+    requests come in push order within each priority (what ``export`` writes), or with ``pop_order``
+    in the order ``pop`` takes them; a Redis crawl's in no order, and with ``pop_order`` without
+    those leased to a client (a pop cannot take them)."""
     _check_crawl(target, crawl)
     if crawl is not None:
-        return RedisView(target, crawl, priority=priority)
-    return JobDirView(target, priority=priority, failed=failed)
+        return RedisView(target, crawl, priority=priority, pop_order=pop_order)
+    return JobDirView(target, priority=priority, failed=failed, pop_order=pop_order)
 
 
 if TYPE_CHECKING:  # mypy proves that both views keep the view's contract

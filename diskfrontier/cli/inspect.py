@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..jobdir.reader import HostRow, failed_requests, host_table, inspect_jobdir, pending_requests
+from ..jobdir.reader import failed_requests, inspect_jobdir
 from ..request.model import Request, retries_text
 from ..transfer.jsonlines import request_to_json
 from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
@@ -22,7 +22,7 @@ from .support import (
     human_bytes,
     one_line_errors,
     open_crawl,
-    open_redis,
+    open_crawl_view,
     redis_crawl,
     require_jobdir,
     shown_url,
@@ -132,24 +132,31 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_js
         _peek_redis(jobdir, name, count, priority, as_json)
         return
     require_jobdir(jobdir)
-    pending = pending_requests(jobdir, priority=priority)
-    shown: list[Request] = []
-    for request in pending:
-        if count and len(shown) >= count:
-            break
-        shown.append(request)
+    with open_crawl_view(jobdir, None, priority=priority, failed=False, pop_order=True) as view:
+        shown: list[Request] = []
+        for request in view.pending_requests():
+            if count and len(shown) >= count:
+                break
+            shown.append(request)
+        pending = view.pending_count()
     if as_json:
         for request in shown:
             click.echo(request_to_json(request))
         return
     if not pending:
-        others = len(pending_requests(jobdir)) if priority is not None else 0
+        others = _pending_count(jobdir) if priority is not None else 0
         where = f" at priority {priority} ({others:,} pending at other priorities)" if others else ""
         click.echo(f"nothing pending{where}")
         return
     if not shown:
         return
     _show_requests(shown)
+
+
+def _pending_count(jobdir: str) -> int:
+    """Requests pending in the job directory ``jobdir``, of every priority."""
+    with open_crawl_view(jobdir, None, failed=False, pop_order=True) as view:
+        return view.pending_count()
 
 
 def _show_requests(shown: list[Request]) -> None:
@@ -171,8 +178,8 @@ def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json:
             else:
                 others += 1
 
-    with open_redis(url, crawl) as frontier:
-        found = wanted(frontier.pending_requests(leased=False))
+    with open_crawl_view(url, crawl, failed=False, pop_order=True) as view:
+        found = wanted(view.pending_requests())
         by_priority = operator.attrgetter("priority")
         shown = heapq.nlargest(count, found, key=by_priority) if count else sorted(found, key=by_priority, reverse=True)
     if as_json:
@@ -211,22 +218,14 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) 
     Example: diskfrontier hosts crawls/shop --sort done -n 10
     """
     name = redis_crawl(jobdir, crawl)
-    in_flight: dict[str, int] | None = None
     if name is None:
         require_jobdir(jobdir)
-        found = host_table(jobdir)
-    else:
-        with open_redis(jobdir, name) as frontier:
-            infos, crawl_delay = frontier.hosts(), frontier.delay
-        found = [HostRow(i.host, i.pending, i.done, None if i.delay == crawl_delay else i.delay, i.blocked_until,
-                         i.budget) for i in infos]
-        in_flight = {i.host: i.in_flight for i in infos}
+    with open_crawl_view(jobdir, name, failed=False) as view:
+        found = view.host_rows()
     rows = sorted(found, key=HOST_SORTS[sort])
     shown = rows[:count] if count else rows
     if as_json:
-        listed = [row.as_dict() if in_flight is None else {**row.as_dict(), "in_flight": in_flight[row.host]}
-                  for row in shown]
-        click.echo(json.dumps([json_host(row) for row in listed], indent=2))
+        click.echo(json.dumps([json_host(row.as_dict()) for row in shown], indent=2))
         return
     if not rows:
         click.echo("no hosts")

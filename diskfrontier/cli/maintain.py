@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import click
 
-from ..jobdir.frontier import Frontier
+from ..jobdir.frontier import compact_jobdir
 from ..jobdir.maintenance.verify import verify
 from ..redisfrontier.verify import verify_crawl
 from ..transfer.adopt import adopt_scrapy
@@ -110,9 +110,7 @@ def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
                          "a done request's keys at once)")
     redis_crawl(jobdir, crawl)
     require_jobdir(jobdir)
-    with Frontier(jobdir) as frontier, progress_bar("compacting") as progress:
-        result = frontier.compact(progress)
-        pending = len(frontier)
+    result, pending = compact_jobdir(jobdir, lambda: progress_bar("compacting"))
     if as_json:
         click.echo(json.dumps({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
                                "pending": pending, "dropped_records": result.dropped_records}))

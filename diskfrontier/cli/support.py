@@ -19,7 +19,7 @@ from ..contract import FrontierProtocol
 from ..errors import FrontierError
 from ..files.safefs import create_exclusive, unique_temp
 from ..jobdir.recovery import Progress
-from ..redisfrontier import RedisFrontier, is_redis_url
+from ..redisfrontier import is_redis_url
 from ..redisfrontier.connection import check_crawl_name
 from ..targets import CrawlView, open_target, open_view
 from ..transfer.copy import shown_url
@@ -270,15 +270,10 @@ def open_crawl(target: str, crawl: str | None, *, create: bool = False) -> Front
 
 
 def open_crawl_view(target: str, crawl: str | None, *, priority: int | None = None,
-                    failed: bool = True) -> CrawlView:
+                    failed: bool = True, pop_order: bool = False) -> CrawlView:
     """A read-only view of a command's target (a job directory read without its lock, or a Redis crawl),
-    of one ``priority`` if given; ``failed=False``: a job directory's failed requests are not read."""
+    of one ``priority`` if given; ``failed=False``: a job directory's failed requests are read only if
+    asked for; ``pop_order``: its pending requests as ``pop`` would take them (``targets.open_view``)."""
     with redis_call_errors():
-        return open_view(target, crawl, priority=priority, failed=failed)
+        return open_view(target, crawl, priority=priority, failed=failed, pop_order=pop_order)
 
-
-def open_redis(url: str, crawl: str, *, create: bool = False) -> RedisFrontier:
-    """The crawl ``crawl`` at ``url``, keeping its settings; ``create``: made if it does not exist
-    (else FrontierError naming it)."""
-    with redis_call_errors():
-        return RedisFrontier(url, crawl=crawl, create=create)

@@ -4,8 +4,9 @@ Both make the files consistent again. A compaction rewrites the journal to hold 
 what is pending and failed (``maintenance/compaction.py``) and rebuilds the queues over
 it; a clean close gives back what is in flight, compacts when most of the journal is
 finished work and quick to rewrite, writes the queue files, the seen index and the host
-file, and then a clean checkpoint naming them all. The caller (the façade) holds the
-lock.
+file, and then a clean checkpoint naming them all. A close after an interrupted call
+writes none of it (the next open rebuilds from the journal); either way the files are
+closed. The caller (the façade) holds the lock.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _NAN = float("nan")
 
 
 class Closing:
-    """Compaction and the clean close, over the shared state (and the pop side's host buffers)."""
+    """Compaction and the close, over the shared state (and the pop side's host buffers)."""
 
     def __init__(self, state: Shared, dispatch: Dispatch) -> None:
         self.state = state
@@ -186,6 +187,20 @@ class Closing:
         for root, _dirs, files in os.walk(self.state.layout.queue_dir):
             for name in files:
                 fsync_path(os.path.join(root, name))
+
+    def close(self) -> None:
+        """The files' part of ``Frontier.close``: a clean checkpoint (``checkpoint_and_close``) unless an
+        interrupted call left the state dirty (then a warning: the next open rebuilds it from the
+        journal); every file is closed whatever happens."""
+        st = self.state
+        try:
+            if st.dirty is None:
+                self.checkpoint_and_close()
+            else:
+                log.warning("closing %s without a clean checkpoint (%s): it is rebuilt from its journal at the "
+                            "next open", st.path, st.dirty)
+        finally:
+            self.release_files()
 
     def release_files(self) -> None:
         """Close the files without writing anything more (after a dirty close, or a checkpoint that failed)."""

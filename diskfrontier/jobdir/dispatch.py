@@ -131,6 +131,12 @@ class Dispatch:
         request._seq = self.memory_seq
         return request
 
+    def holds(self, request: Request) -> bool:
+        """True if ``request`` is the very object handed out (not a copy, nor an earlier one of the
+        same record) and not finished yet."""
+        seq = getattr(request, "_seq", None)
+        return isinstance(seq, int) and self.state.inflight.get(seq) is request
+
     def hand_out(self, request: Request, now: float) -> None:
         """Count ``request`` as in flight (no longer pending), handed out at ``now``."""
         st = self.state

@@ -24,20 +24,21 @@ memory fallback) with a recovery journal under it:
 This class checks the arguments, holds the lock, refuses calls once the frontier is
 closed or cannot go on, wakes waiting ``pop`` calls, and delegates the work to its parts,
 which share one state object (``shared.py``): the writes (``ledger.py``), the pop side
-(``dispatch.py``), opening (``opening.py``), and compaction and the clean close
-(``closing.py``). The stored request has one codec (``records.py``).
+(``dispatch.py``), opening, from the settings' checks to the directory's lock
+(``opening.py``), and compaction and the close (``closing.py``). The stored request has
+one codec (``records.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..contract import check_attempts as _attempts
@@ -46,21 +47,19 @@ from ..contract import check_seconds as _check_seconds
 from ..contract import check_time as _check_time
 from ..errors import FrontierClosed, FrontierError
 from ..failures import FailedRequest
-from ..files.safefs import check_entries
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
 from .closing import Closing
 from .dispatch import Dispatch
 from .journal import REFETCH, RETRY, cap_error
-from .layout import Layout, Lock
+from .layout import Layout
 from .ledger import Ledger
 from .maintenance.compaction import Compacted
-from .opening import Opening
+from .opening import Opening, check_settings
 from .replay import Progress
 from .seenindex import key_of
 from .shared import Shared
 
-log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 
 
@@ -98,15 +97,7 @@ class Frontier:
         per_host: int | None = None,
         prefer: str = "priority",
     ) -> None:
-        delay = _check_seconds("delay", delay)
-        if prefer not in ("priority", "idle"):
-            raise ValueError(f"prefer must be 'priority' or 'idle', got {prefer!r}")
-        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 1):
-            raise ValueError(f"per_host must be None or a whole number of at least 1, got {per_host!r}")
-        if order not in (None, "lifo", "fifo"):
-            raise ValueError(f"order must be 'lifo' or 'fifo', got {order!r}")
-        if not isinstance(fsync, bool):
-            raise TypeError(f"fsync must be True or False, got {fsync!r}")
+        delay = check_settings(delay=delay, per_host=per_host, prefer=prefer, order=order, fsync=fsync)
         self.path = os.fspath(path)
         self.layout = Layout(self.path)
         self.fsync = fsync
@@ -118,20 +109,9 @@ class Frontier:
         self._ledger = Ledger(state, check_time=_check_time, check_attempts=_attempts)
         self._dispatch = Dispatch(state)
         self._closing = Closing(state, self._dispatch)
+        self._lock = Opening(state).open_locked(order, progress, self._closing.release_files)
         self.order: str = state.order
         self.recovery: str = state.recovery
-        os.makedirs(self.path, exist_ok=True)
-        check_entries(self.path, self.layout.entries())
-        self._lock = Lock(self.layout.lock)
-        self._lock.acquire()
-        try:
-            Opening(state).open(order, progress)
-        except BaseException:
-            self._release_files()
-            self._lock.release()
-            raise
-        self.order = state.order
-        self.recovery = state.recovery
         self._closed = False
         _OPEN.add(self)
 
@@ -321,9 +301,8 @@ class Frontier:
     def holds(self, request: Request) -> bool:
         """True if ``request`` is this frontier's in-flight object: the one ``pop`` returned, not yet
         finished (what ``done``, ``retry`` and ``fail`` accept)."""
-        seq = getattr(request, "_seq", None)
         with self._mutex:
-            return isinstance(seq, int) and self._state.inflight.get(seq) is request
+            return self._dispatch.holds(request)
 
     # ------------------------------------------------------------------ failed requests
     def fail(self, request: Request, error: str) -> None:
@@ -528,19 +507,9 @@ class Frontier:
             _OPEN.discard(self)
             self._cond.notify_all()  # waiting pop()s raise FrontierClosed
             try:
-                if self._state.dirty is None:
-                    self._closing.checkpoint_and_close()
-                else:
-                    log.warning("closing %s without a clean checkpoint (%s): it is rebuilt from its journal at the "
-                                "next open", self.path, self._state.dirty)
+                self._closing.close()
             finally:
-                try:
-                    self._release_files()
-                finally:
-                    self._lock.release()
-
-    def _release_files(self) -> None:
-        self._closing.release_files()
+                self._lock.release()
 
     # ------------------------------------------------------------------ guarding every call
     def _check_open(self) -> None:
@@ -575,6 +544,16 @@ class Frontier:
         return f"<Frontier {self.path} ({state})>"
 
 
+def compact_jobdir(path: str | os.PathLike[str],
+                   progress: Callable[[], AbstractContextManager[Progress | None]] = contextlib.nullcontext,
+                   ) -> tuple[Compacted, int]:
+    """Open the job directory at ``path`` (locked), compact it and close it: ``diskfrontier compact``.
+
+    ``progress()`` is entered once the directory is open, and gives the compaction's progress
+    callback (or None). Returns what the compaction did, and how many requests are pending.
+    """
+    with Frontier(path) as frontier, progress() as report:
+        return frontier.compact(report), len(frontier)
 
 
 def _after_fork_in_child() -> None:

@@ -1,10 +1,12 @@
-"""``Opening``: open a job directory — create it, upgrade it, trust its queue files or rebuild them.
+"""``Opening``: open a job directory — create it, lock it, upgrade it, trust its queue files or rebuild them.
 
-A new directory gets an empty journal and its ``frontier.json``. An existing one is
-upgraded if its format is older, checked against its id, and then either its queue files
-and host file are trusted (a clean checkpoint that matches them) or the queues, seen
-set, hosts and failed requests are rebuilt from the journal (``recovery.py``). Either
-way the shared state is filled in and the checkpoint says "open" before the first call.
+The settings ``Frontier`` is given are checked here first (``check_settings``); then the
+directory is made if need be and locked. A new directory gets an empty journal and its
+``frontier.json``. An existing one is upgraded if its format is older, checked against its
+id, and then either its queue files and host file are trusted (a clean checkpoint that
+matches them) or the queues, seen set, hosts and failed requests are rebuilt from the
+journal (``recovery.py``). Either way the shared state is filled in and the checkpoint says
+"open" before the first call.
 """
 
 from __future__ import annotations
@@ -12,20 +14,22 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from queuelib import PriorityQueue
 from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 
+from ..contract import check_seconds
 from ..errors import JobDirCorrupt, ScrapyQueueFound
-from ..files.safefs import open_file, remove_stale_temps
+from ..files.safefs import check_entries, open_file, remove_stale_temps
 from ..politeness.delayed import DelayedRequests
 from ..scrapyfiles.queue import holds_requests, set_aside
 from . import checkpoint
 from .hostfile import HostFileUnusable, load_host_state
 from .identity import foreign_meta, foreign_meta_problem
 from .journal import MAGIC, MAGIC_CRC, JournalWriter
-from .layout import FORMAT_VERSION, read_meta, salt_of, write_meta
+from .layout import FORMAT_VERSION, Lock, read_meta, salt_of, write_meta
 from .maintenance.upgrade import upgrade_journal
 from .queues import OffsetQueues, distrust_reason
 from .recovery import rebuild, save_torn_tail
@@ -36,14 +40,45 @@ from .shared import Shared
 log = logging.getLogger("diskfrontier")
 
 
+def check_settings(*, delay: Any, per_host: Any, prefer: Any, order: Any, fsync: Any) -> float:
+    """The settings ``Frontier`` is opened with, checked (``ValueError`` or ``TypeError`` naming the
+    first that is wrong); returns ``delay`` as a float."""
+    delay = check_seconds("delay", delay)
+    if prefer not in ("priority", "idle"):
+        raise ValueError(f"prefer must be 'priority' or 'idle', got {prefer!r}")
+    if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 1):
+        raise ValueError(f"per_host must be None or a whole number of at least 1, got {per_host!r}")
+    if order not in (None, "lifo", "fifo"):
+        raise ValueError(f"order must be 'lifo' or 'fifo', got {order!r}")
+    if not isinstance(fsync, bool):
+        raise TypeError(f"fsync must be True or False, got {fsync!r}")
+    return delay
+
+
 class Opening:
-    """Fills in the shared state of a job directory being opened (its lock is held)."""
+    """Fills in the shared state of a job directory being opened."""
 
     def __init__(self, state: Shared) -> None:
         self.state = state
 
+    def open_locked(self, order: str | None, progress: Progress | None, release_files: Callable[[], None]) -> Lock:
+        """Make the directory if there is none, check what it holds, lock it and ``open`` it; returns the
+        lock, held. If the open fails, ``release_files`` closes what it had opened and the lock is let go."""
+        st = self.state
+        os.makedirs(st.path, exist_ok=True)
+        check_entries(st.path, st.layout.entries())
+        lock = Lock(st.layout.lock)
+        lock.acquire()
+        try:
+            self.open(order, progress)
+        except BaseException:
+            release_files()
+            lock.release()
+            raise
+        return lock
+
     def open(self, order: str | None, progress: Progress | None) -> None:
-        """Open (or create) the directory: ``order`` as ``Frontier`` takes it."""
+        """Open (or create) the directory, whose lock is held: ``order`` as ``Frontier`` takes it."""
         st = self.state
         layout = st.layout
         started = time.perf_counter()

@@ -231,9 +231,8 @@ def _request_at(fd: int, offset: int, path: str, salt: int, version: int) -> Req
     """The request of the record at ``offset`` of the journal open as ``fd``, checked against its crc."""
     pushed = parse_push(read_record(fd, offset, path, salt, version), version)
     try:
-        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None)
-        if pushed.slot:
-            request._slot = pushed.slot.decode("utf-8")
+        slot = pushed.slot.decode("utf-8") if pushed.slot else None  # none kept by a format-1 or 2 journal
+        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None, slot)
     except ValueError as exc:
         raise JobDirCorrupt(path, offset, str(exc)) from None
     request.attempts = pushed.attempts
@@ -293,7 +292,7 @@ def failed_requests(path: str) -> FailedRequests:
 
 @dataclass(frozen=True)
 class HostRow:
-    """One host of a job directory as ``diskfrontier hosts`` shows it."""
+    """One host of a crawl as ``diskfrontier hosts`` shows it (``host_table``: of a job directory)."""
 
     host: str
     pending: int
@@ -301,9 +300,14 @@ class HostRow:
     delay: float | None  # None: the frontier's delay
     blocked_until: float | None
     budget: int | None
+    in_flight: int | None = None  # None: not known (a job directory read without its lock counts them as pending)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The fields as a dict; ``in_flight`` only when it is known."""
+        data = dict(self.__dict__)
+        if self.in_flight is None:
+            del data["in_flight"]
+        return data
 
 
 def host_table(path: str) -> list[HostRow]:

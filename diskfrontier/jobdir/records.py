@@ -67,16 +67,15 @@ def retried(stored: bytes | memoryview, target: int) -> tuple[bytes, int, bytes]
 def load(stored: bytes | memoryview, offset: int) -> tuple[Request, bytes]:
     """The request stored at ``offset`` as ``stored`` (its body), and its slot as UTF-8.
 
-    The request's ``_seq`` is ``offset``; ``attempts`` and ``not_before`` are set as stored.
-    Raises ``ValueError`` for a record that cannot be decoded.
+    The request's ``_seq`` is ``offset`` and its ``_size`` the record's; ``attempts`` and ``not_before``
+    are set as stored. Raises ``ValueError`` for a record that cannot be decoded.
     """
     kind, priority, flags, fplen, slotlen, attempts, not_before = _UNPACK(stored)
     start = _HEAD + fplen
     end = len(stored) if kind == PUSH else len(stored) - 8
-    request = decode_request(stored[start + slotlen:end], priority, bool(flags & FLAG_DONT_FILTER),
-                             bytes(stored[_HEAD:start]), offset)
     slot = bytes(stored[start:start + slotlen])
-    request._slot = slot.decode("utf-8")
+    request = decode_request(stored[start + slotlen:end], priority, bool(flags & FLAG_DONT_FILTER),
+                             bytes(stored[_HEAD:start]), offset, slot.decode("utf-8"))
     if attempts:
         request.attempts = attempts
     if not_before:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import struct
-import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from ..contract import check_attempts as _attempts
 from ..contract import check_host as _host
 from ..contract import check_seconds as _seconds
 from ..contract import check_time as _time
-from ..errors import FrontierClosed, FrontierError, NotInFlight
+from ..errors import FrontierClosed, FrontierError
 from ..request.model import Request
 from .connection import (
     LeaseExpired,
@@ -24,13 +23,13 @@ from .connection import (
     check_crawl_name,
     connect,
     log,
-    repair_hint,
     shown_url,
     talking,
 )
+from .leases import Leases
 from .opening import COPY_MARK, Settings, open_crawl
 from .reading import FOREVER, CrawlReader
-from .records import encode, pack_body
+from .records import encode, pack_body, push_args
 from .values import Values
 
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
@@ -90,13 +89,8 @@ class RedisFrontier:
         self.url = url
         self._closed = True
         self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._pops_done = threading.Condition(self._lock)  # close() waits for the pops under way
-        self._popping = 0
-        self._closing = False
-        self._held: dict[int, tuple[Request, bytes, bytes]] = {}  # local number -> (request, id, lease token)
-        self._count = 0
-        self._client_id = f"{secrets.token_hex(6)}-{os.getpid()}"
+        owner = weakref.proxy(self)  # not self: a frontier dropped unclosed is freed (and disconnected) at once
+        self._leases = Leases(lambda: owner._check_open(), lambda *call: owner._run(*call), BATCH)
         self._redis = connect(url)
         self._meta = f"df:{{{self.crawl}}}:meta"
         self._prefix = f"df:{{{self.crawl}}}:"
@@ -134,14 +128,6 @@ class RedisFrontier:
         with talking(self.url, what):
             return self._scripts[name](keys=[self._meta], args=args)
 
-    @property
-    def _hint(self) -> str:
-        return repair_hint(self.url, self.crawl)
-
-    def _body(self, key: str, rid: bytes, body: Any) -> Request:
-        """The request stored as ``rid`` in hash ``key`` of the crawl (``CrawlDamaged`` if it is not one)."""
-        return self._reader.body(key, rid, body)
-
     def _check_open(self) -> None:
         if self._closed:
             raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} was closed; open it again")
@@ -159,22 +145,9 @@ class RedisFrontier:
         return f"<RedisFrontier {self.crawl!r} at {self._shown_url}>"
 
     # ------------------------------------------------------------------ push
-    def _push_args(self, request: Request, not_before: float | None, record: bytes | None = None) -> list[Any]:
-        """The PUSH script's arguments for ``request`` (its own ``attempts`` and ``not_before`` are
-        kept, as a request read back from an export or another crawl carries them)."""
-        if request.dont_filter:
-            key, field = "", b""
-        else:
-            key, field = self._seen_keys.of(request.fingerprint)
-        if not_before is None:
-            not_before = 0.0 if request.not_before is None else _time("Request.not_before", request.not_before)
-        body = pack_body(request, encode(request) if record is None else record, _attempts(request.attempts),
-                         not_before)
-        return [key, field, request.slot, request.priority, body, repr(not_before)]
-
     def push_record(self, request: Request, record: bytes) -> bool:
         """``push`` for a request already encoded as ``record`` (a msgpack request record)."""
-        args = self._push_args(request, None, record)
+        args = push_args(request, self._seen_keys, None, record)
         self._check_open()
         return bool(self._run("push", "PUSH", [1, *args])[0])
 
@@ -187,7 +160,7 @@ class RedisFrontier:
         """
         if not isinstance(request, Request):
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
-        args = self._push_args(request, None if not_before is None else _time("not_before", not_before))
+        args = push_args(request, self._seen_keys, None if not_before is None else _time("not_before", not_before))
         self._check_open()
         return bool(self._run("push", "PUSH", [1, *args])[0])
 
@@ -200,7 +173,7 @@ class RedisFrontier:
         for request in requests:
             if not isinstance(request, Request):
                 raise TypeError(f"push_many() takes diskfrontier.Request objects, got {type(request).__name__}")
-            args.extend(self._push_args(request, None))
+            args.extend(push_args(request, self._seen_keys, None))
         self._check_open()
         queued = 0
         step = BATCH * 6
@@ -271,31 +244,23 @@ class RedisFrontier:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be a whole number of at least 1, got {count!r}")
         self._check_open()
-        with self._lock:
-            if self._closing:
-                raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
-            self._popping += 1
+        leases = self._leases
+        if not leases.begin_pop():
+            raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
         try:
-            answer = self._run("pop", "POP", [count, repr(self.lease), self._client_id])
+            answer = self._run("pop", "POP", [count, repr(self.lease), leases.client_id])
             got = int(answer[0])
             self._state = None
             if got < count:
                 event, now, pending, inflight = answer[1].decode().split(" ")
                 self._state = (float(event) if event else None, float(now), int(pending), int(inflight))
             out = []
-            with self._lock:
-                for k in range(got):
-                    rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
-                    request = self._body("req", rid, body)
-                    self._count += 1
-                    request._seq = self._count
-                    self._held[self._count] = (request, rid, token)
-                    out.append(request)
+            for k in range(got):
+                rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
+                out.append(leases.add(self._reader.body("req", rid, body), rid, token))
             return out
         finally:
-            with self._lock:
-                self._popping -= 1
-                self._pops_done.notify_all()
+            leases.end_pop()
 
     _state: tuple[float | None, float, int, int] | None = None
 
@@ -309,30 +274,8 @@ class RedisFrontier:
         return time.time() + max(0.0, state[0] - state[1])
 
     # ------------------------------------------------------------------ done, retry, extend
-    def _take(self, request: Request, what: str) -> tuple[int, bytes, bytes]:
-        seq = getattr(request, "_seq", None)
-        with self._lock:
-            held = self._held.get(seq) if isinstance(seq, int) else None
-            if held is None or held[0] is not request:
-                raise NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the "
-                                  f"Request object pop() returned, once")
-            return seq, held[1], held[2]  # type: ignore[return-value]
-
-    def _finish(self, what: str, requests: list[Request], seconds: float, bodies: list[bytes] | None) -> list[int]:
-        self._check_open()
-        taken = [self._take(r, what) for r in requests]
-        args: list[Any] = []
-        for k, (_, rid, token) in enumerate(taken):
-            args += [rid, token, bodies[k] if bodies else b""]
-        answer = self._run(what, "FINISH", [what, repr(seconds), len(taken), *args])
-        if what != "extend":
-            with self._lock:
-                for seq, _, _ in taken:
-                    self._held.pop(seq, None)
-        return [int(x) for x in answer]
-
     def _one(self, what: str, request: Request, seconds: float, body: bytes | None) -> None:
-        ok = self._finish(what, [request], seconds, None if body is None else [body])
+        ok = self._leases.finish(what, [request], seconds, None if body is None else [body])
         if not ok[0]:
             raise LeaseExpired(f"{what}() of {request!r}: its lease ran out and it was taken back (another client "
                                f"may hold it now); nothing was changed. Renew long work with extend()")
@@ -354,13 +297,7 @@ class RedisFrontier:
     def done_many(self, requests: Iterable[Request]) -> None:
         """``done`` for many requests in one script call; ``LeaseExpired`` names those that were
         taken back (the others are done)."""
-        batch = list(requests)
-        lost: list[Request] = []
-        for at in range(0, len(batch), BATCH):
-            chunk = batch[at:at + BATCH]
-            for request, ok in zip(chunk, self._finish("done", chunk, 0.0, None), strict=True):
-                if not ok:
-                    lost.append(request)
+        lost = self._leases.finish_many("done", list(requests), 0.0)
         if lost:
             raise LeaseExpired(f"done_many(): the leases of {len(lost)} requests ran out and they were taken back "
                                f"(the first: {lost[0]!r}); the others are done")
@@ -423,10 +360,7 @@ class RedisFrontier:
 
     def holds(self, request: Request) -> bool:
         """True if ``request`` is leased to this client (what ``done`` would take)."""
-        seq = getattr(request, "_seq", None)
-        with self._lock:
-            held = self._held.get(seq) if isinstance(seq, int) else None
-            return held is not None and held[0] is request
+        return self._leases.holds(request)
 
     def extend(self, request: Request, seconds: float | None = None) -> None:
         """Renew the lease of ``request``: it runs out ``seconds`` (default: ``lease``) from now."""
@@ -436,14 +370,8 @@ class RedisFrontier:
     def extend_many(self, requests: Iterable[Request], seconds: float | None = None) -> list[Request]:
         """``extend`` for many requests in one script call; returns those whose leases were already lost."""
         renew = self.lease if seconds is None else _seconds("seconds", seconds)
-        batch = list(requests)
-        lost: list[Request] = []
-        for at in range(0, len(batch), BATCH):
-            chunk = batch[at:at + BATCH]
-            lost += [r for r, ok in zip(chunk, self._finish("extend", chunk, renew, None), strict=True) if not ok]
-        with self._lock:
-            for request in lost:
-                self._held.pop(request._seq, None)  # type: ignore[arg-type]
+        lost = self._leases.finish_many("extend", list(requests), renew)
+        self._leases.forget(lost)  # unlike a single extend(), which leaves it to the done() that follows
         return lost
 
     # ------------------------------------------------------------------ reading the whole crawl
@@ -491,8 +419,7 @@ class RedisFrontier:
     @property
     def in_flight(self) -> list[Request]:
         """The requests this client holds leases on."""
-        with self._lock:
-            return [held[0] for held in self._held.values()]
+        return self._leases.requests()
 
     def stats(self) -> dict[str, Any]:
         """The crawl's counters (all clients) and this client's leases."""
@@ -503,7 +430,7 @@ class RedisFrontier:
                 "delayed", "hosts", "ready_hosts")
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
-            "leased_here": len(self._held), **{name: crawl[name] for name in tail},
+            "leased_here": len(self._leases), **{name: crawl[name] for name in tail},
             "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "prefer": crawl["prefer"],
             "lease": self.lease, "seen_bucket_bits": self._seen_keys.bits,
         }
@@ -562,8 +489,7 @@ class RedisFrontier:
         leaves a crawl that is still there to be dropped again."""
         self._check_open()
         deleted = self._reader.delete_keys()
-        with self._lock:
-            self._held.clear()
+        self._leases.clear()
         self.close()
         return deleted
 
@@ -575,16 +501,12 @@ class RedisFrontier:
         if os.getpid() != self._pid:
             self._closed = True
             return
-        with self._lock:  # a pop under way in another thread leases what it gets: give that back too
-            self._closing = True
-            self._pops_done.wait_for(lambda: self._popping == 0, timeout=_CLOSE_WAIT)
+        held = self._leases.closing(_CLOSE_WAIT)  # what a pop under way in another thread leases is given back too
         try:
-            held = self.in_flight
-            for at in range(0, len(held), BATCH):
-                self._finish("release", held[at:at + BATCH], 0.0, None)
+            self._leases.finish_many("release", held, 0.0)
         except FrontierError as exc:
             log.warning("close(): %d leased requests of crawl %r could not be given back (%s); they come back "
-                        "when their leases run out", len(self._held), self.crawl, exc)
+                        "when their leases run out", len(self._leases), self.crawl, exc)
         finally:
             self._closed = True
             self._redis.close()

@@ -7,6 +7,7 @@ import math
 import struct
 from typing import Any
 
+from ..contract import check_attempts, check_time
 from ..errors import CrawlDamaged, FrontierError
 from ..request.codec import decode_request, encode_request
 from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request, check_priority
@@ -24,6 +25,23 @@ def pack_body(request: Request, record: bytes, attempts: int, not_before: float)
     return b"".join((
         _HEAD.pack(request.priority, _DONT_FILTER if request.dont_filter else 0, attempts, not_before),
         bytes((len(slot),)), slot, bytes((len(fingerprint),)), fingerprint, record))
+
+
+def push_args(request: Request, seen_keys: SeenKeys, not_before: float | None,
+              record: bytes | None = None) -> list[Any]:
+    """The PUSH script's arguments for ``request``: its seen bucket and field (none if ``dont_filter``),
+    slot, priority, body and ``not_before`` (None: the request's own). Its own ``attempts`` are kept
+    too, as a request read back from an export or another crawl carries them. ``record``: its msgpack
+    record if it is already encoded."""
+    if request.dont_filter:
+        key, field = "", b""
+    else:
+        key, field = seen_keys.of(request.fingerprint)
+    if not_before is None:
+        not_before = 0.0 if request.not_before is None else check_time("Request.not_before", request.not_before)
+    body = pack_body(request, encode(request) if record is None else record, check_attempts(request.attempts),
+                     not_before)
+    return [key, field, request.slot, request.priority, body, repr(not_before)]
 
 
 _CHANGED = "the crawl's keys were changed by something else"
@@ -47,7 +65,7 @@ def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
             raise IndexError
         if not PRIORITY_MIN <= priority <= PRIORITY_MAX or not (not_before == 0 or 0 < not_before < math.inf):
             raise ValueError(f"priority {priority} or not_before {not_before} out of range")
-        request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None)
+        request = decode_request(body[fp_end:], priority, bool(flags & _DONT_FILTER), fingerprint, None, slot)
     except (struct.error, IndexError) as exc:
         raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored (cut short)", hint=hint) from exc
     except UnicodeDecodeError as exc:
@@ -55,7 +73,6 @@ def unpack_body(body: Any, where: str, *, hint: str = _CHANGED) -> Request:
                            hint=hint) from exc
     except (ValueError, TypeError) as exc:
         raise CrawlDamaged(key, f"{part}does not hold a request diskfrontier stored ({exc})", hint=hint) from None
-    request._slot = slot
     request.attempts = attempts
     request.not_before = not_before or None
     return request

@@ -211,9 +211,11 @@ def _check_stored(url: str, method: str, headers: Any, meta: Any) -> None:
 
 
 def decode_request(
-    data: bytes | memoryview, priority: int, dont_filter: bool, fingerprint: bytes, seq: int | None
+    data: bytes | memoryview, priority: int, dont_filter: bool, fingerprint: bytes, seq: int | None,
+    slot: str | None = None,
 ) -> Request:
-    """Rebuild a request from its record.
+    """Rebuild a request from its record; ``priority``, ``dont_filter``, ``fingerprint``, ``seq`` and
+    ``slot`` (None: its URL's host) are what the backend keeps beside the record (``Request.unchecked``).
 
     Raises ``ValueError`` on malformed bytes, on a record beyond the limits that
     ``encode_request`` keeps (size, nesting depth), which it never wrote, and on fields
@@ -226,7 +228,7 @@ def decode_request(
     if url is not None:  # the usual record, [url], read without msgpack's general machinery
         if not _is_plain(url):  # a URL of the fast-path shape is valid: what push stores, mostly
             _check_stored(url, "GET", None, None)
-        return Request._trusted(url, "GET", {}, b"", priority, {}, dont_filter, fingerprint, seq)
+        return Request.unchecked(url, "GET", {}, b"", priority, {}, dont_filter, fingerprint, seq, slot)
     try:
         # msgpack bounds every string, array and map by the record's length: no limit to add
         fields = _unpackb(data, raw=False, strict_map_key=False, use_list=True, ext_hook=_ext_hook)
@@ -238,7 +240,7 @@ def decode_request(
         raise ValueError(f"malformed request record: its meta is nested more than {MAX_DEPTH} levels deep")
     n = len(fields)
     _check_stored(fields[0], fields[1] if n > 1 else "GET", fields[2] if n > 2 else None, fields[4] if n > 4 else None)
-    return Request._trusted(
+    return Request.unchecked(
         fields[0],
         fields[1] if n > 1 else "GET",
         fields[2] if n > 2 else {},
@@ -248,4 +250,5 @@ def decode_request(
         dont_filter,
         fingerprint,
         seq,
+        slot,
     )

@@ -236,6 +236,15 @@ class Request:
     ``MAX_BODY_BYTES``).
     """
 
+    # ``_fingerprint`` and ``_slot`` are the request's own, given to the constructor or computed from it
+    # on first use. ``_seq``, ``_hid`` and ``_size`` belong to the backend that handed the request out, and
+    # only that backend's modules write them (``unchecked`` only passes ``seq`` on for its caller):
+    # - ``_seq``: its number there. A job directory: the journal offset of its record (jobdir/records.py,
+    #   through ``unchecked``), or a negative number for a request kept in memory only (jobdir/dispatch.py,
+    #   which also clears it on a failed request read back). Redis: this client's lease number
+    #   (redisfrontier/leases.py).
+    # - ``_hid``: its host's id in the job directory's host table (jobdir/dispatch.py).
+    # - ``_size``: the bytes of its record in the job directory's journal (jobdir/records.py).
     __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size",
                  "_slot", "attempts", "not_before", "_hid")
 
@@ -267,23 +276,33 @@ class Request:
             raise TypeError("Request fingerprint must be bytes of 1 to 255 bytes")
         self._fingerprint: bytes | None = fingerprint
         self._seq: int | None = None
-        self._size = 0  # bytes of its journal record, once popped from one
+        self._size = 0  # bytes of its journal record, once a job directory handed it out
         self._slot: str | None = check_slot(slot)
         self.attempts = 0
         self.not_before: float | None = None  # when it was due, for a request read back from a job directory
-        self._hid = -1  # its host's id in the frontier that handed it out
+        self._hid = -1  # its host's id in the job directory that handed it out
 
     @classmethod
-    def _trusted(
+    def unchecked(
         cls, url: str, method: str, headers: Headers, body: bytes, priority: int,
-        meta: dict[str, Any], dont_filter: bool, fingerprint: bytes, seq: int | None,
+        meta: dict[str, Any], dont_filter: bool, fingerprint: bytes | None, seq: int | None = None,
+        slot: str | None = None,
     ) -> Request:
-        """Build a request from a record this package wrote itself (already validated)."""
+        """A request built from fields that are known to be valid, with no checks at all.
+
+        For codecs and backends only: a request read back from a record (its fields checked by the
+        record's decoder, ``request.check_stored``), or rebuilt from another library's request that
+        was checked there. Everyone else builds a ``Request()``, which checks every field. The fields
+        are taken as they are: ``method`` upper case, ``headers`` as ``Request.headers`` holds them,
+        ``body`` bytes; ``fingerprint`` and ``slot`` None to compute them from the request when first
+        asked for; ``seq`` is the number the backend calling this gives the request (see ``__slots__``).
+        ``attempts`` is 0 and ``not_before`` None, for the caller to set.
+        """
         self = cls.__new__(cls)
         self.url, self.method, self.headers, self.body = url, method, headers, body
         self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
         self._fingerprint, self._seq, self._size = fingerprint, seq, 0
-        self._slot, self.attempts, self.not_before, self._hid = None, 0, None, -1
+        self._slot, self.attempts, self.not_before, self._hid = slot, 0, None, -1
         return self
 
     @property

@@ -328,12 +328,12 @@ class Scheduler(BaseScheduler):
             self._log_duplicate(request)
             return False  # on Redis the push itself dedupes, in the same round trip
         try:
-            stored = frontier_request(self._dicts.to_dict(request), fingerprint, dont_filter=dont_filter)
+            stored = frontier_request(self._dicts.to_dict(request), fingerprint, dont_filter=dont_filter,
+                                      slot=slot_of(request))
             record = encode_request(stored)
         except (ValueError, TypeError, Unencodable) as exc:
             self._keep_in_memory(request, fingerprint, dont_filter, exc)
             return True
-        stored._slot = slot_of(request)
         if not frontier.push_record(stored, record):
             self._log_duplicate(request)
             return False
@@ -489,8 +489,8 @@ class Scheduler(BaseScheduler):
         if self._local is None:  # a shared frontier keeps nothing of one process in memory
             self._memory.append(request)
         else:
-            stand_in = Request._trusted(request.url, request.method, {}, b"", route_priority(request.priority),
-                                        {_LIVE: request}, dont_filter, fingerprint, None)
+            stand_in = Request.unchecked(request.url, request.method, {}, b"", route_priority(request.priority),
+                                         {_LIVE: request}, dont_filter, fingerprint)
             self._local.push(stand_in, memory_only=True)
         self._count("scheduler/unserializable")
         self._count("scheduler/enqueued/memory")

@@ -37,12 +37,14 @@ def route_priority(priority: int) -> int:
     return min(max(priority, PRIORITY_MIN), PRIORITY_MAX)
 
 
-def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_filter: bool | None = None) -> Request:
+def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_filter: bool | None = None,
+                     slot: str | None = None) -> Request:
     """The frontier request for Scrapy's request dict ``data``.
 
     ``fingerprint``: None for Scrapy's default one. ``dont_filter``: how the frontier
     should treat it (default: as ``data`` says); when it differs from ``data``'s, the
-    original is kept for ``scrapy_dict``. Raises ``ValueError``/``TypeError`` for a dict
+    original is kept for ``scrapy_dict``. ``slot``: its queue key (a valid one), None
+    for its URL's host. Raises ``ValueError``/``TypeError`` for a dict
     Scrapy would not have written, and ``RequestTooLarge`` for a URL or body over the
     limits of ``diskfrontier.request`` (``codec.encode_request`` checks the rest).
     """
@@ -64,7 +66,7 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_fi
         extras["dont_filter"] = original
     if fingerprint is None:
         fingerprint = request_fingerprint(method, url, body)
-    return Request._trusted(url, method, {}, body, routed, extras, flag, fingerprint, None)
+    return Request.unchecked(url, method, {}, body, routed, extras, flag, fingerprint, None, slot)
 
 
 def _check_sizes(url: str, body: bytes) -> None:

@@ -21,7 +21,7 @@ def make(job, *, dirty: bool = False) -> None:
     f.done(f.pop())
     f.push(Request("https://c.example/later"), not_before=time.time() + 600)
     if dirty:  # as after kill -9
-        f._release_files()
+        f._closing.release_files()
         f._lock.release()
     else:
         f.close()

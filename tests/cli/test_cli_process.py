@@ -128,7 +128,7 @@ def long_journal(tmp_path_factory):
         finished.append(request.url)
         frontier.done(request)
     frontier._state.seen.flush()
-    frontier._release_files()  # no close(): no checkpoint, no compaction at close
+    frontier._closing.release_files()  # no close(): no checkpoint, no compaction at close
     frontier._lock.release()
     pending = {f"https://a.example/{i}" for i in range(120_000)} - set(finished)
     return str(job), pending, finished

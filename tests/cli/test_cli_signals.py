@@ -110,8 +110,8 @@ def test_ctrl_c_in_any_command_is_aborted_and_130(tmp_path, monkeypatch, command
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "cli.inspect.pending_requests",
-              "verify": "cli.maintain.verify", "compact": "cli.maintain.Frontier",
+    target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "targets.pending_requests",
+              "verify": "cli.maintain.verify", "compact": "cli.maintain.compact_jobdir",
               "export": "targets.pending_requests"}[command]
     monkeypatch.setattr(f"diskfrontier.{target}", interrupted)
     result = CliRunner().invoke(main, [command, job])

@@ -27,7 +27,7 @@ def template(tmp_path_factory):
     # reopen without compacting at close: crash-close leaves the long journal in place
     f = Frontier(job)
     pending = set(_peek_all(f))
-    f._release_files()
+    f._closing.release_files()
     f._lock.release()
     return job, pending
 

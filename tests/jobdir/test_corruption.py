@@ -26,7 +26,7 @@ def make_job(path, *, clean: bool, done: int = 20):
         f.close()
     else:  # as after kill -9: nothing of close() happens; the lock goes with the process
         f._state.seen.flush()
-        f._release_files()
+        f._closing.release_files()
         f._lock.release()
     return finished
 
@@ -63,7 +63,7 @@ def test_last_record_torn_by_a_crash_loses_only_that_record(tmp_path):
     f = Frontier(job)
     f.push(Request("https://a.example/last"))  # written after the open: a crash may tear it
     f._state.seen.flush()
-    f._release_files()
+    f._closing.release_files()
     f._lock.release()
     size = os.path.getsize(job / "requests.urls")
     os.truncate(job / "requests.urls", size - 5)
@@ -90,7 +90,7 @@ def test_journal_cut_at_a_record_boundary_below_the_floor_of_an_open_directory_i
     f = Frontier(job)  # open: the checkpoint records the journal's length as its floor
     f.push(Request("https://a.example/after-open"))
     f._state.seen.flush()
-    f._release_files()
+    f._closing.release_files()
     f._lock.release()  # killed
     with Frontier(job):  # recovery; the floor is now the length after recovery
         pass

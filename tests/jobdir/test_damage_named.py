@@ -35,7 +35,7 @@ def make_job(path, *, clean: bool = True) -> set[str]:
         f.close()
     else:
         f._state.seen.flush()
-        f._release_files()
+        f._closing.release_files()
         f._lock.release()
     return finished
 

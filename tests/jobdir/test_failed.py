@@ -424,7 +424,7 @@ def long_journal(tmp_path_factory):
         else:
             f.done(request)
     expected, done = listing(f.failed()), host_done(f)
-    f._release_files()  # no checkpoint: the next open rebuilds from the journal
+    f._closing.release_files()  # no checkpoint: the next open rebuilds from the journal
     f._lock.release()
     return job, expected, done
 

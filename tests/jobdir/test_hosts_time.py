@@ -199,7 +199,7 @@ def test_the_defaults_hand_out_in_todays_order(tmp_path):
 def crash(frontier: Frontier) -> None:
     """Leave the directory as a kill would: nothing of close() happens."""
     frontier._state.seen.flush()
-    frontier._release_files()
+    frontier._closing.release_files()
     frontier._lock.release()
 
 

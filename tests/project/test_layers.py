@@ -19,7 +19,7 @@ LAYERS = [
     ("request", 3), ("failures", 3), ("contract", 3),
     ("politeness", 4),
     ("scrapyfiles", 5),
-    ("jobdir", 6), ("redisfrontier", 6),
+    ("jobdir", 6), ("redisfrontier.leases", 6), ("redisfrontier", 6),
     ("transfer", 7), ("targets", 7),
     ("runs", 8), ("demo", 8), ("scrapy", 8), ("cli", 8),
     ("frontier", 9), ("jobinfo", 9), ("verify", 9), ("__init__", 9), ("__main__", 9),  # old paths, the package

@@ -1,0 +1,142 @@
+"""``Leases``: the requests one ``RedisFrontier`` client holds leased, and their lease tokens.
+
+A pop leases requests in Redis to this client (the ``POP`` script names it by ``client_id``);
+this is the client's own side of those leases. Each request handed out gets a local number
+(its ``_seq``, written only here), kept with its id in the crawl and its lease token; ending
+or renewing a lease (``done``, ``retry``, ``fail``, ``extend``, the close's ``release``) sends
+the tokens to the ``FINISH`` script from here, and a request whose lease ended is forgotten.
+The pops under way are counted, so that the close can wait for them and give back what they
+leased too; once it has begun, new pops are refused. Renewing every lease held in the
+background belongs here too. One lock guards it all, so that threads may share the frontier.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..errors import NotInFlight
+from ..request.model import Request
+
+
+class Leases:
+    """This client's leased requests, by local number: (request, its id in the crawl, its lease token).
+
+    ``check`` raises unless the frontier may still be used (it is closed, or this is a forked
+    child); ``run(what, script, args)`` runs one of the crawl's scripts (``what``: the call, for
+    errors); a ``FINISH`` takes at most ``batch`` requests. Neither may hold the frontier itself
+    (a weak reference will do): then a frontier dropped without ``close`` still goes at once.
+    """
+
+    def __init__(self, check: Callable[[], None], run: Callable[[str, str, list[Any]], Any], batch: int) -> None:
+        self._check, self._run, self._batch = check, run, batch
+        self.client_id = f"{secrets.token_hex(6)}-{os.getpid()}"  # the owner the POP script writes into tokens
+        self._lock = threading.Lock()
+        self._pops_done = threading.Condition(self._lock)  # close() waits for the pops under way
+        self._popping = 0
+        self._closing = False
+        self._held: dict[int, tuple[Request, bytes, bytes]] = {}  # local number -> (request, id, lease token)
+        self._count = 0
+
+    # ------------------------------------------------------------------ pops
+    def begin_pop(self) -> bool:
+        """Count a pop as under way; False (nothing counted) once ``closing`` has begun."""
+        with self._lock:
+            if self._closing:
+                return False
+            self._popping += 1
+            return True
+
+    def end_pop(self) -> None:
+        """The pop counted by ``begin_pop`` is over (a ``closing`` waiting for it may go on)."""
+        with self._lock:
+            self._popping -= 1
+            self._pops_done.notify_all()
+
+    def add(self, request: Request, rid: bytes, token: bytes) -> Request:
+        """Hold ``request``, leased as ``rid`` with ``token``: it gets the next local number; returns it."""
+        with self._lock:
+            self._count += 1
+            request._seq = self._count
+            self._held[self._count] = (request, rid, token)
+        return request
+
+    # ------------------------------------------------------------------ ending and renewing leases
+    def finish(self, what: str, requests: list[Request], seconds: float,
+               bodies: list[bytes] | None = None) -> list[int]:
+        """One ``FINISH`` of ``what`` ("done", "refetch", "retry", "fail", "extend" or "release") for
+        ``requests``, each with its body in ``bodies`` if given; per request 1, or 0 if its lease was lost.
+        All are checked first (``NotInFlight``); all but an "extend" are forgotten once it ran."""
+        self._check()
+        taken = self._take(requests, what)
+        args: list[Any] = []
+        for k, (rid, token) in enumerate(taken):
+            args += [rid, token, bodies[k] if bodies else b""]
+        answer = self._run(what, "FINISH", [what, repr(seconds), len(taken), *args])
+        if what != "extend":
+            self.forget(requests)
+        return [int(x) for x in answer]
+
+    def finish_many(self, what: str, requests: list[Request], seconds: float) -> list[Request]:
+        """``finish`` in batches; the requests whose leases were lost."""
+        lost: list[Request] = []
+        for at in range(0, len(requests), self._batch):
+            chunk = requests[at:at + self._batch]
+            lost += [r for r, ok in zip(chunk, self.finish(what, chunk, seconds), strict=True) if not ok]
+        return lost
+
+    def _take(self, requests: Iterable[Request], what: str) -> list[tuple[bytes, bytes]]:
+        """(id, lease token) of each request, every one the very object a pop returned and still held;
+        else ``NotInFlight`` naming the first that is not (``what``: the call, for the message)."""
+        out = []
+        with self._lock:
+            for request in requests:
+                seq = getattr(request, "_seq", None)
+                held = self._held.get(seq) if isinstance(seq, int) else None
+                if held is None or held[0] is not request:
+                    raise NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the "
+                                      f"Request object pop() returned, once")
+                out.append((held[1], held[2]))
+        return out
+
+    def forget(self, requests: Iterable[Request]) -> None:
+        """No longer hold ``requests`` (finished, or their leases lost); those not held are passed over."""
+        with self._lock:
+            for request in requests:
+                self._held.pop(request._seq, None)  # type: ignore[arg-type]
+
+    def clear(self) -> None:
+        """Hold nothing (the crawl's keys are gone)."""
+        with self._lock:
+            self._held.clear()
+
+    # ------------------------------------------------------------------ what is held
+    def holds(self, request: Request) -> bool:
+        """True if ``request`` is the very object a pop returned and it is still held."""
+        seq = getattr(request, "_seq", None)
+        with self._lock:
+            held = self._held.get(seq) if isinstance(seq, int) else None
+            return held is not None and held[0] is request
+
+    def requests(self) -> list[Request]:
+        """The requests held, oldest lease first."""
+        with self._lock:
+            return [held[0] for held in self._held.values()]
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    # ------------------------------------------------------------------ closing
+    def closing(self, wait: float) -> list[Request]:
+        """Refuse new pops, wait up to ``wait`` seconds for those under way, and return what is held
+        then (what the close gives back)."""
+        with self._lock:
+            self._closing = True
+            self._pops_done.wait_for(lambda: self._popping == 0, timeout=wait)
+        return self.requests()
+
+    def __repr__(self) -> str:
+        return f"<Leases of {self.client_id}: {len(self._held)} held>"
