@@ -14,6 +14,7 @@ import pytest
 from queuelib import FifoDiskQueue
 
 from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.jobdir import seenindex
 from diskfrontier.jobdir.journal import (
     FRAME,
     MAGIC,
@@ -28,7 +29,6 @@ from diskfrontier.jobdir.journal import (
 from diskfrontier.jobdir.queues import BATCH, BatchedFifoQueue, BatchedLifoQueue
 from diskfrontier.jobdir.replay import read_state
 from diskfrontier.jobdir.seen import BLOCK, SeenFile, read_sums
-from diskfrontier.jobdir import seenindex
 from diskfrontier.jobdir.seenindex import IndexRecord, SeenIndex
 
 SALT = 0x5EED1234  # the salt of the journals these tests write (a job directory's comes from its id)
