@@ -157,7 +157,12 @@ class FrontierProtocol(Protocol):
 
     # -- taking and finishing requests
     def pop(self, timeout: float | None = 0.0) -> Request | None:
-        """The next ready request, now in flight; None if none is ready within ``timeout`` seconds."""
+        """The next ready request, now in flight; None if none is ready within ``timeout`` seconds.
+
+        A call does a bounded amount of work: ``pop(timeout=0)`` may return None while ``next_ready()``
+        says now (a job directory's pop that looked at ``PULL_LIMIT`` held-back requests stops there);
+        the next call goes on. Loop on ``pop(timeout=...)``, or on ``finished``, not on the first None.
+        """
         ...
 
     def done(self, request: Request, *, refetch_after: float | None = None) -> None:

@@ -225,6 +225,11 @@ class Frontier:
         one is, and returns None once the crawl is ``finished`` or when nothing could ever
         become ready without another call (nothing in flight, nothing waiting for a time:
         only hosts blocked for ever or over their budget are left).
+
+        Each call does a bounded amount of work: with host rules in force it pulls at most
+        ``PULL_LIMIT`` (1,024) requests of held-back hosts from the priority queues into host
+        buffers. A ``pop(timeout=0)`` that stops there returns None while ``next_ready()`` says
+        now, and the next call goes on; a waiting pop goes on at once.
         """
         if timeout.__class__ is not float or timeout != 0.0:  # the usual pop() is spared the checks
             timeout = None if timeout is None else _check_seconds("timeout", timeout)
