@@ -324,14 +324,13 @@ class Scheduler(BaseScheduler):
             if self.start_policy != "keep":
                 # remembered on the first run, filtered on a resumed one
                 dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
-        if not dont_filter and self._shared is None and frontier.has_seen(fingerprint):
-            self._log_duplicate(request)
-            return False  # on Redis the push itself dedupes, in the same round trip
-        try:
-            stored = frontier_request(self._dicts.to_dict(request), fingerprint, dont_filter=dont_filter,
-                                      slot=slot_of(request))
+        try:  # the push dedupes: a duplicate costs this encoding, every request one dedupe fewer
+            stored = self._dicts.to_stored(request, fingerprint, dont_filter=dont_filter, slot=slot_of(request))
             record = encode_request(stored)
         except (ValueError, TypeError, Unencodable) as exc:
+            if not dont_filter and frontier.has_seen(fingerprint):
+                self._log_duplicate(request)
+                return False
             self._keep_in_memory(request, fingerprint, dont_filter, exc)
             return True
         if not frontier.push_record(stored, record):

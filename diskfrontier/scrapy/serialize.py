@@ -38,7 +38,7 @@ from scrapy.utils.request import request_from_dict
 
 from ..errors import CallbackRefused
 from ..request.model import Request as StoredRequest
-from ..scrapyfiles.records import frontier_request, scrapy_dict
+from ..scrapyfiles.records import frontier_request, scrapy_dict, stored_request
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,30 @@ class RequestDicts:
         if type(request) is not Request:
             data["_class"] = f"{type(request).__module__}.{type(request).__name__}"
         return data
+
+    def to_stored(self, request: Request, fingerprint: bytes, *, dont_filter: bool, slot: str | None) -> StoredRequest:
+        """``frontier_request(self.to_dict(request), ...)``, the quick way for a plain ``scrapy.Request``
+        (its non-default fields read straight from it, no whole dict built and filtered)."""
+        if not self.quick or type(request) is not Request:
+            return frontier_request(self.to_dict(request), fingerprint, dont_filter=dont_filter, slot=slot)
+        extras: dict[str, Any] = {}
+        if request.callback is not None:
+            extras["callback"] = self._method_name(request.callback)
+        if request.errback is not None:
+            extras["errback"] = self._method_name(request.errback)
+        if request._headers:
+            extras["headers"] = dict(request._headers)
+        for name, value in (("cookies", request._cookies), ("meta", request._meta)):
+            if value is not None and value != {}:
+                extras[name] = value
+        if request._encoding != "utf-8":
+            extras["encoding"] = request._encoding
+        if request._flags:
+            extras["flags"] = request._flags
+        if request._cb_kwargs:
+            extras["cb_kwargs"] = request._cb_kwargs
+        return stored_request(request._url, request.method, request._body, request.priority,
+                              request.dont_filter, extras, fingerprint, dont_filter=dont_filter, slot=slot)
 
     def from_dict(self, data: dict[str, Any]) -> Request:
         """The request of a dict made by ``to_dict``, its callbacks bound to the spider.
@@ -128,24 +152,32 @@ class RequestDicts:
         return method
 
     def _quick_way_agrees(self) -> bool:
-        """True if the quick way rebuilds, field for field, what ``request_from_dict`` does."""
+        """True if the quick ways store and rebuild, field for field, what ``to_dict`` with
+        ``frontier_request`` and ``request_from_dict`` do (on a request with every field set, and on one
+        with none)."""
         callbacks = [name for name in ("parse", "_parse") if _refusal(self.spider, name) is None][:1]
-        probe = Request("https://probe.example/a/b?c=d#e", method="post", headers={"Referer": "https://x.example/"},
-                        body=b"k=v", cookies={"c": "1"}, meta={"depth": 2}, encoding="latin-1", priority=-7,
-                        dont_filter=True, flags=["f"], cb_kwargs={"n": 1},
-                        callback=getattr(self.spider, callbacks[0]) if callbacks else None)
+        full = Request("https://probe.example/a/b?c=d#e", method="post", headers={"Referer": "https://x.example/"},
+                       body=b"k=v", cookies={"c": "1"}, meta={"depth": 2}, encoding="latin-1", priority=-7,
+                       dont_filter=True, flags=["f"], cb_kwargs={"n": 1},
+                       callback=getattr(self.spider, callbacks[0]) if callbacks else None)
         try:
-            data = self.to_dict(probe)
-            stored = frontier_request(data, b"\0" * 20)
-            slow, quick = self.from_dict(scrapy_dict(stored)), self.from_stored(stored)
-            same = type(slow) is type(quick) and all(
-                getattr(slow, name) == getattr(quick, name) for name in Request.attributes)
+            for probe in (full, Request("https://probe.example/")):
+                ordinary = frontier_request(self.to_dict(probe), b"\0" * 20, dont_filter=False, slot=None)
+                quick = self.to_stored(probe, b"\0" * 20, dont_filter=False, slot=None)
+                if (quick.url, quick.method, quick.body, quick.priority, quick.dont_filter, quick.meta) != (
+                        ordinary.url, ordinary.method, ordinary.body, ordinary.priority, ordinary.dont_filter,
+                        ordinary.meta):
+                    logger.debug("storing Scrapy requests the ordinary way: the quick way differs on this Scrapy")
+                    return False
+                slow, rebuilt = self.from_dict(scrapy_dict(ordinary)), self.from_stored(ordinary)
+                if type(slow) is not type(rebuilt) or any(
+                        getattr(slow, name) != getattr(rebuilt, name) for name in Request.attributes):
+                    logger.debug("rebuilding Scrapy requests the ordinary way: the quick way differs on this Scrapy")
+                    return False
         except Exception as exc:  # any surprise: the ordinary way
-            logger.debug("rebuilding Scrapy requests the ordinary way (%s: %s)", type(exc).__name__, exc)
+            logger.debug("storing and rebuilding Scrapy requests the ordinary way (%s: %s)", type(exc).__name__, exc)
             return False
-        if not same:
-            logger.debug("rebuilding Scrapy requests the ordinary way: the quick way differs on this Scrapy")
-        return same
+        return True
 
     def _method_name(self, func: Any) -> Any:
         if not callable(func):

@@ -56,8 +56,16 @@ def frontier_request(data: dict[str, Any], fingerprint: bytes | None, *, dont_fi
         raise TypeError("a Scrapy request dict needs a str 'method' and a bytes 'body'")
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"a Scrapy request priority must be an int, got {priority!r}")
-    _check_sizes(url, body)
     extras = {k: v for k, v in data.items() if k not in LIFTED and _DEFAULTS.get(k, _MISSING) != v}
+    return stored_request(url, method, body, priority, original, extras, fingerprint, dont_filter=dont_filter,
+                          slot=slot)
+
+
+def stored_request(url: str, method: str, body: bytes, priority: int, original: bool, extras: dict[str, Any],
+                   fingerprint: bytes | None, *, dont_filter: bool | None = None, slot: str | None = None) -> Request:
+    """``frontier_request`` of a dict whose lifted fields are given (checked types) and whose other
+    non-default keys are ``extras`` (kept, and added to)."""
+    _check_sizes(url, body)
     routed = route_priority(priority)
     if routed != priority:
         extras["priority"] = priority
@@ -90,4 +98,4 @@ def scrapy_dict(request: Request) -> dict[str, Any]:
     return data
 
 
-__all__ = ["frontier_request", "scrapy_dict"]
+__all__ = ["frontier_request", "scrapy_dict", "stored_request"]

@@ -14,6 +14,7 @@ from scrapy.http import FormRequest
 from urlstrategies import urls
 from w3lib.url import safe_url_string
 
+from diskfrontier.request.codec import encode_request
 from diskfrontier.scrapy import serialize
 from diskfrontier.scrapy.serialize import PLAIN_URL, RequestDicts
 from diskfrontier.scrapyfiles.records import frontier_request, scrapy_dict
@@ -87,6 +88,12 @@ def test_the_quick_way_gives_what_request_from_dict_gives(url, method, headers, 
         return
     ordinary, quick = _both(dicts, request)
     assert _fields(quick) == _fields(ordinary) == _fields(request)
+    for dont_filter in (False, True):  # stored the quick way: the very record the ordinary way writes
+        plain = frontier_request(dicts.to_dict(request), b"\1" * 20, dont_filter=dont_filter, slot="s")
+        fast = dicts.to_stored(request, b"\1" * 20, dont_filter=dont_filter, slot="s")
+        assert encode_request(fast) == encode_request(plain)
+        assert (fast.url, fast.priority, fast.dont_filter, fast.slot, fast.fingerprint) == (
+            plain.url, plain.priority, plain.dont_filter, plain.slot, plain.fingerprint)
     quick.meta["later"] = 1  # nothing is shared with the stored request's values
     assert "later" not in ordinary.meta and "later" not in dicts.from_stored(
         frontier_request(dicts.to_dict(request), b"\0" * 20)).meta
