@@ -96,6 +96,11 @@ logger = logging.getLogger("diskfrontier.scrapy")
 START_POLICIES = ("dedupe", "skip", "keep")
 _LIVE = "__diskfrontier_live_request__"  # meta key of a memory-only request: the Scrapy request itself
 STATS_EVERY = 1000  # counters reach Scrapy's stats collector in batches (and at close)
+# stats counted together: one count adds to each name
+_ENQUEUED_DISK = ("scheduler/enqueued/disk", "scheduler/enqueued")
+_ENQUEUED_MEMORY = ("scheduler/enqueued/memory", "scheduler/enqueued")
+_DEQUEUED_DISK = ("scheduler/dequeued/disk", "scheduler/dequeued")
+_DEQUEUED_MEMORY = ("scheduler/dequeued/memory", "scheduler/dequeued")
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, Scheduler] = weakref.WeakKeyDictionary()  # crawler -> its scheduler
 _DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 
@@ -196,7 +201,7 @@ class Scheduler(BaseScheduler):
         self._unacked: list[Request] = []  # finished by the engine, done() not sent yet
         self._acked_at = 0.0
         self._fingerprint = fingerprint_function(crawler)
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str | tuple[str, ...], int] = {}
         self._uncounted = 0
         self._completion = Completion(crawler)
         self._temporary: str | None = None
@@ -336,8 +341,7 @@ class Scheduler(BaseScheduler):
         if not frontier.push_record(stored, record):
             self._log_duplicate(request)
             return False
-        self._count("scheduler/enqueued/disk")
-        self._count("scheduler/enqueued")
+        self._count(_ENQUEUED_DISK)
         return True
 
     def next_request(self) -> ScrapyRequest | None:
@@ -346,21 +350,19 @@ class Scheduler(BaseScheduler):
         assert frontier is not None, "the scheduler is not open"
         self._mark_finished()
         if self._memory:
-            self._count("scheduler/dequeued/memory")
-            self._count("scheduler/dequeued")
+            self._count(_DEQUEUED_MEMORY)
             return self._memory.pop()
         if self._shared is not None:
             self._renew_leases()
         while (stored := self._pop()) is not None:
             request = stored.meta.get(_LIVE)
-            if request is not None:
-                self._count("scheduler/dequeued/memory")
-            else:
+            if request is None:
                 request = self._rebuild(stored)
                 if request is None:
                     continue
-                self._count("scheduler/dequeued/disk")
-            self._count("scheduler/dequeued")
+                self._count(_DEQUEUED_DISK)
+            else:
+                self._count(_DEQUEUED_MEMORY)
             self._completion.handed_out(request, stored)
             return request
         self._wake_when_ready()
@@ -389,21 +391,22 @@ class Scheduler(BaseScheduler):
             logger.debug("retry of %s enqueued as a new request (%s)", request, exc, extra={"spider": self.spider})
             return False
         self._count("diskfrontier/retried")
-        self._count("scheduler/enqueued/disk")
-        self._count("scheduler/enqueued")
+        self._count(_ENQUEUED_DISK)
         return True
 
     # ------------------------------------------------------------------ helpers
-    def _count(self, name: str, n: int = 1) -> None:
-        """Add to a Scrapy stat; they are handed to the stats collector in batches (it is slow)."""
+    def _count(self, name: str | tuple[str, ...], n: int = 1) -> None:
+        """Add to a Scrapy stat (or to each of a tuple of them); they are handed to the stats
+        collector in batches (it is slow)."""
         self._counts[name] = self._counts.get(name, 0) + n
         self._uncounted += 1
         if self._uncounted >= STATS_EVERY:
             self._flush_counts()
 
     def _flush_counts(self) -> None:
-        for name, n in self._counts.items():
-            self.stats.inc_value(name, n)
+        for key, n in self._counts.items():
+            for name in (key,) if isinstance(key, str) else key:
+                self.stats.inc_value(name, n)
         self._counts.clear()
         self._uncounted = 0
 
@@ -492,8 +495,7 @@ class Scheduler(BaseScheduler):
                                          {_LIVE: request}, dont_filter, fingerprint)
             self._local.push(stand_in, memory_only=True)
         self._count("scheduler/unserializable")
-        self._count("scheduler/enqueued/memory")
-        self._count("scheduler/enqueued")
+        self._count(_ENQUEUED_MEMORY)
         if not self._logged_unserializable:
             self._logged_unserializable = True
             logger.warning(
