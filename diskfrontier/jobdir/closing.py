@@ -24,9 +24,10 @@ from ..request.model import Request
 from . import checkpoint, records
 from .dispatch import Dispatch
 from .hostfile import save_host_state
-from .journal import JournalWriter, host_body
+from .journal import JournalWriter
 from .maintenance.compaction import Compacted, install, write_compacted
 from .queues import OffsetQueues, queue_crc
+from .records import host_body
 from .replay import Progress
 from .shared import Shared
 

@@ -18,25 +18,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..contract import MAX_ATTEMPTS
 from ..errors import FrontierError, NotInFlight
 from ..failures import FailedRequest
 from ..politeness.schedule import Host
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request
 from . import records
-from .journal import (
-    FRAME,
-    MAX_ATTEMPTS,
-    REFETCH,
-    RETRY,
-    cap_error,
-    done_body,
-    done_frame,
-    fail_body,
-    frame,
-    frame_all,
-    host_body,
-)
+from .records import FRAME, REFETCH, RETRY, cap_error, done_body, done_frame, fail_body, frame, frame_all, host_body
 from .seenindex import key_of
 from .shared import Shared
 

@@ -18,13 +18,13 @@ from typing import Any
 from ..errors import FrontierError, JobDirCorrupt
 from ..failures import FailedRequest
 from ..files.safefs import open_fd, open_file
-from ..request.codec import decode_request
 from ..request.model import Request
 from . import checkpoint
 from .hostfile import HostFileUnusable, HostState, load_host_state
-from .journal import MAGIC, parse_push, read_fail, read_record, record_end
+from .journal import MAGIC, read_fail, read_record, record_end
 from .layout import FORMAT_VERSION, Layout, probe_lock, read_meta, salt_of
 from .queues import distrust_reason, queue_offsets
+from .records import request_of
 from .replay import read_state
 from .seen import count_fingerprints, fingerprints_in
 from .seenindex import key_of
@@ -229,15 +229,11 @@ class PendingRequests:
 
 def _request_at(fd: int, offset: int, path: str, salt: int, version: int) -> Request:
     """The request of the record at ``offset`` of the journal open as ``fd``, checked against its crc."""
-    pushed = parse_push(read_record(fd, offset, path, salt, version), version)
+    body = read_record(fd, offset, path, salt, version)
     try:
-        slot = pushed.slot.decode("utf-8") if pushed.slot else None  # none kept by a format-1 or 2 journal
-        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None, slot)
-    except ValueError as exc:
+        return request_of(body, version)
+    except ValueError as exc:  # UnicodeDecodeError included
         raise JobDirCorrupt(path, offset, str(exc)) from None
-    request.attempts = pushed.attempts
-    request.not_before = pushed.not_before or None
-    return request
 
 
 class FailedRequests:

@@ -5,7 +5,7 @@ priority (in journal order, which is push order), the counts, and where the inta
 records end. Recovery, compaction, verify, inspect, peek and export all use it, so
 "pending = PUSH - DONE" is computed in one place and checked in one place:
 
-* every record's checksum covers its own offset (``journal.py``);
+* every record's checksum covers its own offset (``records.py``, checked by ``journal.walk``);
 * a DONE must name an earlier PUSH record that is not done yet; a DONE that names
   anything else is damage, not something to skip;
 * a FAIL must name an earlier request that is pending; it finishes it as failed, and
@@ -19,17 +19,17 @@ and a one-byte code of its priority, which becomes ``DEAD`` when a DONE names it
 ``sizes=True`` also its size (4 bytes). The pending offsets per priority are drawn
 from these arrays at the end in C loops.
 
-The records of an intact journal are read by a tight loop here, checked as
-``JournalScan`` checks them (both checksums, seeded with the record's identity, and the
-record's type and size); at the first record that is not plainly intact (damage, a
-torn tail, a record larger than a read), the rest goes to ``JournalScan``, which
-decides what it is. A format-1 journal goes to ``JournalScan`` from the start.
+The records of a format-3 or -4 journal are taken chunk by chunk as ``journal.walk``
+finds them intact (the journal's one set of record checks, which ``JournalScan`` uses
+too), each read with the fields of its frame and head (``records.FRAMED_HEAD``); at the
+first record the walk does not take (damage, a torn tail), the rest goes to
+``JournalScan``, which decides what it is and reads on past damage when repairing. A
+format-1 or -2 journal goes to ``JournalScan`` from the start.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import zlib
 from array import array
 from bisect import bisect_left
@@ -41,28 +41,23 @@ from typing import IO
 
 from ..errors import JobDirCorrupt
 from ..files.safefs import open_file
-from .journal import (
-    CHUNK,
+from .journal import CHUNK, MAGIC, MAGIC_CRC, JournalScan, ScanResult, Stop, journal_version, walk
+from .records import (
     DONE,
     FAIL,
     FLAG_DONT_FILTER,
     FRAME,
     HOST,
-    MAGIC,
-    MAGIC_CRC,
-    MAX_BODY,
-    MAX_TIME,
+    OFFSET,
     PUSH,
     PUSH_HEAD,
-    PUSH_HEAD_V2,
     RETRY,
+    TARGET_AT,
     HostRecord,
-    JournalScan,
-    ScanResult,
-    body_ok_v3,
     done_target,
-    journal_version,
+    fail_target,
     parse_host,
+    parse_push,
 )
 
 Progress = Callable[[int, int], None]
@@ -71,11 +66,8 @@ _WIDER = {"B": "H", "H": "I"}
 _DEAD = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
 _BIG = 0xFFFF  # record sizes from here on are kept aside
 _FEW_PRIORITIES = 16  # up to this many, the pending offsets are drawn with one C pass per priority
-_TARGET = struct.Struct(">Q").unpack_from
+_TARGET = OFFSET.unpack_from
 crc32_of = zlib.crc32
-_FRAME_AND_KIND = struct.Struct(">IIHB")  # a frame and the type of its body, read in one call
-_HEAD_AFTER_KIND = struct.Struct(">iBBBHd")  # the rest of a PUSH head: priority, flags, fplen, slotlen, attempts, time
-_FP_START = PUSH_HEAD.size
 
 
 @dataclass
@@ -188,34 +180,31 @@ class _Collector:
             if self.hosts:
                 self.host_record(body)
         elif kind == FAIL:
-            self.fail(offset, _TARGET(body, 1)[0])
+            self.fail(offset, fail_target(body))
         else:
-            self.push(offset, body, fingerprint)
-            if kind != PUSH:
-                self.done(offset, _TARGET(body, len(body) - 8)[0], kind)
+            pushed = parse_push(body, self.version)
+            self.push(offset, pushed.priority, FRAME.size + len(body), pushed.slot, pushed.not_before,
+                      None if fingerprint is None or pushed.dont_filter else fingerprint, pushed.fingerprint)
+            if pushed.target is not None:
+                self.done(offset, pushed.target, kind)
 
-    def push(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
-        priority = int.from_bytes(body[1:5], "big", signed=True)
+    def push(self, offset: int, priority: int, size: int, slot: bytes, not_before: float,
+             fingerprint: Callable[[bytes], object] | None, fp: bytes) -> None:
         code = self.code_of.get(priority)
         if code is None:
             code = self.code(priority)  # before self.codes is looked up: a new code may widen it
         self.order.append(offset)
         self.codes.append(code)
         if self.lengths is not None:
-            self.size(FRAME.size + len(body))
-        fp_start = _FP_START if self.version >= 3 else PUSH_HEAD_V2.size
-        fp_end = fp_start + body[fp_start - 1 if self.version < 3 else 6]
-        if self.version >= 3:
-            _, _, _, slotlen, _, not_before = _HEAD_AFTER_KIND.unpack_from(body, 1)
-            if self.hosts:
-                slot = bytes(body[fp_end:fp_end + slotlen])
-                hid = self.host_id.get(slot)
-                self.host_ids.append(self.host(slot) if hid is None else hid)
-            if not_before:
-                self.timed_index.append(len(self.order) - 1)
-                self.timed_at.append(not_before)
-        if fingerprint is not None and not body[5] & FLAG_DONT_FILTER:
-            fingerprint(bytes(body[fp_start:fp_end]))
+            self.size(size)
+        if self.hosts:
+            hid = self.host_id.get(slot)
+            self.host_ids.append(self.host(slot) if hid is None else hid)
+        if not_before:
+            self.timed_index.append(len(self.order) - 1)
+            self.timed_at.append(not_before)
+        if fingerprint is not None:
+            fingerprint(fp)
 
     def size(self, size: int) -> None:
         """Keep the size of the PUSH record just added (2 bytes; larger ones aside)."""
@@ -407,9 +396,8 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
             version = journal_version(path, f.read(len(MAGIC)), size)
         collect = _Collector(path, options.repair, options.sizes, options.hosts, version)
         if size >= floor and version >= 3:
-            salt = options.salt if version == 4 else 0
             stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, options.fingerprints_from, progress,
-                                             trusted, salt)
+                                             trusted, options.salt, version)
     if stop == size:  # the fast scan read every record
         state.scan = ScanResult(size=size, end=size, version=version)
     else:
@@ -432,18 +420,18 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
 
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
-    fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None, salt: int,
+    fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None, salt: int, version: int,
 ) -> tuple[int, int, int]:
-    """Read plainly intact format-3 or -4 records from the first one (``salt``: 0 for format 3).
+    """Take the intact records of a format-3 or -4 journal from the first one, as ``journal.walk`` finds them.
 
     Returns where it stopped, the last record's offset and the crc32 of the bytes up to
-    where it stopped. It stops at the end of the file or at the first record it does
-    not take as plainly intact: ``JournalScan`` goes on from there and decides what that
-    record is. ``trusted``: (floor, crc32 of the bytes below it): records below the floor
-    are taken without their own checks, and ``_PrefixMismatch`` is raised unless the
-    bytes below the floor have that crc.
+    where it stopped. It stops at the end of the file or at the first record that the walk
+    does not take: ``JournalScan`` goes on from there and decides what that record is.
+    ``trusted``: (floor, crc32 of the bytes below it): records below the floor are taken
+    without their checksums, and ``_PrefixMismatch`` is raised unless the bytes below the
+    floor have that crc.
     """
-    unpack, head, crc32 = _FRAME_AND_KIND.unpack_from, _HEAD_AFTER_KIND.unpack_from, zlib.crc32
+    crc32 = zlib.crc32
     order_append, code_of = collect.order.append, collect.code_of
     codes_append = collect.codes.append
     lengths_append = collect.lengths.append if collect.lengths is not None else None
@@ -451,39 +439,26 @@ def _fast_scan(
     host_id = collect.host_id
     timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
     done, fail = collect.done, collect.fail
-    header, least, fp_start = FRAME.size, _FRAME_AND_KIND.size, _FP_START
+    header, fp_start = FRAME.size, FRAME.size + PUSH_HEAD.size  # where a request's fingerprint starts in its record
     pos, last, want = len(MAGIC), -1, CHUNK
     floor, floor_crc = trusted if trusted is not None else (0, 0)
     running = MAGIC_CRC  # the crc32 of the file up to pos
+    stop = Stop()
     while pos < size:
         f.seek(pos)
         buf = f.read(min(want, size - pos))
-        view = memoryview(buf)
-        n, rel = len(buf), 0
-        unchecked = floor - pos  # records ending at or before this point of buf were checked by floor_crc
-        while rel + least <= n:
-            length, crc, check, kind = unpack(buf, rel)
-            body = rel + header
-            end = body + length
-            if end > n or not length:  # (a zero length: damage below the floor, named by JournalScan)
-                if length:
-                    break
-                _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
-                return pos + rel, last, crc32(view[:rel], running)
+        for rel, fields in walk(buf, pos, salt, version, stop, at_end=pos + len(buf) == size, trusted_to=floor - pos):
             at = pos + rel
-            if end > unchecked:
-                seed = (at ^ (at >> 32) ^ salt) & 0xFFFFFFFF  # identity(at, salt), inline
-                if crc32(view[body:end], seed) != crc or crc32(view[rel:rel + 4], seed) & 0xFFFF != check:
-                    _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
-                    return at, last, crc32(view[:rel], running)
-            if kind == 2 and length == 9:
-                done(at, _TARGET(buf, body + 1)[0])
-            elif (kind == 1 or kind == 4 or kind == 5) and length >= fp_start:
-                priority, flags, fplen, slotlen, _attempts, not_before = head(buf, body + 1)
-                if length <= fp_start + fplen + slotlen + (0 if kind == 1 else 8) or (
-                        not_before and not 0.0 < not_before <= MAX_TIME):
-                    _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
-                    return at, last, crc32(view[:rel], running)
+            kind = fields[3]
+            if kind == DONE:
+                done(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+            elif kind == HOST:
+                if host_append is not None:
+                    collect.host_record(memoryview(buf)[rel + header:rel + header + fields[0]])
+            elif kind == FAIL:
+                fail(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+            else:  # PUSH, RETRY or REFETCH: records.FRAMED_HEAD, then fingerprint, slot, record (and target)
+                length, _crc, _check, _kind, priority, flags, fplen, slotlen, _attempts, not_before = fields
                 code = code_of.get(priority)
                 if code is None:
                     code = collect.code(priority)
@@ -495,7 +470,7 @@ def _fast_scan(
                         lengths_append(header + length)
                     else:
                         collect.size(header + length)
-                fp = body + fp_start
+                fp = rel + fp_start
                 if host_append is not None:
                     slot = buf[fp + fplen:fp + fplen + slotlen]
                     hid = host_id.get(slot)
@@ -503,28 +478,19 @@ def _fast_scan(
                 if not_before:
                     timed_index(len(collect.order) - 1)
                     timed_at(not_before)
-                if fingerprint is not None and not flags & 1 and at >= fingerprints_from:
+                if fingerprint is not None and not flags & FLAG_DONT_FILTER and at >= fingerprints_from:
                     fingerprint(buf[fp:fp + fplen])
-                if kind != 1:
-                    done(at, _TARGET(buf, end - 8)[0], kind)
-            elif kind == 3 and body_ok_v3(view[body:end]):
-                if host_append is not None:
-                    collect.host_record(view[body:end])
-            elif kind == 6 and body_ok_v3(view[body:end]):
-                fail(at, _TARGET(buf, body + 1)[0])
-            else:
-                _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
-                return at, last, crc32(view[:rel], running)
+                if kind != PUSH:
+                    done(at, _TARGET(buf, rel + header + length - 8)[0], kind)
             last = at
-            rel = end
-        if rel == 0:  # the first record does not fit in what was read
-            if n >= header:
-                length = FRAME.unpack_from(buf, 0)[0]
-                if 0 < length <= MAX_BODY and pos + header + length <= size and want < header + length:
-                    want = header + length
-                    continue
-            _check_prefix(running, view, pos, 0, floor, floor_crc, trusted)
-            return pos, last, running
+        rel = stop.rel
+        view = memoryview(buf)
+        if stop.problem is not None or (rel == 0 and not want < stop.want <= size - pos):
+            _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
+            return pos + rel, last, crc32(view[:rel], running)
+        if rel == 0:  # a record longer than what was read: read it whole
+            want = stop.want
+            continue
         if pos < floor <= pos + rel:
             running = crc32(view[:floor - pos], running)
             if running != floor_crc:

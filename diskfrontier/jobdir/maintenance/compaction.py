@@ -27,18 +27,8 @@ from dataclasses import dataclass, field
 from ...errors import JobDirCorrupt
 from ...files.atomic import fsync_dir, write_all
 from ...files.safefs import create_exclusive, open_fd
-from ..journal import (
-    CARRIES_REQUEST,
-    FRAME,
-    MAGIC,
-    PUSH,
-    PUSH_HEAD,
-    JournalScan,
-    fail_body,
-    frame,
-    read_fail,
-    read_record,
-)
+from ..journal import MAGIC, JournalScan, read_fail, read_record
+from ..records import CARRIES_REQUEST, FRAME, as_push, fail_body, frame, kind_of, priority_and_time
 from ..replay import Progress, read_state
 
 _WRITE_CHUNK = 1 << 20
@@ -82,8 +72,7 @@ def write_compacted(
         old = open_fd(path, os.O_RDONLY)
         try:
             for target, record_at in state.failed.items():
-                body = read_record(old, target, path, salt)
-                record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
+                record = as_push(read_record(old, target, path, salt))
                 info = read_fail(old, record_at, path, target, salt)
                 out += frame(position, record, salt)
                 moved = position
@@ -109,16 +98,16 @@ def write_compacted(
                 break
             if progress is not None and count % _PROGRESS_EVERY == 0:
                 progress(size + offset, 2 * size)
-            if body[0] not in CARRIES_REQUEST:
+            if kind_of(body) not in CARRIES_REQUEST:
                 continue
             pending = next(alive, None)  # the same records in the same order as the scan before
             if pending is None:
                 raise JobDirCorrupt(path, offset, "the journal changed while it was being compacted")
             if not pending:
                 continue
-            _, priority, _, _, _, _, not_before = PUSH_HEAD.unpack_from(body)
+            priority, not_before = priority_and_time(body)
             kept.append((position, priority, not_before))
-            record = bytes(body) if body[0] == PUSH else bytes([PUSH]) + bytes(body[1:-8])
+            record = as_push(body)
             out += frame(position, record, salt)
             last = position
             position += FRAME.size + len(record)

@@ -25,8 +25,8 @@ from itertools import compress
 from ...files.atomic import write_all
 from ...files.safefs import create_aside
 from ...files.writeerrors import naming
-from ...request.codec import decode_request
-from ..journal import CARRIES_REQUEST, JournalScan, parse_push
+from ..journal import JournalScan
+from ..records import CARRIES_REQUEST, kind_of, parse_push
 from ..replay import JournalState
 
 SIDE_FILE = "requests.urls.rejected"
@@ -53,8 +53,7 @@ def problem_of(body: bytes | memoryview, version: int) -> tuple[str, str | None]
     url = None
     try:
         pushed = parse_push(body, version)
-        request = decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None)
-        url = request.url
+        url = pushed.request().url
         pushed.slot.decode("utf-8")  # as pop reads it
     except (ValueError, TypeError) as exc:  # UnicodeDecodeError included
         return str(exc), url
@@ -74,7 +73,7 @@ def find_unservable(journal: str, state: JournalState, version: int, salt: int) 
             next_offset = next(wanted, None)
         if next_offset is None:
             break
-        if offset != next_offset or body[0] not in CARRIES_REQUEST:
+        if offset != next_offset or kind_of(body) not in CARRIES_REQUEST:
             continue
         next_offset = next(wanted, None)
         problem = problem_of(body, version)

@@ -38,23 +38,11 @@ from ...files import boundedjson
 from ...files.atomic import fsync_dir, write_all, write_json_atomic
 from ...files.safefs import create_exclusive, open_file
 from ...files.writeerrors import naming
-from ...request.codec import decode_request
 from ...request.model import host_of
 from .. import checkpoint
-from ..journal import (
-    DONE,
-    FRAME,
-    MAGIC,
-    JournalScan,
-    Pushed,
-    done_target,
-    frame,
-    host_body,
-    journal_version,
-    parse_push,
-    push_body,
-)
+from ..journal import MAGIC, JournalScan, journal_version
 from ..layout import FORMAT_VERSION, Layout, fold_id, new_id
+from ..records import DONE, FRAME, Pushed, done_target, frame, host_body, kind_of, parse_push, push_body
 from ..recovery import save_torn_tail
 from ..replay import Progress
 from ..seen import BLOCK, SUMS_MAGIC, SeenFile, block_crc, check_seen_file, read_sums, write_sums
@@ -179,7 +167,7 @@ def _rewrite(layout: Layout, version: int, progress: Progress | None, salt: int)
         scan = JournalScan(layout.journal, salt=0)
         for offset, body in scan:
             records += 1
-            if body[0] == DONE:
+            if kind_of(body) == DONE:
                 target = done_target(body)
                 i = bisect_left(offsets, target)
                 if target >= offset or i == len(offsets) or offsets[i] != target or not alive[i]:
@@ -216,7 +204,7 @@ def _rewrite(layout: Layout, version: int, progress: Progress | None, salt: int)
                 yield frame(position, record, salt)
                 position += FRAME.size + len(record)
         for offset, old in JournalScan(layout.journal, salt=0):
-            if old[0] == DONE:
+            if kind_of(old) == DONE:
                 continue
             i = bisect_left(offsets, offset)
             if not alive[i]:
@@ -241,6 +229,6 @@ def _fresh(path: str) -> str:
 
 def _url(path: str, offset: int, pushed: Pushed) -> str:
     try:
-        return decode_request(pushed.record, pushed.priority, pushed.dont_filter, pushed.fingerprint, None).url
+        return pushed.request().url
     except ValueError as exc:
         raise JobDirCorrupt(path, offset, str(exc)) from None

@@ -30,26 +30,27 @@ from ...files.writeerrors import naming
 from .. import checkpoint
 from ..hostfile import HostFileUnusable, load_host_state
 from ..identity import foreign_meta, foreign_meta_problem
-from ..journal import (
+from ..journal import MAGIC, JournalScan, journal_version
+from ..layout import FORMAT_VERSION, Layout, Lock, fold_id, read_meta
+from ..queues import distrust_reason, queue_offsets, queue_path
+from ..records import (
     CARRIES_REQUEST,
     DONE,
     FAIL,
     HOST,
-    MAGIC,
     PUSH,
-    REFETCH,
-    RETRY,
-    JournalScan,
+    REQUEUES,
+    as_push,
     done_body,
     done_target,
     fail_body,
     frame,
-    journal_version,
+    kind_of,
     parse_fail,
     parse_push,
+    requeue_target,
+    retargeted,
 )
-from ..layout import FORMAT_VERSION, Layout, Lock, fold_id, read_meta
-from ..queues import distrust_reason, queue_offsets, queue_path
 from ..replay import JournalState, Progress, read_state
 from ..seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
 from .rejects import find_unservable, write_rejected
@@ -256,9 +257,9 @@ def _rewrite_journal(
     moved: dict[int, int] = {}  # old PUSH offset -> its offset in the repaired journal
     failed: set[int] = set()  # new offsets of the requests failed so far
     for offset, body in JournalScan(path, salt=salt, repair=True):
-        kind = body[0]
+        kind = kind_of(body)
         if offset in rejected:
-            target = int.from_bytes(body[-8:], "big") if kind in (RETRY, REFETCH) else None
+            target = requeue_target(body) if kind in REQUEUES else None
             if target is None or target not in moved or moved[target] in failed:
                 continue  # nothing finished by it (a failed request it gave back stays failed)
             body = memoryview(done_body(moved[target]))  # what it finished stays finished
@@ -275,12 +276,12 @@ def _rewrite_journal(
             body = memoryview(fail_body(moved[failure.target], failure.failed_at, failure.error.encode("utf-8")))
             failed.add(moved[failure.target])
         elif kind != PUSH:  # a RETRY or REFETCH: a PUSH, and the DONE of its target
-            target = int.from_bytes(body[-8:], "big")
+            target = requeue_target(body)
             moved[offset] = len(out)
             if offset in bad_dones or target not in moved:
-                body = memoryview(bytes([PUSH]) + bytes(body[1:-8]))  # what it finished is gone
+                body = memoryview(as_push(body))  # what it finished is gone
             else:
-                body = memoryview(bytes(body[:-8]) + moved[target].to_bytes(8, "big"))
+                body = memoryview(retargeted(body, moved[target]))
                 failed.discard(moved[target])
         else:
             moved[offset] = len(out)
@@ -360,7 +361,8 @@ def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None, salt:
         with open_file(layout.journal) as f:
             version = journal_version(layout.journal, f.read(len(MAGIC)), os.fstat(f.fileno()).st_size)
         for _offset, body in JournalScan(layout.journal, salt=salt, repair=True):
-            if body[0] in CARRIES_REQUEST and (version >= 3 or body[0] == PUSH):
+            kind = kind_of(body)
+            if kind in CARRIES_REQUEST and (version >= 3 or kind == PUSH):
                 pushed = parse_push(body, version)
                 if pushed.dont_filter:
                     continue
