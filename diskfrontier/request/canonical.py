@@ -41,8 +41,10 @@ def _plain_match(url: str) -> re.Match[str] | None:
 
 def _fast_canonical(url: str) -> str | None:
     match = _plain_match(url)
-    if match is None:
-        return None
+    return None if match is None else _canonical_of(match)
+
+
+def _canonical_of(match: re.Match[str]) -> str | None:
     scheme, host, port, path, query = match.groups()
     if path is None:
         path = "/"
@@ -71,6 +73,16 @@ def canonicalize(url: str) -> str:
     if fast is not None:
         return fast
     return canonicalize_url(url)
+
+
+def canonical_and_host(url: str) -> tuple[str, str | None]:
+    """``canonicalize(url)``, and the URL's host (lower-case, no port) when the fast path read it, else None."""
+    match = _plain_match(url)
+    if match is not None:
+        fast = _canonical_of(match)
+        if fast is not None:
+            return fast, match.group(2)
+    return canonicalize_url(url), None
 
 
 def is_plain(url: str) -> bool:

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from ..errors import RequestTooLarge
 from .canonical import canonicalize, is_plain, make_safe
-from .fingerprint import request_fingerprint
+from .fingerprint import fingerprint_and_host
 
 PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
@@ -316,7 +316,11 @@ class Request:
     def fingerprint(self) -> bytes:
         """The request's 20-byte fingerprint (Scrapy's default ``RequestFingerprinter``)."""
         if self._fingerprint is None:
-            self._fingerprint = request_fingerprint(self.method, self.url, self.body)
+            fingerprint, host = fingerprint_and_host(self.method, self.url, self.body)
+            self._fingerprint = fingerprint
+            if self._slot is None and host is not None and len(host) <= MAX_SLOT_BYTES:
+                self._slot = host  # read on the way: what host_of(url) would give
+            return fingerprint
         return self._fingerprint
 
     def replace(self, **changes: Any) -> Request:

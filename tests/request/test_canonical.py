@@ -39,3 +39,33 @@ def test_fast_path_is_taken_for_ordinary_crawl_urls():
     for url in ["https://shop.example/", "https://a.b.example/x/y.html?page=2&sort=asc", "http://h1.example:8080/p?a"]:
         assert _fast_canonical(url) is not None
         assert _fast_canonical(url) == canonicalize_url(url)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(urls())
+def test_the_host_read_on_the_way_is_the_slot_host_of_gives(url):
+    """The fingerprint sets a request's slot from what the fast path read: it must be host_of's."""
+    from diskfrontier import Request
+    from diskfrontier.request.canonical import canonical_and_host
+    from diskfrontier.request.model import host_of
+
+    try:
+        canonical, host = canonical_and_host(url)
+        request = Request(url)
+    except ValueError:
+        return
+    assert canonical == canonicalize(url)
+    if host is not None:
+        assert host == host_of(url)
+    request.fingerprint  # noqa: B018 - sets the slot when the fast path read the host
+    assert request.slot == host_of(request.url)
+
+
+def test_a_host_longer_than_a_slot_is_cut_as_host_of_cuts_it():
+    from diskfrontier import Request
+    from diskfrontier.request.model import host_of
+
+    url = "https://" + ".".join(["a" * 60] * 5) + "/p"
+    request = Request(url)
+    request.fingerprint  # noqa: B018
+    assert request.slot == host_of(url) and len(request.slot.encode()) <= 255
