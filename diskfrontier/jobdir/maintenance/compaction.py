@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import zlib
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ...errors import JobDirCorrupt
@@ -35,13 +37,36 @@ _WRITE_CHUNK = 1 << 20
 _PROGRESS_EVERY = 1 << 16
 
 
+class Kept:
+    """The pending requests of a compacted journal, in order, in flat arrays (20 bytes a request, where
+    a list of tuples would take ~130: at 10^7 requests, the difference between ~0.2 and ~1.3 GB)."""
+
+    __slots__ = ("offsets", "priorities", "times")
+
+    def __init__(self) -> None:
+        self.offsets = array("Q")
+        self.priorities = array("i")
+        self.times = array("d")  # not_before (0.0: due now)
+
+    def append(self, offset: int, priority: int, not_before: float) -> None:
+        self.offsets.append(offset)
+        self.priorities.append(priority)
+        self.times.append(not_before)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[tuple[int, int, float]]:
+        return zip(self.offsets, self.priorities, self.times, strict=True)
+
+
 @dataclass
 class Compacted:
     """The outcome of a compaction."""
 
     bytes_before: int
     bytes_after: int
-    kept: list[tuple[int, int, float]]  # (new offset, priority, not_before) of each pending request, in order
+    kept: Kept  # the new offset, priority and not_before of each pending request, in order
     dropped_records: int
     crc: int = 0  # the crc32 of the new journal
     host_bytes: int = 0  # bytes of its HOST records
@@ -59,7 +84,7 @@ def write_compacted(
     state = read_state(path, salt=salt, floor=floor, progress=None if progress is None else _first_half(progress),
                        offsets=False)
     alive, end, size = state.alive_in_order(), state.scan.end, state.scan.size
-    kept: list[tuple[int, int, float]] = []
+    kept = Kept()
     failed: dict[int, int] = {}
     if os.path.lexists(tmp_path):
         os.unlink(tmp_path)  # left by a compaction that was killed: the old journal stands
@@ -106,7 +131,7 @@ def write_compacted(
             if not pending:
                 continue
             priority, not_before = priority_and_time(body)
-            kept.append((position, priority, not_before))
+            kept.append(position, priority, not_before)
             record = as_push(body)
             out += frame(position, record, salt)
             last = position
