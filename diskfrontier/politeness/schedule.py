@@ -164,7 +164,7 @@ class Host:
 
     Its name and counts are in the schedule's ``HostTable``, under ``hid``."""
 
-    __slots__ = ("hid", "delay", "blocked_until", "budget", "buffer", "token", "entry")
+    __slots__ = ("hid", "delay", "blocked_until", "budget", "buffer", "entry")
 
     def __init__(self, hid: int) -> None:
         self.hid = hid
@@ -173,13 +173,61 @@ class Host:
         self.budget: int | None = None
         # keys (top priority - priority) << 64 | order: one alone, a heap, or a _BigBuffer
         self.buffer: Buffer | None = None
-        self.token = 0  # the heap entry that is this host's current one
-        self.entry: tuple | None = None  # that entry while it is in a heap
+        self.entry: tuple | None = None  # its current heap entry (any other entry of it is stale)
 
     @property
     def has_settings(self) -> bool:
         """True if something about this host must be kept across restarts."""
         return self.delay is not None or self.blocked_until > 0 or self.budget is not None
+
+
+class HotHosts:
+    """The ``Host`` of each host politeness is working on, by host id.
+
+    A list as long as the ids seen (8 bytes a host known) rather than a dict (about 70 bytes an
+    entry with its key), so that a host being worked on costs its ``Host`` and little more."""
+
+    __slots__ = ("by_id", "count")
+
+    def __init__(self) -> None:
+        self.by_id: list[Host | None] = []
+        self.count = 0
+
+    def get(self, hid: int) -> Host | None:
+        by_id = self.by_id
+        return by_id[hid] if hid < len(by_id) else None
+
+    def put(self, host: Host) -> None:
+        by_id, hid = self.by_id, host.hid
+        if hid >= len(by_id):
+            by_id.extend([None] * (hid + 1 - len(by_id)))
+        if by_id[hid] is None:
+            self.count += 1
+        by_id[hid] = host
+
+    def discard(self, hid: int) -> None:
+        by_id = self.by_id
+        if hid < len(by_id) and by_id[hid] is not None:
+            by_id[hid] = None
+            self.count -= 1
+
+    def values(self) -> list[Host]:
+        return [host for host in self.by_id if host is not None]
+
+    def __contains__(self, hid: int) -> bool:
+        return self.get(hid) is not None
+
+    def __getitem__(self, hid: int) -> Host:
+        host = self.get(hid)
+        if host is None:
+            raise KeyError(hid)
+        return host
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
 
 
 class HostSchedule:
@@ -191,13 +239,14 @@ class HostSchedule:
         self.per_host = per_host
         self.idle_first = prefer == "idle"
         self.counts = HostTable()
-        self.hot: dict[int, Host] = {}  # by host id: the hosts politeness is working on
-        # (in flight if idle_first else 0, priority key, ready since, token, host)
+        self.hot = HotHosts()  # the hosts politeness is working on
+        # (in flight if idle_first else 0, priority key, ready since, tie-break, host); an entry is current
+        # while it is its host's ``entry`` (one that is not is stale, dropped when it comes to the top)
         self.ready: list[tuple[int, int, float, int, Host]] = []
-        self.sleeping: list[tuple[float, int, Host]] = []  # (wake time, token, host)
+        self.sleeping: list[tuple[float, int, Host]] = []  # (wake time, tie-break, host)
         self.buffered = 0
         self.waited: set[int] = set()  # buffer keys of requests that came out of the delayed arrays
-        self._tokens = 0
+        self._tokens = 0  # a count that makes every heap entry unique (entries never compare their hosts)
         self._parts: dict[int, int] = {}
         self.active = delay > 0 or per_host is not None or self.idle_first
 
@@ -208,18 +257,19 @@ class HostSchedule:
 
     def host(self, hid: int) -> Host:
         """The ``Host`` of id ``hid``, made if politeness was not working on it."""
-        host = self.hot.get(hid)
+        by_id = self.hot.by_id
+        host = by_id[hid] if hid < len(by_id) else None
         if host is None:
-            host = self.hot[hid] = Host(hid)
+            host = Host(hid)
+            self.hot.put(host)
         return host
 
     def cool(self, host: Host, now: float) -> None:
         """Let go of the ``Host`` of a host that nothing holds back any more (its counts stay)."""
         if (host.buffer is None and not host.has_settings and not self.counts.inflight[host.hid]
                 and self.counts.last[host.hid] + self.delay_of(host) <= now):
-            self.hot.pop(host.hid, None)
-            host.token = -1  # any heap entry of it is stale
-            host.entry = None
+            self.hot.discard(host.hid)
+            host.entry = None  # any heap entry of it is stale
 
     def delay_of(self, host: Host) -> float:
         """The delay in effect for ``host``."""
@@ -276,16 +326,14 @@ class HostSchedule:
         would leave a stale entry behind for every request pulled into its buffer."""
         entry = host.entry
         if not host.buffer or self.held_by_count(host):
-            self._tokens += 1
-            host.token, host.entry = self._tokens, None
+            host.entry = None
             return
         wake = self.wake_time(host)
         if wake > now:
             if entry is not None and len(entry) == 3 and entry[0] == wake:
                 return
             self._tokens += 1
-            token = host.token = self._tokens
-            host.entry = entry = (wake, token, host)
+            host.entry = entry = (wake, self._tokens, host)
             heapq.heappush(self.sleeping, entry)
         else:
             rank = self.counts.inflight[host.hid] if self.idle_first else 0
@@ -297,16 +345,16 @@ class HostSchedule:
             if entry is not None and len(entry) == 5 and entry[0] == rank and entry[1] == part and entry[2] == wake:
                 return
             self._tokens += 1
-            token = host.token = self._tokens
-            host.entry = entry = (rank, part, wake, token, host)
+            host.entry = entry = (rank, part, wake, self._tokens, host)
             heapq.heappush(self.ready, entry)
 
     def wake(self, now: float) -> None:
         """Move the hosts whose wake time has come from the sleeping heap to the ready one."""
         sleeping = self.sleeping
         while sleeping and sleeping[0][0] <= now:
-            _, token, host = heapq.heappop(sleeping)
-            if token == host.token:
+            entry = heapq.heappop(sleeping)
+            host = entry[2]
+            if entry is host.entry:
                 host.entry = None  # out of the heap
                 self.place(host, now)
 
@@ -315,7 +363,7 @@ class HostSchedule:
         ready = self.ready
         while ready:
             entry = ready[0]
-            if entry[3] == entry[4].token:
+            if entry is entry[4].entry:
                 return entry[4]
             heapq.heappop(ready)
         return None
@@ -323,7 +371,7 @@ class HostSchedule:
     def next_wake(self) -> float | None:
         """The earliest time a sleeping host wakes (a host blocked for ever does not count), or None."""
         sleeping = self.sleeping
-        while sleeping and sleeping[0][1] != sleeping[0][2].token:
+        while sleeping and sleeping[0] is not sleeping[0][2].entry:
             heapq.heappop(sleeping)
         if not sleeping or math.isinf(sleeping[0][0]):
             return None
