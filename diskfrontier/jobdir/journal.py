@@ -47,6 +47,7 @@ from ..errors import FormatError, FrontierError, JobDirCorrupt
 from ..files.atomic import write_all
 from ..files.safefs import open_fd, open_file
 from ..files.writeerrors import naming, raise_named
+from .records import BODY_SIZE, body_ok_v2, kind_of, request_fits
 
 # The record codec's names, kept here for old imports.
 from .records import CARRIES_REQUEST as CARRIES_REQUEST
@@ -71,7 +72,6 @@ from .records import RETRY as RETRY
 from .records import FailRecord as FailRecord
 from .records import HostRecord as HostRecord
 from .records import Pushed as Pushed
-from .records import body_ok_v2, request_fits
 from .records import body_ok_v3 as body_ok_v3
 from .records import cap_error as cap_error
 from .records import done_body as done_body
@@ -110,6 +110,7 @@ class _Rules:
     seeded: bool  # the checksums start from the record's identity (format 1: from 0, and no length check)
     salted: bool  # the identity holds the directory's salt (format 4)
     requests: tuple[int, ...]  # types whose head ``head`` holds: checked by ``request_fits`` from it
+    sizes: dict[int, int]  # types whose bodies have one size (``records.BODY_SIZE``)
     body_ok: Callable[[bytes | memoryview], bool]  # every other body
     kind_at: int  # where the type is in what ``short`` and ``head`` unpack to
 
@@ -117,10 +118,10 @@ class _Rules:
 _SHORT = struct.Struct(">IIHB")
 _SHORT_V1 = struct.Struct(">IIB")
 _RULES = {
-    4: _Rules(FRAME, _SHORT, FRAMED_HEAD, True, True, CARRIES_REQUEST, body_ok_v3, 3),
-    3: _Rules(FRAME, _SHORT, FRAMED_HEAD, True, False, CARRIES_REQUEST, body_ok_v3, 3),
-    2: _Rules(FRAME, _SHORT, _SHORT, True, False, (), body_ok_v2, 3),
-    1: _Rules(FRAME_V1, _SHORT_V1, _SHORT_V1, False, False, (), body_ok_v2, 2),
+    4: _Rules(FRAME, _SHORT, FRAMED_HEAD, True, True, CARRIES_REQUEST, BODY_SIZE, body_ok_v3, 3),
+    3: _Rules(FRAME, _SHORT, FRAMED_HEAD, True, False, CARRIES_REQUEST, BODY_SIZE, body_ok_v3, 3),
+    2: _Rules(FRAME, _SHORT, _SHORT, True, False, (), {}, body_ok_v2, 3),
+    1: _Rules(FRAME_V1, _SHORT_V1, _SHORT_V1, False, False, (), {}, body_ok_v2, 2),
 }
 _PUSH_SIZE = PUSH_HEAD.size
 _FRAMED_SIZE, _FRAMED_UNPACK = FRAMED_HEAD.size, FRAMED_HEAD.unpack_from
@@ -171,6 +172,7 @@ def walk(
     short_size, short_unpack = rules.short.size, rules.short.unpack_from
     head_size, head_unpack = rules.head.size, rules.head.unpack_from
     seeded, requests, body_ok, fits, kind_at = rules.seeded, rules.requests, rules.body_ok, request_fits, rules.kind_at
+    sized = rules.sizes.get
     salt = salt if rules.salted else 0
     crc32 = _crc32
     view = memoryview(buf)
@@ -215,6 +217,8 @@ def walk(
         kind = fields[kind_at]
         if kind in requests and length > _PUSH_SIZE:  # its head was read with the frame (the record holds it)
             ok = fits(kind, length, fields[6], fields[7], fields[9])
+        elif (size := sized(kind)) is not None:
+            ok = length == size
         else:
             ok = body_ok(body if checked else view[rel + header:end])
         if not ok:
@@ -390,7 +394,7 @@ def read_record(fd: int, offset: int, path: str, salt: int, version: int = 4) ->
     ``version``: the journal's format (1 to 3 only for read-only views of a directory not upgraded yet).
     """
     body = _intact_at(fd, offset, version, salt)
-    if body is None or body[0] not in (CARRIES_REQUEST if version >= 3 else (PUSH,)):
+    if body is None or kind_of(body) not in (CARRIES_REQUEST if version >= 3 else (PUSH,)):
         raise JobDirCorrupt(path, offset, "a queue entry does not point at an intact PUSH record")
     return body
 
@@ -399,7 +403,7 @@ def read_fail(fd: int, offset: int, path: str, target: int, salt: int, version: 
     """The FAIL record at ``offset`` of the journal open as ``fd`` (format 3 or 4), checked, which must name
     ``target``."""
     body = _intact_at(fd, offset, version, salt)
-    if body is None or body[0] != FAIL:
+    if body is None or kind_of(body) != FAIL:
         raise JobDirCorrupt(path, offset, "a failed request's entry does not point at an intact FAIL record")
     record = parse_fail(body)
     if record.target != target:

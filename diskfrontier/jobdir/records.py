@@ -62,6 +62,7 @@ FAIL_HEAD = struct.Struct(">BQd")  # type, target, failed_at; the error text fol
 # priority, flags, fplen, slotlen, attempts, not_before).
 FRAMED_HEAD = struct.Struct(">IIHBiBBBHd")
 PUSH, DONE, HOST, RETRY, REFETCH, FAIL = 1, 2, 3, 4, 5, 6
+BODY_SIZE = {DONE: DONE_BODY.size}  # the types whose bodies have one size
 REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
 CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
@@ -148,8 +149,8 @@ def body_ok_v3(body: bytes | memoryview) -> bool:
             return False
         _, _, _, fplen, slotlen, _, not_before = _PUSH_UNPACK(body)
         return request_fits(kind, size, fplen, slotlen, not_before)
-    if kind == DONE:
-        return size == _DONE_SIZE
+    if kind in BODY_SIZE:
+        return size == BODY_SIZE[kind]
     if kind == FAIL:
         return _fail_ok(body, size)
     if kind != HOST or size <= HOST_HEAD.size or size != HOST_HEAD.size + body[1]:

@@ -56,6 +56,7 @@ from .records import (
     HostRecord,
     done_target,
     fail_target,
+    kind_of,
     parse_host,
     parse_push,
 )
@@ -173,7 +174,7 @@ class _Collector:
 
     def record(self, offset: int, body: memoryview, fingerprint: Callable[[bytes], object] | None) -> None:
         """Take one record of any type (the records the fast scan did not read)."""
-        kind = body[0]
+        kind = kind_of(body)
         if kind == DONE:
             self.done(offset, done_target(body))
         elif kind == HOST:

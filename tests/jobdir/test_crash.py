@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from crashkit import TORN, Model, check_guarantees, dedupe_survives, drain, mark_torn_line, run_round
+from crashkit import TORN, check_guarantees, dedupe_survives, drain, mark_torn_line, read_log, run_round
 
 pytestmark = pytest.mark.crash
 
@@ -29,14 +29,13 @@ def _crash_rounds(tmp_path, order: str, seed: int, rounds: int, markers: list[st
         count = rng.randrange(1, 4) if marker in ("?C", "?K", "C") else rng.randrange(5, 120)
         run_round(jobdir, log_path, seed * 1000 + round_no, round_no, order, marker, count, fsync)
         tally[marker] = tally.get(marker, 0) + 1
-    model = Model()
-    model.read(log_path)
+    replayed = read_log(log_path, order)
     drained = drain(jobdir)
     try:
-        result = check_guarantees(model, drained, order)
+        result = check_guarantees(replayed, drained)
     except AssertionError as exc:
         raise AssertionError(f"{exc} (the child's log: {log_path})") from None
-    result["dedupe_checked"] = dedupe_survives(jobdir, model)
+    result["dedupe_checked"] = dedupe_survives(jobdir, replayed.model)
     result["kills"] = rounds
     print(f"\n{order} seed={seed}: kills by point {tally}; {result}")
     return result
@@ -77,15 +76,37 @@ def test_in_flight_requests_come_back_after_sigkill(tmp_path):
 
 def test_the_model_reads_log_lines_cut_short_by_a_kill(tmp_path):
     log = tmp_path / "child.log"
-    log.write_text("R\n?M https://a.example/1 https://a.example/2\nM https://a.example/1 0 https://a.exa")
-    mark_torn_line(str(log))  # push_many had returned: both are promised
+    log.write_text("R\n?M https://a.example/1 0 https://a.example/2 1\nM https://a.example/1 0 https://a.exa")
+    mark_torn_line(str(log))  # push_many had returned: both are promised, with the priorities they were pushed with
     with open(log, "a") as f:
-        f.write("R\n?M https://a.example/3\n?P https://a.exa")
+        f.write("R\n?M https://a.example/3 -1\n?P https://a.exa")
     mark_torn_line(str(log))  # an intent cut short: that push never started
     with open(log, "a") as f:
         f.write("R\n")
     assert log.read_text().count(TORN) == 2
-    model = Model()
-    model.read(str(log))
-    assert set(model.pushed) == {"https://a.example/1", "https://a.example/2"}
-    assert model.uncertain == {"https://a.example/3"}
+    model = read_log(str(log), "lifo").model
+    assert model.seen == {"https://a.example/1", "https://a.example/2"}
+    assert model.pending == {"https://a.example/1": (0, 1), "https://a.example/2": (1, 2)}
+    assert set(model.maybe_pushed) == {"https://a.example/3"}  # its push was under way at the kill
+
+
+def test_the_model_reads_pops_and_dones_cut_short_by_a_kill(tmp_path):
+    log = tmp_path / "child.log"
+    log.write_text("R\n?P https://a.example/1 0\nP https://a.example/1 0\n?P https://a.example/2 0\n"
+                   "P https://a.example/2 0\n?P https://a.example/3 0\nP https://a.example/3 0\n"
+                   "?O\nO https://a.example/3\n?O\nO https://a.example/2\n?D https://a.example/3\nD https://a.exa")
+    mark_torn_line(str(log))  # done() had returned: 3 is finished
+    with open(log, "a") as f:
+        f.write("R\n?O\nO https://a.example/2\n?O\nO https://a.ex")
+    mark_torn_line(str(log))  # 2 came back after the kill; a pop handed out 1 as the kill fell
+    with open(log, "a") as f:
+        f.write("R\n?O\nO https://a.example/1\n?D https://a.example/1\n")
+    replayed = read_log(str(log), "lifo")
+    model = replayed.model
+    assert replayed.refuted == [] and replayed.torn_pops == ["https://a.ex"]
+    assert model.completed == {"https://a.example/3"} and set(model.maybe_done) == {"https://a.example/1"}
+    assert model.pending == {"https://a.example/2": (0, 2)}  # in flight at the last kill: at its place again
+    assert model.handed_out == {"https://a.example/1", "https://a.example/2", "https://a.example/3"}
+    with open(log, "a") as f:
+        f.write("R\n?O\nO https://a.example/3\n")  # a finished request handed out again
+    assert read_log(str(log), "lifo").refuted == ["a pop handed out https://a.example/3, which was not pending"]

@@ -2,10 +2,11 @@
 
 Usage: crash_child.py JOBDIR LOG SEED ROUND ORDER [FSYNC]
 
-Before each call it appends an intent line to LOG ("?P url", "?M urls", "?O", "?D url"
-(one per request, also for done_many), "?C", "?K") and after the call returns an acknowledgement ("P url prio", "O url",
-"D url", ...). Each line is one unbuffered write, so what LOG says reached the OS before
-the kill. The parent rebuilds its model of what was promised from LOG alone.
+Before each call it appends an intent line to LOG ("?P url prio", "?M url prio url prio ...",
+"?X url", "?O", "?D url" (one per request, also for done_many), "?C", "?K") and after the call
+returns an acknowledgement ("P url prio", "M url prio ...", "X url accepted", "O url", "D url",
+"C", "K"); "R" starts each run. Each line is one unbuffered write, so what LOG says reached the OS
+before the kill. The parent drives the reference model (``reference.py``) with LOG alone.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main() -> None:
         roll = rng.random()
         if roll < 0.35:
             request = new_request()
-            say(f"?P {request.url}")
+            say(f"?P {request.url} {request.priority}")
             if frontier.push(request):
                 say(f"P {request.url} {request.priority}")
                 old_urls.append(request.url)
@@ -57,7 +58,7 @@ def main() -> None:
             say(f"X {url} {int(result)}")
         elif roll < 0.47:
             batch = [new_request() for _ in range(rng.randrange(1, 40))]
-            say("?M " + " ".join(r.url for r in batch))
+            say("?M " + " ".join(f"{r.url} {r.priority}" for r in batch))
             frontier.push_many(batch)
             say("M " + " ".join(f"{r.url} {r.priority}" for r in batch))
             old_urls.extend(r.url for r in batch)

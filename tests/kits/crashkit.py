@@ -1,4 +1,5 @@
-"""Run the crash child, kill it with SIGKILL at chosen moments, and check the promises."""
+"""Run the crash child, kill it with SIGKILL at chosen moments, and check the promises against the reference
+model (``reference.py``) driven by what the child logged."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from reference import Reference
+
 from diskfrontier import Frontier, Request
 
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
@@ -17,69 +20,97 @@ TORN = "#torn"  # written by the parent after a log line that a kill cut short
 
 
 @dataclass
-class Model:
-    """What the child was told, rebuilt from its log."""
+class Replayed:
+    """The reference model driven by the child's log, and the calls whose outcome it refutes."""
 
-    pushed: dict[str, int] = field(default_factory=dict)  # url -> priority, acknowledged
-    push_order: dict[str, int] = field(default_factory=dict)
-    uncertain: set[str] = field(default_factory=set)  # a push in progress at a kill
-    done: set[str] = field(default_factory=set)
-    done_called: set[str] = field(default_factory=set)  # done() entered; it may not have returned
-    popped: set[str] = field(default_factory=set)
-    popped_prefixes: list[str] = field(default_factory=list)  # "O" lines cut short by a kill
-    duplicates_accepted: list[str] = field(default_factory=list)
+    model: Reference
+    torn_pops: list[str] = field(default_factory=list)  # how URLs handed out by pops whose lines a kill cut began
+    refuted: list[str] = field(default_factory=list)  # calls no frontier may answer as this one did
 
-    def read(self, log_path: str) -> None:
-        with open(log_path) as f:
-            lines = f.read().split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        pending_intent: list[str] = []
-        for number, line in enumerate(lines):
-            if line == TORN:
-                continue
-            kind, _, rest = line.partition(" ")
-            if number + 1 < len(lines) and lines[number + 1] == TORN:
-                # The kill cut this line short. An intent cut short: its call never started.
-                # An acknowledgement cut short: its call had returned, for all it intended.
-                if kind in ("P", "M"):
-                    for url in pending_intent:
-                        self._ack(url, 0)
-                    pending_intent = []
-                elif kind == "O":
-                    self.popped_prefixes.append(rest)
-                continue
-            if kind in ("?P", "?M"):
-                pending_intent = rest.split()
-            elif kind == "P":
-                url, prio = rest.split()
-                self._ack(url, int(prio))
-                pending_intent = []
-            elif kind == "M":
-                parts = rest.split()
-                for url, prio in zip(parts[::2], parts[1::2], strict=False):  # a line cut by a kill: its pairs
-                    self._ack(url, int(prio))
-                pending_intent = []
-            elif kind == "X":
-                url, result = rest.split()
-                if result == "1":
-                    self.duplicates_accepted.append(url)
-            elif kind == "O":
-                self.popped.add(rest)
-            elif kind == "?D":
-                self.done_called.add(rest)
+
+def _pairs(text: str) -> list[tuple[str, int]]:
+    """``url priority url priority ...`` as (url, priority) pairs; a pair cut short is left out."""
+    parts = text.split()
+    return [(url, int(priority)) for url, priority in zip(parts[::2], parts[1::2], strict=False)]
+
+
+def read_log(log_path: str, order: str) -> Replayed:
+    """Drive a reference model with what the child's log says it was told and answered.
+
+    A push or done whose intent line is in the log and whose acknowledgement is not was cut
+    by a kill: it may or may not have taken effect (``Reference.push_cut``, ``done_cut``).
+    Every run but the last ends with a kill and the next one starts with ``R``; the last
+    one is killed too (``Reference.crash``). A pop must hand out what is pending (its
+    order is checked at the drain, for what was never in flight).
+    """
+    with open(log_path) as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    replayed = Replayed(Reference(order))
+    model = replayed.model
+    pushing: list[tuple[str, int]] = []  # the push or push_many under way: its URLs and priorities
+    finishing: list[str] = []  # the done or done_many under way
+
+    def pushed(pairs: list[tuple[str, int]]) -> None:
+        for url, priority in pairs:
+            if not model.push(url, priority):
+                replayed.refuted.append(f"a push of {url} was accepted twice")
+
+    def finished(cut: bool = False) -> None:
+        for url in finishing:
+            if url not in model.in_flight:
+                replayed.refuted.append(f"done() of {url}, which no pop had handed out since the last restart")
+            elif cut:
+                model.done_cut(url)
+            else:
+                model.done(url)
+        finishing.clear()
+
+    def killed() -> None:
+        for url, priority in pushing:
+            model.push_cut(url, priority)
+        pushing.clear()
+        finished(cut=True)
+        model.crash()
+
+    for number, line in enumerate(lines):
+        if line == TORN:
+            continue
+        kind, _, rest = line.partition(" ")
+        if number + 1 < len(lines) and lines[number + 1] == TORN:
+            # The kill cut this line short. An intent cut short: its call never started.
+            # An acknowledgement cut short: its call had returned, for all it intended.
+            if kind in ("P", "M"):
+                pushed(pushing)
+                pushing.clear()
             elif kind == "D":
-                self.done.add(rest)
-            elif kind == "R":
-                # a new run: whatever push was in progress before it was cut by the kill
-                self.uncertain.update(pending_intent)
-                pending_intent = []
-        self.uncertain.update(pending_intent)
-
-    def _ack(self, url: str, priority: int) -> None:
-        self.pushed[url] = priority
-        self.push_order[url] = len(self.push_order)
-        self.uncertain.discard(url)
+                finished()
+            elif kind == "O":
+                replayed.torn_pops.append(rest)
+            continue
+        if kind in ("?P", "?M"):
+            pushing[:] = _pairs(rest)
+        elif kind in ("P", "M"):
+            pushed(_pairs(rest))
+            pushing.clear()
+        elif kind == "X":
+            url, result = rest.split()
+            if model.push(url) != (result == "1"):
+                replayed.refuted.append(f"a push of {url} answered {result == '1'} (seen before: {url in model.seen})")
+        elif kind == "O":
+            if not model.take(rest):
+                replayed.refuted.append(f"a pop handed out {rest}, which was not pending")
+        elif kind == "?D":
+            finishing.append(rest)
+        elif kind == "D":
+            finished()  # (done_many: every request of the call at its first line)
+        elif kind == "C":
+            model.reopen(keep_places=False)  # a job directory re-queues what was in flight on top
+        elif kind == "R" and number:
+            killed()  # a new run: the one before ended with a kill (a no-op after a clean close)
+    killed()  # the last run was killed too
+    return replayed
 
 
 def kill_when(proc: subprocess.Popen, log_path: str, marker: str, count: int, start: int,
@@ -151,43 +182,50 @@ def drain(jobdir: str) -> Drained:
     return Drained(out, stats)
 
 
-def check_guarantees(model: Model, drained: Drained, order: str) -> dict[str, int]:
-    """Assert no loss, no resurrection, nothing invented, and order; return tallies."""
+def check_guarantees(replayed: Replayed, drained: Drained) -> dict[str, int]:
+    """Assert no loss, no resurrection, nothing invented, no duplicate accepted, priorities and order, all
+    against the reference model; return tallies."""
+    model = replayed.model
+    assert not replayed.refuted, f"the reference model refutes: {replayed.refuted[:3]}"
     urls = [r.url for r in drained.order]
     got = set(urls)
     assert len(urls) == len(got), "a request came back twice from one drain"
-    # done() called but cut by the kill: finished or not, either is allowed
-    promised = set(model.pushed) - model.done - model.done_called
+    promised = set(model.pending)  # acknowledged, not done: in flight at a kill included (at-least-once)
+    cut = set(model.maybe_pushed) | set(model.maybe_done)  # a kill cut its push or done short: either way
+    tallies = {"promised": len(promised), "came_back": len(got), "done": len(model.completed),
+               "in_flight_returned": len(got & model.handed_out), "uncertain": len(model.maybe_pushed),
+               "done_cut": len(model.maybe_done)}
     lost = promised - got
     assert not lost, f"no loss violated: {len(lost)} acknowledged requests never came back, e.g. {sorted(lost)[:3]}"
-    resurrected = got & model.done
+    resurrected = got & model.completed
     assert not resurrected, f"no resurrection violated: {sorted(resurrected)[:3]}"
-    invented = got - set(model.pushed) - model.uncertain
+    invented = got - promised - cut
     assert not invented, f"requests that were never pushed came back: {sorted(invented)[:3]}"
-    assert not model.duplicates_accepted, f"a duplicate push was accepted: {model.duplicates_accepted[:3]}"
-    # Order: priorities never rise; within a priority, requests that were never in flight
-    # come back in LIFO (newest first) or FIFO (oldest first) push order.
+    model.settle(got)
+    assert set(model.pending) == got
+    wrong = [(r.url, r.priority) for r in drained.order if r.priority != model.pending[r.url][0]]
+    assert not wrong, f"requests came back with another priority than they were pushed with: {wrong[:3]}"
+    # Order: priorities never rise; what was never handed out comes back in the model's order
+    # (LIFO: newest push first; FIFO: oldest first). What was in flight at a clean close was
+    # re-queued on top, and at a kill went back to its place: the model does not say which.
     priorities = [r.priority for r in drained.order]
     assert priorities == sorted(priorities, reverse=True), "order violated: a lower priority came before a higher one"
-    by_priority: dict[int, list[int]] = {}
-    for request in drained.order:
-        if (request.url in model.popped or request.url not in model.push_order
-                or any(request.url.startswith(prefix) for prefix in model.popped_prefixes)):
-            continue
-        by_priority.setdefault(request.priority, []).append(model.push_order[request.url])
-    for priority, seq in by_priority.items():
-        expected = sorted(seq, reverse=(order == "lifo"))
-        assert seq == expected, f"order violated within priority {priority}"
-    return {"promised": len(promised), "came_back": len(got), "done": len(model.done),
-            "in_flight_returned": len(got & model.popped), "uncertain": len(model.uncertain)}
+    fresh = {url for url in got - model.handed_out if not url.startswith(tuple(replayed.torn_pops))}
+    expected = [url for url in model.in_pop_order() if url in fresh]
+    came = [url for url in urls if url in fresh]
+    if came != expected:
+        at = next(i for i, (a, b) in enumerate(zip(came, expected, strict=True)) if a != b)
+        raise AssertionError(f"order violated: request {at} of those never handed out is {came[at]}, the model "
+                             f"says {expected[at]}")
+    return tallies
 
 
-def dedupe_survives(jobdir: str, model: Model) -> int:
-    """Every URL ever acknowledged is still a duplicate; return how many were checked."""
+def dedupe_survives(jobdir: str, model: Reference) -> int:
+    """Every URL the frontier ever accepted is still a duplicate; return how many were checked."""
     with Frontier(jobdir) as frontier:
-        accepted = [url for url in model.pushed if frontier.push(Request(url))]
+        accepted = [url for url in sorted(model.seen) if frontier.push(Request(url))]
     assert not accepted, f"dedupe lost across restarts for {len(accepted)} URLs, e.g. {accepted[:3]}"
-    return len(model.pushed)
+    return len(model.seen)
 
 
 def kill_after_acks(args: list[str], acks: int) -> tuple[list[dict], dict | None]:
