@@ -3,7 +3,7 @@
 A request record is the msgpack array ``[url, method, headers, body, meta]`` with
 trailing default fields left out (a plain GET is just ``[url]``). Priority, the
 ``dont_filter`` flag and the fingerprint travel in the journal record's fixed header
-(see ``journal.py``), so recovery can route and dedupe without decoding msgpack.
+(see ``jobdir/records.py``), so recovery can route and dedupe without decoding msgpack.
 
 msgpack has no tuple or set: a tuple is stored as extension type 1, a set as 2 and a
 frozenset as 3 (each holding the msgpack array of its items), so they come back as
