@@ -64,6 +64,21 @@ def pending_paths(jobdir: str) -> set[str]:
     return {urlsplit(request.url).path for request in pending_requests(jobdir)}
 
 
+def settled_fetches(site, quiet: float = 0.3, longest: float = 10.0) -> Counter:
+    """The site's fetch counts once no fetch came in for ``quiet`` seconds: a request the killed crawler
+    sent just before its end may reach the site (be accepted from the backlog and counted) a little
+    after it."""
+    last = site.fetched()
+    deadline = time.monotonic() + longest
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = site.fetched()
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def read_stats(path: str) -> dict:
     with open(path) as f:
         return json.load(f)
@@ -124,7 +139,7 @@ def crawl_with_kills(tmp_path, scheduler: str, pages: int, kill_at: list[int], s
                     run.notes.append(_note(log, f"run {number}") or f"run {number} stalled at {reached} pages")
             if scheduler == "diskfrontier":
                 # fetched at least once, and not done: these are fetched again after the resume
-                fetched = set(site.fetched())
+                fetched = set(settled_fetches(site))
                 run.in_flight_at_kills.append(len(fetched & pending_paths(jobdir)))
         if os.path.exists(stats_path):
             os.unlink(stats_path)
