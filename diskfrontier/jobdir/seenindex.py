@@ -95,6 +95,7 @@ class SeenIndex:
         return self._count
 
     def __contains__(self, key: int) -> bool:
+        # _holds written out for the shard's table: this runs on every push
         shard = key >> _SHIFT
         table, mask = self._tables[shard], self._masks[shard]
         i = key & mask

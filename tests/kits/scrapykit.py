@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import scrapy
+
 from diskfrontier.demo import SyntheticSite
 from diskfrontier.jobdir.reader import pending_requests
 
@@ -156,3 +158,18 @@ def crawl_with_kills(tmp_path, scheduler: str, pages: int, kill_at: list[int], s
     if os.path.exists(stats_path):
         run.final_stats = read_stats(stats_path)
     return run
+
+
+class ShopSpider(scrapy.Spider):
+    """A spider with a default callback, a callback with an argument and an errback (scheduler tests)."""
+
+    name = "shop"
+
+    def parse(self, response):
+        pass
+
+    def parse_item(self, response, sku=None):
+        pass
+
+    def failed(self, failure):
+        pass

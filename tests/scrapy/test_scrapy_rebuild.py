@@ -11,6 +11,7 @@ import scrapy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.http import FormRequest
+from scrapykit import ShopSpider
 from urlstrategies import urls
 from w3lib.url import safe_url_string
 
@@ -18,19 +19,6 @@ from diskfrontier.request.codec import encode_request
 from diskfrontier.scrapy import serialize
 from diskfrontier.scrapy.serialize import PLAIN_URL, RequestDicts
 from diskfrontier.scrapyfiles.records import frontier_request, scrapy_dict
-
-
-class ShopSpider(scrapy.Spider):
-    name = "shop"
-
-    def parse(self, response):
-        pass
-
-    def parse_item(self, response, sku=None):
-        pass
-
-    def failed(self, failure):
-        pass
 
 
 def _fields(request: scrapy.Request) -> dict:

@@ -19,25 +19,13 @@ from hypothesis import strategies as st
 from scrapy.http import FormRequest, JsonRequest
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
+from scrapykit import ShopSpider
 from urlstrategies import urls
 
 from diskfrontier import Frontier, ScrapyQueueFound
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.scheduler import default_fingerprint, fingerprint_function
 from diskfrontier.scrapyfiles import records as scrapy_records
-
-
-class ShopSpider(scrapy.Spider):
-    name = "shop"
-
-    def parse(self, response):
-        pass
-
-    def parse_item(self, response, sku=None):
-        pass
-
-    def failed(self, failure):
-        pass
 
 
 class Session:
