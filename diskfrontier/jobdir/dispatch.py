@@ -79,7 +79,7 @@ class Dispatch:
         if self.cut and st.queues.pq.curprio is not None:
             return time.time()
         due = st.delayed_due
-        if due is not None and st.hosts.hot:
+        if due is not None and st.hosts.hot.count:
             due = self.next_due_not_held()
         wake = st.hosts.next_wake() if st.hosts.active else None
         if due is None:

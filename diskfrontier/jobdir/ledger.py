@@ -197,7 +197,7 @@ class Ledger:
             hosts = st.hosts
             counts = hosts.counts
             add_host, host_pending = counts.add, counts.pending
-            buffering = hosts.lifo and hosts.hot  # see enqueue
+            buffering = hosts.lifo and hosts.hot.count  # see enqueue
             for (request, _), at in zip(accepted, offsets, strict=True):
                 if not request.dont_filter:
                     seen_add(request.fingerprint)
@@ -232,7 +232,7 @@ class Ledger:
         would wait behind them)."""
         st = self.state
         hosts = st.hosts
-        if hosts.hot and hosts.lifo:
+        if hosts.hot.count and hosts.lifo:
             host = hosts.hot.get(hid)
             if host is not None and host.buffer:
                 hosts.buffer(host, priority, offset, time.time())
@@ -296,7 +296,7 @@ class Ledger:
             del inflight[seq]
             st.counters["done"] += 1
             hosts = st.hosts
-            if hosts.hot:
+            if hosts.hot.count:
                 hosts.returned(request._hid, done=seq >= 0, pending=0)
             else:  # the counts alone, inline: this is every done
                 counts = hosts.counts

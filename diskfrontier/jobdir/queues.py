@@ -359,7 +359,10 @@ class OffsetQueues:
             del pq.queues[key]
             self._keep(key, cast(ByteQueue, queue))
             pq.curprio = min(pq.queues) if pq.queues else None
-        return None if data is None else self._offset(data, key)
+        if data is None:
+            return None
+        offset: int = _OFFSET_UNPACK(data)[0]
+        return offset if offset <= MAX_SIZE else self._offset(data, key)  # every pop: the check inline
 
     def _offset(self, data: bytes, key: int) -> int:
         """The journal offset a queue entry of queue ``key`` holds, range-checked."""
