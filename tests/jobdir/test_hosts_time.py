@@ -516,3 +516,20 @@ def test_a_waiting_pop_goes_on_past_the_pull_limit_at_once(tmp_path, monkeypatch
         waited = time.monotonic() - started
         assert got is not None and got.url == "https://lone.example/only"
         assert waited < 10  # it did not sleep until a host woke: it kept looking
+
+
+def test_compaction_keeps_each_request_waiting_for_its_time(tmp_path):
+    due = time.time() + 3600
+    with Frontier(tmp_path / "job") as f:
+        f.push_many([Request(f"https://a.example/now/{i}") for i in range(3)])
+        f.push(Request("https://a.example/later"), not_before=due)
+        f.push(Request("https://b.example/later"), not_before=due + 60)
+        f.done(f.pop())
+        result = f.compact()
+        assert len(result.kept) == 4 and sorted(at for _, _, at in result.kept) == [0.0, 0.0, due, due + 60]
+        popped = [f.pop() for _ in range(2)]
+        assert f.pop() is None and abs(f.next_ready() - due) < 1
+        assert all("/now/" in request.url for request in popped)
+        f.done_many(popped)
+    with Frontier(tmp_path / "job") as f:
+        assert f.pop() is None and abs(f.next_ready() - due) < 1 and len(f) == 2
