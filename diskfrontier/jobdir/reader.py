@@ -116,7 +116,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         tail: set[int] = set()  # the journal's fingerprints from the floor on, which requests.seen may lack
         state = read_state(layout.journal, salt=salt, sizes=True, offsets=False, hosts=True,
                            fingerprint=lambda fingerprint: tail.add(key_of(fingerprint)),
-                           fingerprints_from=saved.floor)
+                           fingerprints_from=saved.floor, prefix=_vouched(saved))
         by_priority = state.counts
         info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
@@ -146,6 +146,13 @@ def _seen_count(path: str, size: int, *, exact: bool = False) -> int:
         if head == b"\x00\x14" and size % 22 == 0:
             return size // 22
     return count_fingerprints(path)
+
+
+def _vouched(saved: checkpoint.Checkpoint) -> tuple[int, int] | None:
+    """The start of the journal (length, crc32) that the checkpoint vouches for: read without checking
+    each record's checksums when its bytes still have that crc (a directory in use or killed is read
+    that way, as its next open would)."""
+    return None if saved.journal_crc is None else (saved.floor, saved.journal_crc)
 
 
 def _host_state(layout: Layout, saved: checkpoint.Checkpoint) -> HostState | None:
@@ -206,7 +213,8 @@ class PendingRequests:
             if held:  # the requests waiting for a time, in the order they become due
                 self._parts.append((len(held), functools.partial(iter, held)))
             return
-        pending = read_state(self.layout.journal, salt=self.salt).pending
+        saved = checkpoint.read_checkpoint(self.layout.cursor, _ident(meta))
+        pending = read_state(self.layout.journal, salt=self.salt, prefix=_vouched(saved)).pending
         for p in sorted(pending, reverse=True):
             if priority is None or p == priority:
                 offsets = pending[p]

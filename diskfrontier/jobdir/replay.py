@@ -342,6 +342,7 @@ def read_state(
     path: str, *, salt: int, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
     floor_crc: int | None = None, hosts: bool = False, hold_after: float | None = None,
+    prefix: tuple[int, int] | None = None,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
@@ -358,12 +359,15 @@ def read_state(
     journal up to ``state.scan.end`` when the scan could tell. ``hosts``: keep each
     request's host and the HOST records (``state.host_*``). ``hold_after``: pending
     requests whose not_before is later than this go to ``state.delayed`` instead of
-    ``state.pending`` (they are still counted).
+    ``state.pending`` (they are still counted). ``prefix``: (length, crc32) of a start of the journal
+    that a checkpoint vouches for, used as ``floor_crc`` is but without making that length a floor
+    (for a read-only view, which reports a cut journal rather than refusing it).
     """
     options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after)
-    if floor_crc is not None and not repair:
+    trusted = (floor, floor_crc) if floor_crc is not None else prefix
+    if trusted is not None and not repair:
         try:
-            return _read_state(path, options, (floor, floor_crc))
+            return _read_state(path, options, trusted)
         except _PrefixMismatch:
             pass  # checked record by record below: damage is named where it is
     return _read_state(path, options, None)

@@ -102,3 +102,65 @@ def test_done_counts_requests_done_not_retries_nor_compactions(tmp_path):
     with Frontier(job) as f:
         f.compact()
     assert inspect_jobdir(job).done == 2  # kept across a compaction
+
+
+KILLED = """
+import os, signal, sys
+from diskfrontier import Frontier, Request
+f = Frontier(sys.argv[1])
+f.push_many(Request(f"https://late.example/{i}", priority=i % 3) for i in range(50))
+for _ in range(7):
+    f.done(f.pop())
+f.pop()  # in flight at the kill
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def killed_after_a_clean_close(job: str) -> None:
+    import subprocess
+    import sys
+
+    crawled(job, compact=False)
+    subprocess.run([sys.executable, "-c", KILLED, job], check=False)
+
+
+def test_a_killed_directory_is_read_with_its_checkpointed_start_vouched_and_agrees_with_a_full_scan(tmp_path,
+                                                                                                      monkeypatch):
+    """inspect and peek of a killed directory take the journal below its last open's length on that
+    checkpoint's crc, as the next open does, and say what a scan of every record says."""
+    job = str(tmp_path / "job")
+    killed_after_a_clean_close(job)
+    saved = checkpoint_module.read_checkpoint(Layout(job).cursor, dir_id(job))
+    assert saved.state == "open" and saved.journal_crc is not None and saved.floor > 1000
+    vouched = jobinfo.inspect_jobdir(job), [r.url for r in jobinfo.pending_requests(job)]
+    prefixes = []
+    real = jobinfo.read_state
+
+    def record(*args, **kwargs):
+        prefixes.append(kwargs.get("prefix"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jobinfo, "read_state", record)
+    jobinfo.inspect_jobdir(job)
+    jobinfo.pending_requests(job)
+    assert prefixes == [(saved.floor, saved.journal_crc)] * 2
+    monkeypatch.setattr(jobinfo, "_vouched", lambda saved: None)
+    scanned = jobinfo.inspect_jobdir(job), [r.url for r in jobinfo.pending_requests(job)]
+    assert vouched == scanned and scanned[0].pending == 300 + 40 - 120 - 20 + 50 - 7
+
+
+def test_a_changed_byte_in_the_vouched_start_is_damage_named_not_taken(tmp_path):
+    from diskfrontier import JobDirCorrupt
+
+    job = str(tmp_path / "job")
+    killed_after_a_clean_close(job)
+    layout = Layout(job)
+    with open(layout.journal, "r+b") as f:
+        f.seek(200)
+        value = f.read(1)[0]
+        f.seek(200)
+        f.write(bytes([value ^ 0x40]))
+    with pytest.raises(JobDirCorrupt):
+        jobinfo.inspect_jobdir(job)
+    with pytest.raises(JobDirCorrupt):
+        list(jobinfo.pending_requests(job))
