@@ -362,11 +362,11 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
 
 @pytest.mark.slow
 def test_the_behaviour_suite_passes_with_the_host_layer_on():
-    """tests/jobdir/test_frontier.py, the model test and the contract suite's job directory tests again,
+    """tests/jobdir/test_frontier.py and the contract suite's job directory tests (its model test included) again,
     every frontier with per_host set (see conftest.py)."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "jobdir/test_frontier.py",
-         "jobdir/test_model.py", "contract", "-k", "not redis"],
+         "contract", "-k", "not redis"],
         cwd=TESTS, env={**os.environ, "DISKFRONTIER_TEST_POLITE": "1"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
