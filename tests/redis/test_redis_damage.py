@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 
@@ -21,18 +20,8 @@ URLS = [f"https://{host}.example/{n}" for host in ("a", "b", "c") for n in range
 
 
 @pytest.fixture
-def crawl(redis_url, crawl_name):
-    opened = []
-
-    def open_(**kwargs):
-        frontier = RedisFrontier(redis_url, crawl=crawl_name, **kwargs)
-        opened.append(frontier)
-        return frontier
-
-    yield open_
-    for frontier in opened:
-        with contextlib.suppress(FrontierError):
-            frontier.close()
+def crawl(open_crawl):
+    return open_crawl
 
 
 @pytest.fixture

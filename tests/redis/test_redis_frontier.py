@@ -25,20 +25,6 @@ from diskfrontier import (
 )
 
 
-@pytest.fixture
-def open_crawl(redis_url, crawl_name):
-    opened = []
-
-    def open_(**kwargs):
-        frontier = RedisFrontier(redis_url, crawl=crawl_name, **kwargs)
-        opened.append(frontier)
-        return frontier
-
-    yield open_
-    for frontier in opened:
-        frontier.close()
-
-
 def test_a_run_out_lease_is_taken_back_and_the_late_done_is_refused(open_crawl):
     slow, fast = open_crawl(lease=0.3), open_crawl(lease=30)
     slow.push(Request("https://a.example/x"))

@@ -1,0 +1,26 @@
+"""Fixtures of the Redis backend's own tests."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from diskfrontier import FrontierError, RedisFrontier
+
+
+@pytest.fixture
+def open_crawl(redis_url, crawl_name):
+    """Open the test's crawl (each call a new client); every client is closed at the end (a crawl a test
+    damaged may refuse the close's step: that is not the test's failure)."""
+    opened = []
+
+    def open_(**kwargs):
+        frontier = RedisFrontier(redis_url, crawl=crawl_name, **kwargs)
+        opened.append(frontier)
+        return frontier
+
+    yield open_
+    for frontier in opened:
+        with contextlib.suppress(FrontierError):
+            frontier.close()
