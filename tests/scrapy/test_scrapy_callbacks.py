@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import pytest
 import scrapy
+import scrapykit
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 from scrapy.utils.test import get_crawler
 
@@ -22,16 +23,11 @@ from diskfrontier.scrapy.serialize import RequestDicts, spider_method
 from diskfrontier.scrapyfiles.records import frontier_request
 
 
-class ShopSpider(scrapy.Spider):
-    name = "shop"
+class ShopSpider(scrapykit.ShopSpider):
+    """The kit's spider, with members that are no callbacks."""
+
     allowed_domains: ClassVar[list[str]] = ["shop.example"]
     helper = staticmethod(lambda response: None)
-
-    def parse(self, response):
-        pass
-
-    def parse_item(self, response, sku=None):
-        pass
 
     def _parse_private(self, response):
         pass
