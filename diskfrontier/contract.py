@@ -11,9 +11,10 @@ message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .request.model import Request, check_slot
 
@@ -28,7 +29,9 @@ __all__ = [
     "HostInfo",
     "LocalFrontierProtocol",
     "SharedFrontierProtocol",
+    "Dropped",
     "check_attempts",
+    "check_drop",
     "check_host",
     "check_seconds",
     "check_time",
@@ -75,6 +78,13 @@ class HostInfo:
                 "budget": self.budget}
 
 
+class Dropped(NamedTuple):
+    """What ``drop`` removed (or, with ``dry_run``, would remove)."""
+
+    count: int
+    urls: list[str]  # the URLs of the first ``show`` of them
+
+
 SHARED_STATS = {
     "pending": "requests waiting to be popped",
     "in_flight": "requests popped and not finished (Redis: leased by any client)",
@@ -112,6 +122,27 @@ def check_attempts(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"Request.attempts must be a whole number of at least 0, got {value!r}")
     return min(value, MAX_ATTEMPTS)
+
+
+def check_drop(host: Any, match: Any, show: Any) -> re.Pattern[str] | None:
+    """Check ``drop``'s arguments; return ``match`` compiled (None when ``host`` is given).
+
+    ValueError (naming the argument) if neither or both are given, the host is not a slot, the
+    expression does not compile, or ``show`` is not a count.
+    """
+    if (host is None) == (match is None):
+        raise ValueError("drop() takes exactly one of host= and match=")
+    if isinstance(show, bool) or not isinstance(show, int) or show < 0:
+        raise ValueError(f"show must be a count of 0 or more, got {show!r}")
+    if host is not None:
+        check_host(host)
+        return None
+    if not isinstance(match, str) or not match:
+        raise ValueError(f"match must be a non-empty regular expression, got {match!r}")
+    try:
+        return re.compile(match)
+    except re.error as exc:
+        raise ValueError(f"match {match!r} is not a regular expression: {exc}") from None
 
 
 def check_host(host: Any) -> str:
