@@ -22,7 +22,8 @@ LATEST_FAILURES = 20
 """Failures a snapshot lists (the latest)."""
 
 
-def top_hosts(hosts: Iterable[HostInfo], now: float, count: int = TOP_HOSTS) -> tuple[list[dict[str, Any]], int, int, int]:
+def top_hosts(hosts: Iterable[HostInfo], now: float,
+              count: int = TOP_HOSTS) -> tuple[list[dict[str, Any]], int, int, int]:
     """The ``count`` busiest hosts as dicts, and how many hosts there are, are ready now and are waiting."""
     total = ready = waiting = 0
     busiest: list[tuple[int, int, str, HostInfo]] = []
