@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .request.model import Request, check_slot
 
@@ -78,7 +78,8 @@ class HostInfo:
                 "budget": self.budget}
 
 
-class Dropped(NamedTuple):
+@dataclass(frozen=True)
+class Dropped:
     """What ``drop`` removed (or, with ``dry_run``, would remove)."""
 
     count: int
