@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from .errors import FrontierError
 from .jobdir.frontier import Frontier
-from .jobdir.layout import FORMAT_VERSION, Layout, read_meta
+from .jobdir.layout import SALTED_FROM, Layout, read_meta
 from .jobdir.reader import (
     FailedRequests,
     HostRow,
@@ -180,7 +180,7 @@ class JobDirView:
         return all_seen_fingerprints(self.path)
 
     def host_copies(self) -> list[HostCopy]:
-        if self.version < FORMAT_VERSION:
+        if self.version < SALTED_FROM:
             return []  # an older format keeps no hosts
         return [HostCopy(row.host, row.delay, row.blocked_until, row.budget, row.done)
                 for row in host_table(self.path)]

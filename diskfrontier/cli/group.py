@@ -11,7 +11,7 @@ import logging
 
 import click
 
-from . import demo, inspect, maintain, transfer, write
+from . import demo, inspect, maintain, steer, transfer, write
 
 
 @click.group()
@@ -30,6 +30,7 @@ def main(verbose: bool) -> None:
 
 for command in (inspect.inspect, inspect.peek, inspect.hosts, inspect.failed_command,
                 write.push, write.import_command, write.requeue_failed_command, write.host,
+                steer.pause, steer.resume, steer.drop,
                 maintain.verify_command, maintain.compact, maintain.adopt_scrapy_command,
                 transfer.export_command, transfer.copy_command, demo.demo):
     main.add_command(command)

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir
 from ..request.model import Request, retries_text
 from ..transfer.jsonlines import request_to_json
@@ -57,7 +58,8 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     rows = [
-        ("job directory", info.path), ("state", info.state), ("format", f"v{info.format_version}, {info.order}"),
+        ("job directory", info.path), ("state", info.state), ("format", f"v{info.format_version}, {info.order}" + (
+            f" (upgraded to v{FORMAT_VERSION} at the next open)" if info.format_version < FORMAT_VERSION else "")),
         ("created", info.created), ("pending", f"{info.pending:,}"),
     ]
     rows += [(f"  priority {p}", f"{n:,}") for p, n in info.pending_by_priority.items()]

@@ -13,12 +13,16 @@ from typing import IO, Any, TypeVar, cast
 
 import click
 
-from ..contract import FrontierProtocol
+from ..contract import FrontierProtocol, HostInfo
+from ..errors import FrontierError, JobDirLocked
+from ..jobdir.delivery import deliver
+from ..jobdir.inbox import MAX_URLS
 from ..jobdir.recovery import Progress
 from ..request.model import Request, check_slot
 from ..transfer.copy import REDIS_MAX_BUDGET
 from ..transfer.jsonlines import record_from_json
 from .options import EXISTING_JOBDIR, JOBDIR, PRIORITY, SECONDS, TIME, finite, json_host, when
+from .steer import run_command, wait_options
 from .support import (
     CRAWL_OPTION,
     JSON_OPTION,
@@ -49,12 +53,13 @@ T = TypeVar("T")
 @click.option("--budget", type=click.IntRange(min=0, max=2**63 - 1), default=None,
               help="At most N of its requests done or in flight, ever.")
 @click.option("--no-budget", is_flag=True, help="Remove its budget.")
+@wait_options
 @JSON_OPTION
 @one_line_errors
 def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default_delay: bool,
          block_for: float | None, block_until: float | None, block_always: bool, unblock: bool, budget: int | None,
-         no_budget: bool, as_json: bool) -> None:
-    """Change the settings of one HOST of JOBDIR (not while a crawl holds it); with no option, show them.
+         no_budget: bool, no_wait: bool, timeout: float, as_json: bool) -> None:
+    """Change the settings of one HOST of JOBDIR, while a crawl runs or not; with no option, show them.
 
     A Redis crawl (a URL and --crawl) takes the change at once, while its clients run.
 
@@ -78,25 +83,57 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
         raise click.UsageError("give --budget or --no-budget, not both")
     if name is not None and budget is not None and budget > REDIS_MAX_BUDGET:
         raise click.BadParameter(f"{budget} is more than a Redis crawl keeps (2**53 - 1)", param_hint="'--budget'")
-    opened = open_crawl(jobdir, name)
-    guard = contextlib.nullcontext() if name is None else redis_call_errors()
-    with opened as frontier, guard:
+    changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
+    args: dict[str, Any] = {"host": host}
+    if delay is not None:
+        args["delay"] = delay
+    if default_delay:
+        args["default_delay"] = True
+    if block_for is not None:
+        args["blocked_until"] = time.time() + block_for
+    elif block_until is not None:
+        args["blocked_until"] = block_until
+    elif block_always:
+        args["blocked_until"] = "inf"
+    elif unblock:
+        args["blocked_until"] = 0
+    if budget is not None:
+        args["budget"] = budget
+    if no_budget:
+        args["no_budget"] = True
+    lower: HostInfo | None = None
+
+    def direct(frontier: FrontierProtocol) -> dict[str, Any]:
+        nonlocal lower
         if delay is not None or default_delay:
             frontier.set_delay(host, delay)
-        if block_for is not None:
-            frontier.block(host, time.time() + block_for)
-        elif block_until is not None:
-            frontier.block(host, block_until)
+        if block_for is not None or block_until is not None:
+            frontier.block(host, args["blocked_until"])
         elif block_always:
             frontier.block(host, math.inf)
         elif unblock:
             frontier.unblock(host)
         if budget is not None or no_budget:
             frontier.set_budget(host, budget)
-        info = frontier.host(host)
-        changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
-        unknown = changed and (info is None or not (info.pending or info.in_flight or info.done))
-        lower = frontier.host(host.lower()) if unknown and host.lower() != host else None
+        found = frontier.host(host)
+        if changed and (found is None or not (found.pending or found.in_flight or found.done)) \
+                and host.lower() != host:
+            lower = frontier.host(host.lower())
+        return {"host": None if found is None else found}
+
+    if changed:
+        result = run_command(jobdir, name, "host", args, direct, no_wait=no_wait, timeout=timeout)
+        if result is None:
+            return
+    else:
+        guard = contextlib.nullcontext() if name is None else redis_call_errors()
+        with open_crawl(jobdir, name) as frontier, guard:
+            result = direct(frontier)
+    info = result["host"]
+    if isinstance(info, dict):
+        values: dict[str, Any] = {k: math.inf if v == "inf" else v for k, v in info.items()}
+        info = HostInfo(**values)
+    unknown = changed and (info is None or not (info.pending or info.in_flight or info.done))
     if unknown:
         hint = (f" (did you mean {lower.host}?)" if lower is not None
                 else " (a URL's host is its slot, lower-cased and without port)")
@@ -117,19 +154,23 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
 @click.command(name="requeue-failed")
 @EXISTING_JOBDIR
 @CRAWL_OPTION
+@wait_options
 @JSON_OPTION
 @one_line_errors
-def requeue_failed_command(jobdir: str, crawl: str | None, as_json: bool) -> None:
-    """Make every failed request of JOBDIR pending again, with attempts 0 (not while a crawl holds it).
+def requeue_failed_command(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_json: bool) -> None:
+    """Make every failed request of JOBDIR pending again, with attempts 0. Works while a crawl runs.
 
     Example: diskfrontier requeue-failed crawls/shop
     """
     name = redis_crawl(jobdir, crawl)
-    if name is None:
-        require_jobdir(jobdir)
-    with open_crawl(jobdir, name) as frontier:
-        requeued = frontier.requeue_failed()
-        pending = len(frontier)
+
+    def direct(frontier: FrontierProtocol) -> dict[str, Any]:
+        return {"requeued": frontier.requeue_failed(), "pending": len(frontier)}
+
+    result = run_command(jobdir, name, "requeue-failed", {}, direct, no_wait=no_wait, timeout=timeout)
+    if result is None:
+        return
+    requeued, pending = result["requeued"], result["pending"]
     if as_json:
         click.echo(json.dumps({"requeued": requeued, "pending": pending}))
     else:
@@ -187,16 +228,18 @@ def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: 
 @click.option("--priority", type=PRIORITY, default=0, show_default=True)
 @click.option("--dont-filter", is_flag=True, help="Queue even URLs seen before.")
 @click.option("--strict", is_flag=True, help="Push nothing if any line is bad.")
+@wait_options
 @JSON_OPTION
 @one_line_errors
 def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | None, priority: int,
-         dont_filter: bool, strict: bool, as_json: bool) -> None:
+         dont_filter: bool, strict: bool, no_wait: bool, timeout: float, as_json: bool) -> None:
     """Seed URLs into JOBDIR (created if missing or empty); report queued and duplicates.
 
     URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
     line (not a URL, or two words) is reported with its number and the others still go
     in, unless --strict. Exit code 1 when a line was bad. A Redis crawl (a URL and
-    --crawl) is made if it does not exist.
+    --crawl) is made if it does not exist. While a crawl holds JOBDIR, the URLs go to it
+    through its inbox, and are reported once it applied them.
 
     \b
     Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
@@ -240,16 +283,39 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
             sys.exit(1)
     queued = offered = 0
     frontier: FrontierProtocol | None = None
+    held: JobDirLocked | None = None
+    sent: list[str] = []
     try:
         with progress_bar("pushing", size) as progress:
-            for batch in _runs(good):
-                if frontier is None:  # a run with no good line creates nothing
-                    frontier = open_crawl(jobdir, name, create=True)
-                queued += frontier.push_many(batch)
+            for batch in _runs(good, MAX_URLS if name is None else BATCH):
+                if frontier is None and held is None:  # a run with no good line creates nothing
+                    try:
+                        frontier = open_crawl(jobdir, name, create=True)
+                    except JobDirLocked as exc:  # a crawl runs there: its inbox takes the URLs
+                        held = exc
                 offered += len(batch)
+                if frontier is not None:
+                    queued += frontier.push_many(batch)
+                    continue
+                args = {"urls": [r.url for r in batch], "priority": priority, "dont_filter": dont_filter}
+                ident, answer = deliver(jobdir, "push", args, wait=not no_wait, timeout=timeout)
+                sent.append(ident)
+                if answer is not None:
+                    if "error" in answer:
+                        raise FrontierError(f"the crawl holding {jobdir} refused command {ident}: {answer['error']}")
+                    queued += answer["queued"]
     finally:
         if frontier is not None:
             frontier.close()
+    if held is not None:
+        holder = f"pid {held.pid}" if held.pid else "another process"
+        how = "queued" if no_wait else "applied"
+        click.echo(f"{how} {len(sent)} command{'s' if len(sent) != 1 else ''} by the crawl holding {jobdir} "
+                   f"({holder})", err=True)
+        if no_wait:
+            click.echo(json.dumps({"sent": offered, "commands": sent}) if as_json else
+                       f"sent {offered:,}, bad {bad:,}: applied within a second while that crawl runs")
+            sys.exit(1 if bad else 0)
     _report_counts(queued, offered, bad, as_json)
     sys.exit(1 if bad else 0)
 

@@ -30,6 +30,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import MAX_TIME
 from ..files import boundedjson
 from ..files.atomic import write_json_atomic
 from ..files.boundedjson import MAX_CRC, MAX_SIZE, OutOfRange, check_int
@@ -55,6 +56,7 @@ class Checkpoint:
     journal_pushes: int = 0
     journal_dones: int = 0
     live_bytes: int = 0
+    paused_since: float | None = None  # a clean close of a paused crawl: when it was paused
     seen_index: IndexRecord | None = None  # the saved seen index that may be loaded instead of requests.seen
     journal_crc: int | None = None  # the crc32 of the journal's first ``floor`` bytes, when known
     hosts_file: HostFileRecord | None = None  # requests.hosts as a clean close wrote it
@@ -94,6 +96,13 @@ def _int_map(value: dict[str, Any], key: str, low: int = 0, high: int = MAX_SIZE
         priority = check_int(f"a priority of {key}", int(k), PRIORITY_MIN, PRIORITY_MAX)
         out[priority] = _int(items, k, None, low, high)
     return out
+
+
+def _time(value: dict[str, Any], key: str) -> float:
+    at = value[key]
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at <= MAX_TIME:
+        raise OutOfRange(f"{key} {at!r}")
+    return float(at)
 
 
 def _tail(value: dict[str, Any]) -> tuple[int, int] | None:
@@ -147,6 +156,8 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
             saved.journal_pushes = _int(value, "journal_pushes")
             saved.journal_dones = _int(value, "journal_dones")
             saved.live_bytes = _int(value, "live_bytes")
+            if "paused_since" in value:
+                saved.paused_since = _time(value, "paused_since")
             if "hosts_file" in value:  # format 2 had none
                 saved.hosts_file = HostFileRecord.from_json(value["hosts_file"])
             if sum(saved.pending.values()) != saved.journal_pushes - saved.journal_dones:
@@ -200,9 +211,12 @@ def write_clean(
     path: str, ident: str | None, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int],
     pending: dict[int, int], queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
     hosts_file: HostFileRecord, seen_index: IndexRecord | None = None, journal_crc: int | None = None,
+    paused_since: float | None = None,
 ) -> None:
     """Mark a clean close: the queue files and requests.hosts match this journal and seen file."""
     extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    if paused_since is not None:
+        extra["paused_since"] = paused_since
     extra["hosts_file"] = hosts_file.to_json()
     if journal_crc is not None:
         extra["journal_crc"] = journal_crc

@@ -79,6 +79,8 @@ class Closing:
         st.compacting = True
         try:
             hosts = tuple(self._host_records())
+            if st.paused_since is not None:  # the pause goes on in the new journal
+                hosts += (records.pause_body(True, st.paused_since),)
             result = write_compacted(layout.journal, layout.compacting, salt=st.salt, floor=st.floor,
                                      progress=progress, hosts=hosts)
         finally:
@@ -155,7 +157,7 @@ class Closing:
             seen_tail=st.seen.tail(), pending=pending,
             queues={p: queue_crc(layout.queue_dir, p) for p in queued},
             pushes=st.pushes, dones=st.dones, live_bytes=st.live_bytes,
-            hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc)
+            hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc, paused_since=st.paused_since)
 
     def _memory_requests(self) -> list[Request]:
         out = []

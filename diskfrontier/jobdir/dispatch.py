@@ -10,6 +10,7 @@ façade) holds the lock and has checked that the frontier is open.
 
 from __future__ import annotations
 
+import itertools
 import time
 from array import array
 
@@ -289,6 +290,19 @@ class Dispatch:
         journal = st.journal
         out = []
         for target, record_at in st.failed.items():
+            info = journal.read_fail(record_at, target)
+            request = self.load(target)
+            request._seq = None
+            request.not_before = None
+            out.append(FailedRequest(request, info.error, info.failed_at))
+        return out
+
+    def latest_failed(self, count: int) -> list[FailedRequest]:
+        """The ``count`` latest failed requests, latest first."""
+        st = self.state
+        journal = st.journal
+        out = []
+        for target, record_at in itertools.islice(reversed(st.failed.items()), count):
             info = journal.read_fail(record_at, target)
             request = self.load(target)
             request._seq = None

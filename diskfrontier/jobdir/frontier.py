@@ -32,6 +32,8 @@ one codec (``records.py``).
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import math
 import os
 import threading
@@ -41,14 +43,18 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..contract import Dropped, check_drop
 from ..contract import check_attempts as _attempts
 from ..contract import check_host as _check_host
 from ..contract import check_seconds as _check_seconds
 from ..contract import check_time as _check_time
 from ..errors import FrontierClosed, FrontierError
 from ..failures import FailedRequest
+from ..files.atomic import write_atomic
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
+from ..snapshot import LATEST_FAILURES, snapshot
+from . import commands, inbox, steering
 from .closing import Closing
 from .dispatch import Dispatch
 from .journal import REFETCH, RETRY, cap_error
@@ -59,7 +65,9 @@ from .opening import Opening, check_settings
 from .replay import Progress
 from .seenindex import key_of
 from .shared import Shared
+from .watcher import Watcher
 
+log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
 
 
@@ -96,6 +104,7 @@ class Frontier:
         delay: float = 0.0,
         per_host: int | None = None,
         prefer: str = "priority",
+        watch: bool = True,
     ) -> None:
         delay = check_settings(delay=delay, per_host=per_host, prefer=prefer, order=order, fsync=fsync)
         self.path = os.fspath(path)
@@ -114,6 +123,14 @@ class Frontier:
         self.recovery: str = state.recovery
         self._closed = False
         _OPEN.add(self)
+        self._watcher: Watcher | None = None
+        try:
+            self._apply_commands()  # those sent while nobody held the directory, or cut short by a stop
+        except BaseException:
+            self.close()
+            raise
+        if watch:
+            self._watcher = Watcher(self)
 
     def _wake(self) -> None:
         """Wake the threads waiting in ``pop(timeout=...)``: something changed."""
@@ -235,7 +252,7 @@ class Frontier:
             timeout = None if timeout is None else _check_seconds("timeout", timeout)
         with self._mutex:
             self._check_open()
-            request = self._dispatch.pop()
+            request = self._dispatch.pop() if self._state.paused_since is None else None
             if request is not None or timeout == 0:
                 return request
             return self._pop_wait(timeout)
@@ -244,8 +261,9 @@ class Frontier:
         state, dispatch = self._state, self._dispatch
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            wake = dispatch.next_event()
-            if timeout is None and wake is None and not state.inflight:
+            paused = state.paused_since is not None
+            wake = None if paused else dispatch.next_event()
+            if timeout is None and wake is None and not state.inflight and not paused:
                 return None  # finished, or stalled: nothing can become ready by waiting
             wait = None if wake is None else max(0.0, wake - time.time()) + 0.001
             if deadline is not None:
@@ -259,7 +277,7 @@ class Frontier:
             finally:
                 state.waiters -= 1
             self._check_open()
-            request = dispatch.pop()
+            request = dispatch.pop() if state.paused_since is None else None
             if request is not None:
                 return request
 
@@ -389,7 +407,78 @@ class Frontier:
         may be now), or None if none can become ready by waiting alone."""
         with self._mutex:
             self._check_open()
+            if self._state.paused_since is not None:
+                return None  # nothing becomes ready by waiting: only resume() hands out again
             return self._dispatch.next_ready()
+
+    # ------------------------------------------------------------------ steering
+    def pause(self) -> None:
+        """Hand out nothing until ``resume()``: ``pop`` returns None (waiting out its timeout).
+
+        A PAUSE record: the pause holds across restarts and crashes until ``resume``.
+        Requests in flight are not affected; pushes, dones and host changes go on.
+        """
+        with self._mutex:
+            self._check_open()
+            self._ledger.set_paused(True)
+
+    def resume(self) -> None:
+        """End a pause (nothing happens if the crawl is not paused)."""
+        with self._mutex:
+            self._check_open()
+            if self._ledger.set_paused(False):
+                self._cond.notify_all()
+
+    @property
+    def paused_since(self) -> float | None:
+        """When the crawl was paused (``time.time()``); None if it is not paused."""
+        return self._state.paused_since
+
+    def drop(self, *, host: str | None = None, match: str | None = None, dry_run: bool = False,
+             show: int = 0) -> Dropped:
+        """Remove the pending requests of ``host`` (its slot, exactly) or whose URL ``match`` (a regular
+        expression, searched) finds; give exactly one of the two.
+
+        Each is a DROP record: never handed out, its fingerprint stays seen, counted in
+        ``stats()["dropped"]``. Requests in flight, failed or kept in memory only are left
+        alone. ``dry_run``: count them and change nothing. ``show``: also return up to that many
+        of their URLs. Costs one scan of the journal.
+        """
+        pattern = check_drop(host, match, show)
+        with self._mutex:
+            self._check_open()
+            dropped = steering.drop(self._state, Opening(self._state), self._dispatch, host, pattern, dry_run, show)
+            return dropped
+
+    # ------------------------------------------------------------------ commands and status for other processes
+    def _apply_commands(self) -> int:
+        """Apply the commands waiting in the inbox (``jobdir/inbox.py``); return how many."""
+        state = self._state
+        if not inbox.queued(state.path) and state.open_group is None:
+            return 0
+        with self._mutex:
+            self._check_open()
+            applied = commands.apply_queued(self, state, self._ledger)
+            if applied:
+                self._cond.notify_all()
+            return applied
+
+    def _publish_status(self, *, with_hosts: bool) -> float:
+        """Write ``status.json`` (``snapshot.snapshot``); return the seconds the host list took."""
+        state = self._state
+        cost = 0.0
+        with self._mutex:
+            self._check_open()
+            stats = state.stats(journal_open=True)
+            ready = None if state.paused_since is not None else self._dispatch.next_ready()
+            if with_hosts:
+                started = time.perf_counter()
+                self._hosts_seen = self._dispatch.host_infos()
+                cost = time.perf_counter() - started
+            failures = self._dispatch.latest_failed(LATEST_FAILURES)
+        value = snapshot(stats, getattr(self, "_hosts_seen", []), failures, ready, source=self.path)
+        write_atomic(self.layout.status, json.dumps(value, default=str).encode())
+        return cost
 
     def set_delay(self, host: str, seconds: float | None) -> None:
         """Wait at least ``seconds`` between hand-outs of ``host`` (None: the frontier's ``delay``).
@@ -505,9 +594,20 @@ class Frontier:
             self._closing.forget_files()
             self._lock.release()
             return
+        watcher, self._watcher = getattr(self, "_watcher", None), None
+        if watcher is not None:
+            watcher.stop()  # outside the lock: it may be waiting for it
         with self._mutex:
             if self._closed:
                 return
+            if not self._state.broken and not self._state.compacting:
+                try:
+                    commands.apply_queued(self, self._state, self._ledger)  # those sent while it ran
+                except Exception as exc:
+                    log.warning("%s: commands left in the inbox for the next open (%s: %s)", self.path,
+                                type(exc).__name__, exc)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.layout.status)
             self._closed = True
             _OPEN.discard(self)
             self._cond.notify_all()  # waiting pop()s raise FrontierClosed

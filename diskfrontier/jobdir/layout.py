@@ -3,7 +3,7 @@
 Format 4 (docs/format.md describes every file)::
 
     JOBDIR/
-      frontier.json        {"format": "diskfrontier", "version": 4, "order", "id", "created", ...}
+      frontier.json        {"format": "diskfrontier", "version": 5, "order", "id", "created", ...}
       lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
       requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
@@ -37,8 +37,10 @@ from ..files.safefs import DIRECTORY, FILE, open_file
 from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; imported from here too
 
 FORMAT_NAME = "diskfrontier"
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # 1 to 3 are upgraded on open
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # 1 to 4 are upgraded on open
+JOURNAL_FORMAT = 4  # the journal's own format (its magic): format 5 only added record types to format 4's
+SALTED_FROM = 4  # the first format whose checksums hold the directory's salt (and whose frontier.json has an id)
 ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 FINGERPRINT_VERSION = "scrapy-sha1-1"
 
@@ -90,14 +92,18 @@ class Layout:
         return os.path.join(self.root, "requests.hosts")
 
     @property
+    def status(self) -> str:
+        return os.path.join(self.root, "status.json")
+
+    @property
     def compacting(self) -> str:
         return os.path.join(self.root, "requests.urls.compact")
 
     def entries(self) -> dict[str, str]:
         """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
         files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.seen.index",
-                 "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts")
-        return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY}
+                 "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts", "status.json")
+        return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY, "inbox": DIRECTORY}
 
 
 _META_HINT = (
@@ -126,10 +132,15 @@ def read_meta(layout: Layout) -> dict[str, Any]:
         )
     if meta.get("order") not in ("lifo", "fifo"):
         raise JobDirCorrupt(layout.meta, 0, f"unknown queue order {meta.get('order')!r}", hint=_META_HINT)
-    if (version == FORMAT_VERSION or "id" in meta) and not (isinstance(meta.get("id"), str) and ID_PATTERN.fullmatch(
+    if (version >= SALTED_FROM or "id" in meta) and not (isinstance(meta.get("id"), str) and ID_PATTERN.fullmatch(
             meta["id"]) and fold_id(meta["id"])):
         raise JobDirCorrupt(layout.meta, 0, f"its id {meta.get('id')!r} is not 16 hex digits", hint=_META_HINT)
     return meta
+
+
+def journal_format(version: int) -> int:
+    """The format of the journal of a job directory of format ``version`` (its records' framing)."""
+    return min(version, JOURNAL_FORMAT)
 
 
 def new_id() -> str:
@@ -150,7 +161,7 @@ def salt_of(meta: dict[str, Any]) -> int:
     """The salt of the files of a job directory described by ``meta`` (checked by ``read_meta``): its ``id``
     folded to 32 bits in format 4; 0 in formats 1 to 3, whose checksums hold none (an upgrade under way may
     have given ``frontier.json`` an id already: its files get the salt when the upgrade writes them)."""
-    if meta.get("version") != FORMAT_VERSION:
+    if meta.get("version", 0) < SALTED_FROM:
         return 0
     return fold_id(meta["id"])
 

@@ -515,6 +515,27 @@ class Ledger:
             st.interrupted("a host setting", exc)
             raise
 
+    def set_paused(self, paused: bool) -> bool:
+        """Write a PAUSE record (paused, or running again) unless the crawl is so already; True if written."""
+        st = self.state
+        if (st.paused_since is not None) == paused:
+            return False
+        at = time.time()
+        journal = st.journal
+        offset = journal.size
+        journal.write(frame(offset, records.pause_body(paused, at), st.salt))
+        st.last_record = offset
+        st.paused_since = at if paused else None
+        return True
+
+    def mark(self, phase: int, ident: str, result: bytes = b"") -> None:
+        """Write the MARK record that begins or ends the records of inbox command ``ident``."""
+        st = self.state
+        journal = st.journal
+        offset = journal.size
+        journal.write(frame(offset, records.mark_body(phase, ident, result), st.salt))
+        st.last_record = offset
+
     def set_done_count(self, host: Host, done: int) -> None:
         """Set the host's done count, kept in a HOST record with its settings (undone if the write fails)."""
         counts = self.state.hosts.counts

@@ -110,7 +110,7 @@ class Opening:
                 named = checkpoint.named_id(layout.cursor) or "<the id its requests.cursor names>"
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
-                                         f'"diskfrontier", "version": 4, "order": "lifo", "id": "{named}"}} '
+                                         f'"diskfrontier", "version": 5, "order": "lifo", "id": "{named}"}} '
                                          '(or "fifo")')
             self.set_aside_foreign_queue()
             JournalWriter.create(layout.journal)
@@ -206,10 +206,12 @@ class Opening:
         st.pushes, st.dones = saved.journal_pushes, saved.journal_dones
         st.last_record = saved.last_record
         st.live_bytes = saved.live_bytes
+        st.paused_since = saved.paused_since
         st.recovery = "clean" if saved.clean else "new"
 
-    def rebuild(self, reason: str, progress: Progress | None) -> None:
-        """Rebuild the queues, seen set, hosts and failed requests from the journal."""
+    def rebuild(self, reason: str, progress: Progress | None, exclude: tuple[int, ...] = ()) -> None:
+        """Rebuild the queues, seen set, hosts and failed requests from the journal (``exclude``: the
+        offsets of requests in flight, left out of the queues)."""
         st = self.state
         layout = st.layout
         log.info("rebuilding the queues of %s from its journal: %s", st.path, reason)
@@ -218,9 +220,10 @@ class Opening:
         OffsetQueues.wipe(layout.queue_dir)
         st.queues = OffsetQueues(layout.queue_dir, st.order)
         state, added = rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor,
-                               floor_crc=st.floor_crc, progress=progress, now=time.time())
+                               floor_crc=st.floor_crc, progress=progress, now=time.time(), exclude=exclude)
         st.live_bytes = state.live_bytes
         st.failed = state.failed
+        st.paused_since, st.applied, st.open_group = state.paused_since, state.applied, state.open_group
         st.delayed = DelayedRequests()
         for offset, priority, due in state.delayed:
             st.delayed.add(due, offset, priority)

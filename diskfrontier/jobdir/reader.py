@@ -22,7 +22,7 @@ from ..request.model import Request
 from . import checkpoint
 from .hostfile import HostFileUnusable, HostState, load_host_state
 from .journal import MAGIC, read_fail, read_record, record_end
-from .layout import FORMAT_VERSION, Layout, probe_lock, read_meta, salt_of
+from .layout import FORMAT_VERSION, SALTED_FROM, Layout, journal_format, probe_lock, read_meta, salt_of
 from .queues import distrust_reason, queue_offsets
 from .records import request_of
 from .replay import read_state
@@ -74,7 +74,7 @@ def _require_jobdir(layout: Layout) -> dict[str, Any]:
 
 def _ident(meta: dict[str, Any]) -> str | None:
     """The id that the directory's cursor must name (None before format 4)."""
-    return meta["id"] if meta["version"] == FORMAT_VERSION else None
+    return meta["id"] if meta["version"] >= SALTED_FROM else None
 
 
 def inspect_jobdir(path: str) -> JobInfo:
@@ -93,7 +93,7 @@ def inspect_jobdir(path: str) -> JobInfo:
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
     if holder is not None:
         label = f"in use by pid {holder}" if holder else "in use by another process"
-    elif meta["version"] < FORMAT_VERSION:
+    elif meta["version"] < SALTED_FROM:
         label = f"format {meta['version']} (upgraded to format {FORMAT_VERSION} at the next open)"
     elif saved.clean and saved.journal_bytes == journal_bytes and saved.seen_bytes == seen_bytes:
         label = "clean"
@@ -169,7 +169,7 @@ def _trusted_queues(layout: Layout, meta: dict[str, Any]) -> tuple[dict[int, int
     """The queued count per priority of a cleanly closed directory whose queue files match its
     checkpoint (each file's crc32 is checked) and its host file, or None if its queues cannot be
     read as they are."""
-    if meta["version"] != FORMAT_VERSION or probe_lock(layout.lock) is not None:
+    if meta["version"] < SALTED_FROM or probe_lock(layout.lock) is not None:
         return None
     saved = checkpoint.read_checkpoint(layout.cursor, _ident(meta))
     seen_bytes = os.lstat(layout.seen).st_size if os.path.lexists(layout.seen) else 0
@@ -198,7 +198,7 @@ class PendingRequests:
     def __init__(self, path: str, *, priority: int | None = None, push_order: bool = False) -> None:
         self.layout = Layout(path)
         meta = _require_jobdir(self.layout)
-        self.version: int = meta["version"]
+        self.version: int = journal_format(meta["version"])
         self.salt = salt_of(meta)
         lifo = meta["order"] == "lifo"
         self._parts: list[tuple[int, Callable[[], Iterable[int]]]] = []  # (count, offsets in order) per priority
@@ -258,7 +258,7 @@ class FailedRequests:
         self.layout = layout = Layout(path)
         meta = _require_jobdir(layout)
         self._entries: list[tuple[int, int]] = []  # (request offset, FAIL record offset)
-        self.version: int = meta["version"]
+        self.version: int = journal_format(meta["version"])
         self.salt = salt = salt_of(meta)
         if self.version < 3:
             return  # formats 1 and 2 have no FAIL records

@@ -26,6 +26,14 @@ The body's first byte is its type:
 * FAIL ``0x06 target:u64 failed_at:f64 error``: the in-flight request at ``target`` is
   finished as failed at ``failed_at`` (a ``time.time()`` value), with ``error``: UTF-8
   text of at most ``MAX_ERROR`` (4,000) bytes, possibly empty.
+* PAUSE ``0x07 paused:u8 at:f64`` (format 5): the crawl is paused from ``at`` on
+  (``paused`` 1) or running again (``paused`` 0, ``at`` when it was resumed).
+* DROP ``0x08 target:u64`` (format 5): the pending request at ``target`` is removed by
+  ``drop()``: never handed out, not counted as done.
+* MARK ``0x09 phase:u8 idlen:u8 id result`` (format 5): the start (``phase`` 0, no
+  ``result``) and the end (``phase`` 1) of the records that applied the inbox command
+  ``id`` (1 to 64 characters of ``[0-9A-Za-z._-]``); ``result`` is the command's summary,
+  UTF-8 JSON of at most ``MAX_RESULT`` bytes.
 
 A body is well-formed (``body_ok_v3``) when it is of a known type, its size fits its own
 length fields and its values are in range. Formats 1 and 2 (read only to upgrade them):
@@ -61,8 +69,12 @@ FAIL_HEAD = struct.Struct(">BQd")  # type, target, failed_at; the error text fol
 # A frame and the head of a request-carrying body, read in one call by a scan: (length, crc, check, type,
 # priority, flags, fplen, slotlen, attempts, not_before).
 FRAMED_HEAD = struct.Struct(">IIHBiBBBHd")
-PUSH, DONE, HOST, RETRY, REFETCH, FAIL = 1, 2, 3, 4, 5, 6
-BODY_SIZE = {DONE: DONE_BODY.size}  # the types whose bodies have one size
+PAUSE_BODY = struct.Struct(">BBd")  # type, paused, at
+MARK_HEAD = struct.Struct(">BBB")  # type, phase, idlen; the id and (phase 1) the result follow
+PUSH, DONE, HOST, RETRY, REFETCH, FAIL, PAUSE, DROP, MARK = 1, 2, 3, 4, 5, 6, 7, 8, 9
+MARK_BEGIN, MARK_END = 0, 1
+MAX_RESULT = 1 << 16
+BODY_SIZE = {DONE: DONE_BODY.size, DROP: DONE_BODY.size}  # the types whose bodies have one size (and no value to check)
 REQUEUES = (RETRY, REFETCH)  # records that finish one request and make it pending again
 CARRIES_REQUEST = (PUSH, RETRY, REFETCH)
 FLAG_DONT_FILTER = 1
@@ -151,8 +163,12 @@ def body_ok_v3(body: bytes | memoryview) -> bool:
         return request_fits(kind, size, fplen, slotlen, not_before)
     if kind in BODY_SIZE:
         return size == BODY_SIZE[kind]
+    if kind == PAUSE:
+        return size == PAUSE_BODY.size and _pause_ok(body)
     if kind == FAIL:
         return _fail_ok(body, size)
+    if kind == MARK:
+        return parse_mark(body) is not None
     if kind != HOST or size <= HOST_HEAD.size or size != HOST_HEAD.size + body[1]:
         return False
     _, _, delay, blocked_until, budget, _ = HOST_HEAD.unpack_from(body)
@@ -172,6 +188,11 @@ def _fail_ok(body: bytes | memoryview, size: int) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _pause_ok(body: bytes | memoryview) -> bool:
+    _, paused, at = PAUSE_BODY.unpack_from(body)
+    return paused in (0, 1) and 0.0 <= at <= MAX_TIME
 
 
 def body_ok_v2(body: bytes | memoryview) -> bool:
@@ -208,6 +229,22 @@ def done_body(offset: int) -> bytes:
 def fail_body(target: int, failed_at: float, error: bytes) -> bytes:
     """The body of the FAIL record for the request at ``target`` (``error``: UTF-8, at most ``MAX_ERROR`` bytes)."""
     return FAIL_HEAD.pack(FAIL, target, failed_at) + error
+
+
+def pause_body(paused: bool, at: float) -> bytes:
+    """The body of a PAUSE record: paused (or running again) from ``at`` (a ``time.time()`` value)."""
+    return PAUSE_BODY.pack(PAUSE, int(paused), at)
+
+
+def drop_body(target: int) -> bytes:
+    """The body of the DROP record for the pending request at ``target``."""
+    return DONE_BODY.pack(DROP, target)
+
+
+def mark_body(phase: int, ident: str, result: bytes = b"") -> bytes:
+    """The body of a MARK record: ``MARK_BEGIN`` or ``MARK_END`` (with ``result``) of inbox command ``ident``."""
+    name = ident.encode("ascii")
+    return MARK_HEAD.pack(MARK, phase, len(name)) + name + result
 
 
 def cap_error(error: str) -> bytes:
@@ -321,6 +358,43 @@ def parse_fail(body: bytes | memoryview) -> FailRecord:
     """The fields of a FAIL body (checked by the scan or ``read_fail``)."""
     _, target, failed_at = FAIL_HEAD.unpack_from(body)
     return FailRecord(target, failed_at, bytes(body[FAIL_HEAD.size:]).decode("utf-8"))
+
+
+@dataclass(frozen=True)
+class MarkRecord:
+    """The fields of a MARK body."""
+
+    phase: int  # MARK_BEGIN or MARK_END
+    ident: str
+    result: str  # JSON text; "" for a MARK_BEGIN
+
+
+def parse_mark(body: bytes | memoryview) -> MarkRecord | None:
+    """The fields of a MARK body; None if it is malformed."""
+    size = len(body)
+    if size < MARK_HEAD.size:
+        return None
+    _, phase, idlen = MARK_HEAD.unpack_from(body)
+    end = MARK_HEAD.size + idlen
+    if phase not in (MARK_BEGIN, MARK_END) or not 1 <= idlen <= 64 or size < end or size - end > MAX_RESULT:
+        return None
+    ident = bytes(body[MARK_HEAD.size:end])
+    if not all(c in _ID_BYTES for c in ident) or (phase == MARK_BEGIN and size != end):
+        return None
+    try:
+        result = bytes(body[end:]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return MarkRecord(phase, ident.decode("ascii"), result)
+
+
+_ID_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._-")
+
+
+def parse_pause(body: bytes | memoryview) -> tuple[bool, float]:
+    """(paused, at) of a PAUSE body."""
+    _, paused, at = PAUSE_BODY.unpack_from(body)
+    return bool(paused), at
 
 
 def push_priority(body: bytes | memoryview) -> int:

@@ -23,7 +23,7 @@ __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
 def rebuild(
     path: str, queues: OffsetQueues, seen: SeenFile, *, salt: int, floor: int = 0, floor_crc: int | None = None,
-    progress: Progress | None = None, now: float = 0.0,
+    progress: Progress | None = None, now: float = 0.0, exclude: tuple[int, ...] = (),
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
 
@@ -32,7 +32,8 @@ def rebuild(
     the seen file is flushed before every checkpoint that sets the floor. ``floor_crc``:
     the crc32 of the journal below the floor, from the checkpoint (the records there are
     then checked by it as a whole). Requests whose not_before is after ``now`` are left
-    out of the queues, in ``state.delayed``; ``state.host_*`` holds the hosts.
+    out of the queues, in ``state.delayed``; ``state.host_*`` holds the hosts. ``exclude``: offsets of
+    requests in flight, left out of the queues and the pending counts.
     """
     added = 0
 
@@ -41,7 +42,8 @@ def rebuild(
         added += seen.add(fingerprint)
 
     state = read_state(path, salt=salt, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
-                       sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now)
+                       sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now,
+                       exclude=exclude)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)
     return state, added

@@ -34,7 +34,7 @@ import zlib
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO
@@ -44,11 +44,15 @@ from ..files.safefs import open_file
 from .journal import CHUNK, MAGIC, MAGIC_CRC, JournalScan, ScanResult, Stop, journal_version, walk
 from .records import (
     DONE,
+    DROP,
     FAIL,
     FLAG_DONT_FILTER,
     FRAME,
     HOST,
+    MARK,
+    MARK_BEGIN,
     OFFSET,
+    PAUSE,
     PUSH,
     PUSH_HEAD,
     RETRY,
@@ -58,6 +62,8 @@ from .records import (
     fail_target,
     kind_of,
     parse_host,
+    parse_mark,
+    parse_pause,
     parse_push,
 )
 
@@ -96,6 +102,10 @@ class JournalState:
     timed_at: array = field(default_factory=lambda: array("d"))  # their not_before
     delayed: list[tuple[int, int, float]] = field(default_factory=list)  # (offset, priority, due) held back
     failed: dict[int, int] = field(default_factory=dict)  # failed request offset -> its FAIL offset, in FAIL order
+    paused_since: float | None = None  # the last PAUSE record's time, unless it resumed
+    dropped: int = 0  # DROP records
+    applied: dict[str, str] = field(default_factory=dict)  # inbox command id -> its result (JSON), by MARK records
+    open_group: OpenGroup | None = None  # the inbox command whose MARK_BEGIN has no MARK_END yet
 
     def find_pending(self, offset: int) -> tuple[int, int] | None:
         """(its index in push order, its priority) of the pending PUSH record at ``offset``; None if none is."""
@@ -121,6 +131,17 @@ class JournalState:
                 if at > now and codes[index] != dead]
 
 
+@dataclass(frozen=True)
+class OpenGroup:
+    """An inbox command whose records were cut short by a stop: its id, where it began, and what its
+    records after the MARK_BEGIN did (requests stored by PUSH or RETRY records, and DROP records)."""
+
+    ident: str
+    offset: int
+    stored: int
+    dropped: int
+
+
 class _Collector:
     """The arrays a scan fills, and the DONE rule."""
 
@@ -144,6 +165,10 @@ class _Collector:
         self.dones = 0
         self.bad_dones: list[tuple[int, str]] = []
         self.failed: dict[int, int] = {}  # failed request offset -> its FAIL offset
+        self.paused_since: float | None = None
+        self.dropped = 0
+        self.applied: dict[str, str] = {}
+        self.group: tuple[str, int, int, int] | None = None  # (id, offset, stored, dropped) at its MARK_BEGIN
 
     def code(self, priority: int) -> int:
         """The code of a priority not seen before (the code array widens past 255 priorities)."""
@@ -182,6 +207,10 @@ class _Collector:
                 self.host_record(body)
         elif kind == FAIL:
             self.fail(offset, fail_target(body))
+        elif kind == DROP:
+            self.drop(offset, done_target(body))
+        elif kind in (PAUSE, MARK):
+            self.control(offset, kind, body)
         else:
             pushed = parse_push(body, self.version)
             self.push(offset, pushed.priority, FRAME.size + len(body), pushed.slot, pushed.not_before,
@@ -247,6 +276,49 @@ class _Collector:
             raise JobDirCorrupt(self.path, offset, problem)
         self.bad_dones.append((offset, problem))
 
+    def drop(self, offset: int, target: int) -> None:
+        """A DROP record: the pending request at ``target`` is removed (not done, not failed)."""
+        i = bisect_left(self.order, target) if target < offset else len(self.order)
+        if target >= offset:
+            problem = f"a DROP record names byte {target}, which is not before it"
+        elif i == len(self.order) or self.order[i] != target:
+            problem = f"a DROP record names byte {target}, where no request record starts"
+        elif self.codes[i] == self.dead:
+            problem = f"a DROP record names the request at byte {target}, which is not pending"
+        else:
+            self.codes[i] = self.dead
+            self.dones += 1
+            self.dropped += 1
+            return
+        if not self.repair:
+            raise JobDirCorrupt(self.path, offset, problem)
+        self.bad_dones.append((offset, problem))
+
+    def control(self, offset: int, kind: int, body: memoryview | bytes) -> None:
+        """A PAUSE or MARK record (format 5)."""
+        if kind == PAUSE:
+            paused, at = parse_pause(body)
+            self.paused_since = at if paused else None
+            return
+        mark = parse_mark(body)
+        assert mark is not None  # the walk checked it
+        problem = None
+        if mark.phase == MARK_BEGIN:
+            if self.group is not None:
+                problem = f"command {mark.ident} begins before command {self.group[0]} ended"
+            else:
+                self.group = (mark.ident, offset, len(self.order), self.dropped)
+                return
+        elif self.group is None or self.group[0] != mark.ident:
+            problem = f"command {mark.ident} ends without having begun"
+        else:
+            self.group = None
+            self.applied[mark.ident] = mark.result
+            return
+        if not self.repair:
+            raise JobDirCorrupt(self.path, offset, f"a MARK record out of place: {problem}")
+        self.bad_dones.append((offset, problem))
+
     def fail(self, offset: int, target: int) -> None:
         """A FAIL record: the pending request at ``target`` is finished as failed."""
         if target >= offset:
@@ -270,6 +342,14 @@ class _Collector:
             raise JobDirCorrupt(self.path, offset, problem)
         self.bad_dones.append((offset, problem))
 
+    def leave_out(self, offsets: tuple[int, ...]) -> None:
+        """Take the pending requests at ``offsets`` out of the pending ones, not counted as done."""
+        order = self.order
+        for offset in offsets:
+            i = bisect_left(order, offset)
+            if i < len(order) and order[i] == offset:
+                self.codes[i] = self.dead
+
     def alive_mask(self) -> bytes:
         """One byte per PUSH in push order: 1 if it is pending."""
         if self.codes.typecode == "B":
@@ -280,6 +360,10 @@ class _Collector:
         state.order, state.codes, state.priorities = self.order, self.codes, self.priorities
         state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
         state.failed = self.failed
+        state.paused_since, state.dropped, state.applied = self.paused_since, self.dropped, self.applied
+        if self.group is not None:
+            ident, at, stored, dropped = self.group
+            state.open_group = OpenGroup(ident, at, len(self.order) - stored, self.dropped - dropped)
         state.timed_index, state.timed_at = self.timed_index, self.timed_at
         if self.hosts:
             state.host_names, state.host_ids, state.host_done = self.host_names, self.host_ids, self.host_done
@@ -342,7 +426,7 @@ def read_state(
     path: str, *, salt: int, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
     floor_crc: int | None = None, hosts: bool = False, hold_after: float | None = None,
-    prefix: tuple[int, int] | None = None,
+    prefix: tuple[int, int] | None = None, exclude: Collection[int] = (),
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
@@ -361,9 +445,12 @@ def read_state(
     requests whose not_before is later than this go to ``state.delayed`` instead of
     ``state.pending`` (they are still counted). ``prefix``: (length, crc32) of a start of the journal
     that a checkpoint vouches for, used as ``floor_crc`` is but without making that length a floor
-    (for a read-only view, which reports a cut journal rather than refusing it).
+    (for a read-only view, which reports a cut journal rather than refusing it). ``exclude``: offsets of
+    pending requests to leave out of the pending ones (those in flight in a running frontier; they are
+    not counted as done).
     """
-    options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after)
+    options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after,
+                       tuple(exclude))
     trusted = (floor, floor_crc) if floor_crc is not None else prefix
     if trusted is not None and not repair:
         try:
@@ -385,6 +472,7 @@ class _Options:
     offsets: bool
     hosts: bool
     hold_after: float | None
+    exclude: tuple[int, ...]
 
 
 class _PrefixMismatch(Exception):
@@ -417,6 +505,7 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
         state.scan = scan.result
     state.end_crc = end_crc if state.scan.end == stop else None
     state.last_record = last
+    collect.leave_out(options.exclude)
     collect.finish(state, options.offsets, options.hold_after)
     if progress is not None:
         progress(state.scan.size, state.scan.size)
@@ -462,6 +551,10 @@ def _fast_scan(
                     collect.host_record(memoryview(buf)[rel + header:rel + header + fields[0]])
             elif kind == FAIL:
                 fail(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+            elif kind == DROP:
+                collect.drop(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+            elif kind in (PAUSE, MARK):
+                collect.control(at, kind, memoryview(buf)[rel + header:rel + header + fields[0]])
             else:  # PUSH, RETRY or REFETCH: records.FRAMED_HEAD, then fingerprint, slot, record (and target)
                 length, _crc, _check, _kind, priority, flags, fplen, slotlen, _attempts, not_before = fields
                 code = code_of.get(priority)

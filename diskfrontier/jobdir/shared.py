@@ -19,12 +19,13 @@ from ..request.model import Request
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
+from .replay import OpenGroup
 from .seen import SeenFile
 
 log = logging.getLogger("diskfrontier")
 
 COUNTERS = ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost", "recovered", "requeued",
-            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled")
+            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands")
 
 
 class Shared:
@@ -74,6 +75,9 @@ class Shared:
         self.compacting = False
         self.dirty: str | None = None  # why the queues may not match the journal any more
         self.broken: str | None = None  # why no further call can be served
+        self.paused_since: float | None = None  # pause(): when; None while running
+        self.applied: dict[str, str] = {}  # inbox commands applied, by the journal since the open: id -> result
+        self.open_group: OpenGroup | None = None  # an inbox command a stop cut short, finished at the open
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""
@@ -117,6 +121,7 @@ class Shared:
             "hosts": len(self.hosts.counts),
             "buffered": self.hosts.buffered,
             "politeness": self.hosts.active,
+            "paused_since": self.paused_since,
         }
 
     def __repr__(self) -> str:

@@ -81,9 +81,11 @@ def test_host_refuses_bad_input_and_a_live_directory(tmp_path):
         result = run("host", job, "a.example", *args)
         assert result.exit_code == 2 and "Traceback" not in result.output, args
     assert run("host", job, "", "--delay", "1").exit_code == 2
-    with Frontier(job):
+    with Frontier(job) as held:  # a live directory: the change goes through its inbox and is applied
         result = run("host", job, "a.example", "--delay", "1")
-    assert result.exit_code == 1 and "pid" in result.output
+        assert result.exit_code == 0 and "applied by the crawl holding" in result.stderr, result.output
+        info = held.host("a.example")
+        assert info is not None and info.delay == 1.0
 
 
 def test_inspect_and_peek_show_time(tmp_path):

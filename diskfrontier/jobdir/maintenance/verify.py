@@ -31,7 +31,7 @@ from .. import checkpoint
 from ..hostfile import HostFileUnusable, load_host_state
 from ..identity import foreign_meta, foreign_meta_problem
 from ..journal import MAGIC, JournalScan, journal_version
-from ..layout import FORMAT_VERSION, Layout, Lock, fold_id, read_meta
+from ..layout import FORMAT_VERSION, SALTED_FROM, Layout, Lock, fold_id, journal_format, read_meta
 from ..queues import distrust_reason, queue_offsets, queue_path
 from ..records import (
     CARRIES_REQUEST,
@@ -100,14 +100,14 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
         lock.acquire()
     try:
         version, ident = _check_meta(layout, report)
-        salt = fold_id(ident) if ident is not None and version == FORMAT_VERSION else 0
-        saved = checkpoint.read_checkpoint(layout.cursor, ident if version == FORMAT_VERSION else None)
+        salt = fold_id(ident) if ident is not None and version >= SALTED_FROM else 0
+        saved = checkpoint.read_checkpoint(layout.cursor, ident if version >= SALTED_FROM else None)
         state = _check_journal(layout, report, saved, repair, progress, salt, ident)
         if state is not None:
             state = _check_requests(layout, report, state, version, repair, salt, ident)
         if version >= 2:
             _check_seen(layout, report, saved, state, repair, salt, ident)
-        if state is not None and version == FORMAT_VERSION:
+        if state is not None and version >= SALTED_FROM:
             _check_queues(layout, report, saved, state, salt)
         if saved.out_of_range:  # intact, yet holding what no close writes: damage, not a crash's leftover
             report.findings.append(Finding(layout.cursor, 0, f"{saved.problem}; repair marks it for a rebuild"))
@@ -140,6 +140,7 @@ def _check_meta(layout: Layout, report: Report) -> tuple[int, str | None]:
         if version < FORMAT_VERSION:
             report.notes.append(f"{layout.root}: format {version}, upgraded to format {FORMAT_VERSION} when it is "
                                 f"next opened")
+        if version < SALTED_FROM:
             return version, None
         ident: str = meta["id"]
         named = foreign_meta(layout, ident)
@@ -149,7 +150,7 @@ def _check_meta(layout: Layout, report: Report) -> tuple[int, str | None]:
         report.findings.append(Finding(layout.meta, 0, f"{problem}; {advice}"))
         return version, named
     named = checkpoint.named_id(layout.cursor)
-    if named is None and _journal_version(layout) == FORMAT_VERSION:
+    if named is None and (_journal_version(layout) or 0) >= SALTED_FROM:
         raise UnknownId(f"{layout.root}: neither frontier.json nor requests.cursor names the job directory's id, "
                         f"which every journal record's checksum holds, so the journal cannot be checked; restore "
                         f"frontier.json from a backup")
@@ -214,7 +215,7 @@ def _check_requests(
     layout: Layout, report: Report, state: JournalState, version: int, repair: bool, salt: int, ident: str | None,
 ) -> JournalState:
     """Decode every pending and failed request; with ``repair``, set aside those that cannot be served."""
-    rejected = find_unservable(layout.journal, state, version, salt)
+    rejected = find_unservable(layout.journal, state, journal_format(version), salt)
     for item in rejected[:_LISTED]:
         report.findings.append(Finding(layout.journal, item.offset, f"a request that cannot be served: {item.problem}"))
     if len(rejected) > _LISTED:

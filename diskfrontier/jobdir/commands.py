@@ -1,0 +1,126 @@
+"""Applying the inbox's commands (``inbox.py``) to an open job directory, exactly once.
+
+Each command's records are framed by a MARK_BEGIN and a MARK_END naming its id; the
+summary goes into the MARK_END and then into ``ID.done``. A command the journal shows as
+applied (a stop after its MARK_END, before its answer) is only answered; one whose
+MARK_BEGIN has no end (a stop in the middle of its records) is applied again from where
+it stopped, without a second MARK_BEGIN, and its summary counts what the first attempt
+stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..request.model import Request
+from . import inbox
+from .inbox import Command, CommandRefused
+from .records import MARK_BEGIN, MARK_END, MAX_RESULT
+from .replay import OpenGroup
+
+if TYPE_CHECKING:
+    from .frontier import Frontier
+    from .ledger import Ledger
+    from .shared import Shared
+
+
+def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
+    """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many."""
+    root = st.path
+    idents = inbox.queued(root)
+    group = st.open_group
+    if group is not None and group.ident not in idents:  # its file is gone: close what it began
+        _end(st, ledger, group.ident, {"error": "its command file was removed before it was applied in full"})
+    applied = 0
+    for ident in idents:
+        done = st.applied.get(ident)
+        if done is not None:
+            inbox.answer(root, ident, json.loads(done))
+            continue
+        try:
+            command = inbox.read_command(root, ident)
+        except CommandRefused as exc:
+            inbox.refuse(root, ident, str(exc))
+            continue
+        group = st.open_group
+        partial = group if group is not None and group.ident == ident else None
+        if partial is None:
+            ledger.mark(MARK_BEGIN, ident)
+            st.open_group = OpenGroup(ident, -1, 0, 0)
+        try:
+            result = run(frontier, command, partial)
+        except (TypeError, ValueError) as exc:  # refused by the frontier's own checks: nothing was applied
+            result = {"error": str(exc)}
+        _end(st, ledger, ident, result)
+        inbox.answer(root, ident, result)
+        applied += 1
+    return applied
+
+
+def _end(st: Shared, ledger: Ledger, ident: str, result: dict[str, Any]) -> None:
+    text = json.dumps(result)
+    if len(text.encode()) > MAX_RESULT:
+        text = json.dumps({k: v for k, v in result.items() if k != "urls"})
+    ledger.mark(MARK_END, ident, text.encode())
+    st.open_group = None
+    st.applied[ident] = text
+    st.counters["commands"] += 1
+
+
+def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict[str, Any]:
+    """Apply one command with the frontier's own verbs; its summary (what the command prints)."""
+    args = command.args
+    verb = command.verb
+    before = partial.stored if partial is not None else 0
+    if verb == "push":
+        priority, dont_filter = args.get("priority", 0), args.get("dont_filter", False)
+        urls = args["urls"]
+        if dont_filter:  # no dedupe to skip what the first attempt stored: they were stored in order
+            urls = urls[before:]
+        requests = [Request(url, priority=priority, dont_filter=dont_filter) for url in urls]
+        queued = frontier.push_many(requests)
+        return {"queued": queued + before, "duplicates": max(0, len(requests) - queued - (0 if dont_filter else before))}
+    if verb == "host":
+        return _host(frontier, args)
+    if verb == "pause":
+        frontier.pause()
+        return {"paused_since": frontier.paused_since}
+    if verb == "resume":
+        was = frontier.paused_since
+        frontier.resume()
+        return {"resumed": was is not None}
+    if verb == "requeue-failed":
+        requeued = frontier.requeue_failed()
+        return {"requeued": requeued + before, "pending": len(frontier)}
+    if verb == "drop":
+        dropped = frontier.drop(host=args.get("host"), match=args.get("match"), dry_run=args.get("dry_run", False),
+                                show=args.get("show") or 0)
+        earlier = partial.dropped if partial is not None else 0
+        return {"dropped": dropped.count + earlier, "urls": dropped.urls, "dry_run": args.get("dry_run", False)}
+    raise CommandRefused(f"unknown verb {verb!r}")  # read_command checked it
+
+
+def _host(frontier: Frontier, args: dict[str, Any]) -> dict[str, Any]:
+    name = args["host"]
+    if "delay" in args or args.get("default_delay"):
+        frontier.set_delay(name, None if args.get("default_delay") else args["delay"])
+    if "blocked_until" in args:
+        until = args["blocked_until"]
+        if until == "inf":
+            frontier.block(name, math.inf)
+        elif until:
+            frontier.block(name, max(float(until), time.time()))
+        else:
+            frontier.unblock(name)
+    if "budget" in args or args.get("no_budget"):
+        frontier.set_budget(name, None if args.get("no_budget") else args["budget"])
+    info = frontier.host(name)
+    return {"host": None if info is None else _finite(info.to_dict())}
+
+
+def _finite(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no infinity: a block until unblocked is written as the string "inf"."""
+    return {k: "inf" if isinstance(v, float) and math.isinf(v) else v for k, v in values.items()}

@@ -1,0 +1,291 @@
+"""``inbox/``: commands for the process that holds a job directory, as whole files.
+
+A command that finds the directory held (``diskfrontier push``, ``host``, ``pause``, ...)
+cannot write the journal itself. It writes its request as one file instead: JSON in
+``inbox/.tmp-ID`` (created exclusively, fsynced), renamed to ``inbox/ID.cmd`` and the
+folder fsynced. From the rename on the request is durable: the holder applies it within a
+second (or whoever opens the directory next applies it at the open), as ordinary journal
+records framed by two MARK records that name ``ID`` (``records.py``), then writes its
+summary to ``inbox/ID.done`` (replaced atomically) and removes ``ID.cmd``. The command waits
+for ``ID.done``, prints it and removes it.
+
+Exactly once: the MARK record that ends a command's records is in the journal before its
+``.cmd`` file is removed, so a holder killed in between finds the id applied at the next
+open and only answers it; a holder killed in the middle of a command's records finds its
+MARK_BEGIN without an end and applies the command again from there (every verb is
+idempotent: a push of what was pushed is a duplicate, a second pause or drop finds nothing
+more to do), the summary counting what the first attempt stored.
+
+A file that is not a command (a link, a pipe, a file of another name, garbage, a file over
+``MAX_COMMAND_BYTES``, a verb or arguments this release does not know) is never applied,
+not even in part: it is renamed aside to ``NAME.refused`` with the reason logged, and a
+waiting command is answered with the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import stat
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import FrontierError
+from ..files import boundedjson
+from ..files.atomic import fsync_dir, write_all, write_atomic
+from ..files.safefs import JobDirUnsafe, create_exclusive, make_dir, open_fd
+
+log = logging.getLogger("diskfrontier")
+
+INBOX = "inbox"
+MAX_COMMAND_BYTES = 32 << 20
+"""The largest command file applied (a push of about 200,000 URLs); larger ones are refused."""
+MAX_URLS = 200_000
+"""URLs in one push command (a longer list is sent as several commands)."""
+VERBS = ("push", "host", "pause", "resume", "requeue-failed", "drop")
+_ID = re.compile(r"[0-9]{8}T[0-9]{6}-[0-9a-f]{12}\Z")  # sortable: applied in the order they were sent
+_STALE_ANSWER = 24 * 3600.0  # answers nobody collected are removed after a day
+
+
+class CommandRefused(FrontierError):
+    """An inbox file that is not a command this release applies (named with the reason)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command read from the inbox."""
+
+    ident: str
+    verb: str
+    args: dict[str, Any]
+    sent: float  # time.time() when it was written
+
+
+def inbox_dir(root: str) -> str:
+    """The inbox folder of the job directory at ``root``."""
+    return os.path.join(root, INBOX)
+
+
+def new_id() -> str:
+    """A new command id: the UTC time and 12 random hex digits (sorted in sending order)."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(6)
+
+
+# ------------------------------------------------------------------ the sending side
+def send(root: str, verb: str, args: dict[str, Any]) -> str:
+    """Write the command durably into the inbox of ``root``; return its id."""
+    check_command(verb, args)
+    folder = inbox_dir(root)
+    make_dir(folder, 0o700)
+    ident = new_id()
+    data = json.dumps({"format": "diskfrontier-command", "version": 1, "id": ident, "verb": verb, "args": args,
+                       "sent": time.time(), "pid": os.getpid()}).encode()
+    if len(data) > MAX_COMMAND_BYTES:
+        raise ValueError(f"the command is {len(data):,} bytes, more than an inbox file may hold "
+                         f"({MAX_COMMAND_BYTES:,}): send it in parts")
+    tmp = os.path.join(folder, f".tmp-{ident}")
+    fd = create_exclusive(tmp, 0o600)
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(folder, f"{ident}.cmd"))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+    return ident
+
+
+def answer_of(root: str, ident: str) -> dict[str, Any] | None:
+    """The answer to command ``ident`` if it was applied (the ``.done`` file is then removed), else None."""
+    path = os.path.join(inbox_dir(root), f"{ident}.done")
+    try:
+        fd = open_fd(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
+    except ValueError as exc:
+        raise CommandRefused(f"{path}: unreadable answer ({exc})") from None
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    if not isinstance(value, dict):
+        raise CommandRefused(f"{path}: unreadable answer (not a JSON object)")
+    return value
+
+
+def waiting(root: str, ident: str) -> bool:
+    """True while command ``ident`` is in the inbox, not applied yet."""
+    return os.path.lexists(os.path.join(inbox_dir(root), f"{ident}.cmd"))
+
+
+# ------------------------------------------------------------------ the holder's side
+def queued(root: str) -> list[str]:
+    """The ids of the commands waiting in the inbox, oldest first; other entries are set aside."""
+    folder = inbox_dir(root)
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise JobDirUnsafe(f"{folder} is not a folder: remove it (commands are written there)") from None
+    out = []
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if name.endswith(".cmd") and _ID.match(name[:-4]):
+            out.append(name[:-4])
+        elif (name.endswith(".done") and _ID.match(name[:-5])) or name.startswith(".tmp-") or name.endswith(".refused"):
+            _remove_if_stale(entry, now)
+        else:
+            set_aside(root, name, "not a command file (commands are named ID.cmd)")
+    return sorted(out)
+
+
+def _remove_if_stale(entry: os.DirEntry[str], now: float) -> None:
+    with contextlib.suppress(OSError):
+        if now - entry.stat(follow_symlinks=False).st_mtime > _STALE_ANSWER:
+            os.unlink(entry.path)
+
+
+def read_command(root: str, ident: str) -> Command:
+    """The command ``ident``; ``CommandRefused`` (with the reason) for anything but a well-formed one."""
+    path = os.path.join(inbox_dir(root), f"{ident}.cmd")
+    try:
+        fd = open_fd(path, os.O_RDONLY)
+    except JobDirUnsafe as exc:
+        raise CommandRefused(str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise CommandRefused(f"{path} is not a regular file")
+        if info.st_size > MAX_COMMAND_BYTES:
+            raise CommandRefused(f"{path} is {info.st_size:,} bytes, more than a command may be "
+                                 f"({MAX_COMMAND_BYTES:,})")
+        data = f.read(MAX_COMMAND_BYTES + 1)
+    try:
+        value = boundedjson.loads(data, max_bytes=MAX_COMMAND_BYTES)
+    except ValueError as exc:
+        raise CommandRefused(f"{path} is not a command ({exc})") from None
+    if not isinstance(value, dict) or value.get("format") != "diskfrontier-command" or value.get("version") != 1:
+        raise CommandRefused(f"{path} is not a diskfrontier command (format 1)")
+    if value.get("id") != ident:
+        raise CommandRefused(f"{path} names another command ({value.get('id')!r}): it was copied or renamed")
+    verb, args, sent = value.get("verb"), value.get("args"), value.get("sent")
+    if isinstance(sent, bool) or not isinstance(sent, (int, float)) or not 0 <= sent < 1e11:
+        raise CommandRefused(f"{path}: its time {sent!r} is not a time")
+    try:
+        check_command(verb, args)
+    except (TypeError, ValueError) as exc:
+        raise CommandRefused(f"{path}: {exc}") from None
+    assert isinstance(verb, str) and isinstance(args, dict)
+    return Command(ident, verb, args, float(sent))
+
+
+def answer(root: str, ident: str, result: dict[str, Any]) -> None:
+    """Write the answer to command ``ident`` (``ID.done``), then remove its ``ID.cmd``."""
+    folder = inbox_dir(root)
+    write_atomic(os.path.join(folder, f"{ident}.done"),
+                 json.dumps({"id": ident, "applied": time.time(), "by": os.getpid(), **result}).encode())
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(folder, f"{ident}.cmd"))
+
+
+def set_aside(root: str, name: str, reason: str) -> None:
+    """Rename the inbox entry ``name`` to ``name.refused`` (never applied), and say why."""
+    folder = inbox_dir(root)
+    log.warning("set aside %s in %s: %s", name, folder, reason)
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(os.path.join(folder, name), os.path.join(folder, f"{name}.refused"))
+
+
+def refuse(root: str, ident: str, reason: str) -> None:
+    """Set command ``ident`` aside and answer it with ``reason``."""
+    set_aside(root, f"{ident}.cmd", reason)
+    answer(root, ident, {"error": reason})
+
+
+# ------------------------------------------------------------------ what a command may say
+def check_command(verb: Any, args: Any) -> None:
+    """TypeError or ValueError unless ``verb`` is known and ``args`` are what it takes."""
+    if verb not in VERBS:
+        raise ValueError(f"unknown verb {verb!r} (known: {', '.join(VERBS)})")
+    if not isinstance(args, dict):
+        raise TypeError("its arguments are not a JSON object")
+    allowed = _ARGS[verb]
+    extra = set(args) - set(allowed)
+    if extra:
+        raise ValueError(f"{verb} takes no argument {sorted(extra)[0]!r}")
+    for name, check in allowed.items():
+        if name in args:
+            check(name, args[name])
+    if verb == "push" and "urls" not in args:
+        raise ValueError("push needs urls")
+    if verb == "host" and "host" not in args:
+        raise ValueError("host needs a host")
+    if verb == "drop" and ("host" in args) == ("match" in args):
+        raise ValueError("drop takes exactly one of host and match")
+
+
+def _urls(name: str, value: Any) -> None:
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_URLS:
+        raise ValueError(f"{name} must be a list of 1 to {MAX_URLS:,} URLs")
+    if not all(isinstance(url, str) and 0 < len(url) <= 1 << 16 for url in value):
+        raise ValueError(f"{name} must hold URLs as strings")
+
+
+def _text(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not 0 < len(value) <= 4096:
+        raise ValueError(f"{name} must be a string of 1 to 4,096 characters")
+
+
+def _integer(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        raise ValueError(f"{name} must be a whole number")
+
+
+def _count_or_none(name: str, value: Any) -> None:
+    if value is not None:
+        _integer(name, value)
+        if value < 0:
+            raise ValueError(f"{name} must be 0 or more")
+
+
+def _seconds_or_none(name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0 <= value <= 1e11):
+        raise ValueError(f"{name} must be a number of seconds or null")
+
+
+def _until(name: str, value: Any) -> None:
+    if value == "inf":
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a time.time() value, 0 or \"inf\"")
+
+
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false")
+
+
+_ARGS: dict[str, dict[str, Any]] = {
+    "push": {"urls": _urls, "priority": _integer, "dont_filter": _flag},
+    "host": {"host": _text, "delay": _seconds_or_none, "default_delay": _flag, "blocked_until": _until,
+             "budget": _count_or_none, "no_budget": _flag},
+    "pause": {},
+    "resume": {},
+    "requeue-failed": {},
+    "drop": {"host": _text, "match": _text, "dry_run": _flag, "show": _count_or_none},
+}

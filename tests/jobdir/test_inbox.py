@@ -1,0 +1,219 @@
+"""Commands sent to a job directory that another process holds (its inbox), and what a SIGKILL leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from diskfrontier import Frontier, Request
+from diskfrontier.jobdir import inbox
+from diskfrontier.jobdir.delivery import NotApplied, deliver
+from diskfrontier.jobdir.journal import JournalScan
+from diskfrontier.jobdir.layout import Layout, read_meta, salt_of
+from diskfrontier.jobdir.records import MARK, MARK_END, kind_of, parse_mark
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from diskfrontier import Frontier
+    f = Frontier(sys.argv[1])
+    print("ready", flush=True)
+    while True:
+        len(f)  # a frontier call now and then; the watcher thread applies the commands
+        time.sleep(0.01)
+""")
+
+
+def start_holder(job: Path, script: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(script), str(job)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def drained_urls(job: Path) -> Counter[str]:
+    """Every pending request's URL (popped and done), counted."""
+    out: Counter[str] = Counter()
+    with Frontier(job, watch=False) as f:
+        while (r := f.pop()) is not None:
+            out[r.url] += 1
+            f.done(r)
+    return out
+
+
+def ended_marks(job: Path) -> Counter[str]:
+    layout = Layout(str(job))
+    salt = salt_of(read_meta(layout))
+    out: Counter[str] = Counter()
+    for _offset, body in JournalScan(layout.journal, salt=salt):
+        if kind_of(body) == MARK:
+            mark = parse_mark(body)
+            assert mark is not None
+            if mark.phase == MARK_END:
+                out[mark.ident] += 1
+    return out
+
+
+def test_a_held_directory_applies_a_command_and_answers(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_holder(job, script)
+    try:
+        started = time.monotonic()
+        ident, answer = deliver(str(job), "push", {"urls": ["https://a.example/1", "https://a.example/2"]})
+        took = time.monotonic() - started
+        assert answer is not None and answer["queued"] == 2 and answer["duplicates"] == 0
+        _, again = deliver(str(job), "push", {"urls": ["https://a.example/1"]})
+        assert again is not None and again["queued"] == 0 and again["duplicates"] == 1
+        assert took < 1.0 + 2 * 0.25  # within a second (a poll of the watcher) and the answer's poll
+        assert not os.listdir(job / "inbox"), "the command and its answer are gone once read"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert drained_urls(job) == Counter({"https://a.example/1": 1, "https://a.example/2": 1})
+
+
+def test_a_command_sent_while_nobody_holds_the_directory_is_applied_at_the_open(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    ident = inbox.send(str(job), "push", {"urls": ["https://b.example/x"], "priority": 3})
+    with Frontier(job) as f:
+        assert len(f) == 1
+        r = f.pop()
+        assert r is not None and r.url == "https://b.example/x" and r.priority == 3
+    assert inbox.answer_of(str(job), ident) == {"id": ident, "applied": pytest.approx(time.time(), abs=60),
+                                                "by": os.getpid(), "queued": 1, "duplicates": 0}
+
+
+def test_a_holder_that_does_not_apply_is_reported_and_the_command_stays_queued(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    script = tmp_path / "stopped.py"
+    script.write_text(HOLDER)
+    proc = start_holder(job, script)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)  # holds the lock, applies nothing
+        with pytest.raises(NotApplied, match="did not apply command"):
+            deliver(str(job), "pause", {}, timeout=0.5)
+        assert len([n for n in os.listdir(job / "inbox") if n.endswith(".cmd")]) == 1
+        os.kill(proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while [n for n in os.listdir(job / "inbox") if n.endswith(".cmd")]:
+            assert time.monotonic() < deadline, "the holder never applied the queued command"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    with Frontier(job) as f:
+        assert f.paused_since is not None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "garbage", "huge", "other-id", "unknown-verb", "bad-args",
+                                  "stray-name"])
+def test_a_hostile_inbox_file_is_set_aside_and_never_applied(tmp_path: Path, kind: str) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    folder = job / "inbox"
+    folder.mkdir()
+    ident = inbox.new_id()
+    path = folder / f"{ident}.cmd"
+    good = {"format": "diskfrontier-command", "version": 1, "id": ident, "verb": "push",
+            "args": {"urls": ["https://evil.example/"]}, "sent": time.time()}
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps(good))
+    if kind == "symlink":
+        path.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "garbage":
+        path.write_bytes(b"\x00\xffnot json")
+    elif kind == "huge":
+        path.write_text(json.dumps({**good, "pad": "x" * (inbox.MAX_COMMAND_BYTES + 10)}))
+    elif kind == "other-id":
+        path.write_text(json.dumps({**good, "id": inbox.new_id()}))
+    elif kind == "unknown-verb":
+        path.write_text(json.dumps({**good, "verb": "format-disk"}))
+    elif kind == "bad-args":
+        path.write_text(json.dumps({**good, "args": {"urls": "https://evil.example/", "extra": 1}}))
+    else:
+        (folder / "commands.txt").write_text(json.dumps(good))
+    with Frontier(job) as f:
+        assert len(f) == 0, "nothing of a refused file is applied"
+        assert f.push(Request("https://good.example/"))  # and the frontier works on
+    names = sorted(os.listdir(folder))
+    assert any(n.endswith(".refused") for n in names), names
+    assert not any(n.endswith(".cmd") for n in names)
+    if kind != "stray-name":
+        answer = inbox.answer_of(str(job), ident)
+        assert answer is not None and "error" in answer
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kill_9_of_the_holder_loses_no_sent_command_and_applies_none_twice(tmp_path: Path, seed: int) -> None:
+    """Commands of dont_filter pushes (a second application would store every URL again) are sent
+    while the holder runs, and the holder is SIGKILLed at random moments, often in the middle of
+    applying one; every URL of every command sent ends up pending exactly once."""
+    rng = random.Random(seed)
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    sent: dict[str, list[str]] = {}
+    kills = 0
+    for round_ in range(8):
+        proc = start_holder(job, script)
+        for k in range(rng.randint(1, 3)):
+            urls = [f"https://r{round_}-{k}.example/{i}" for i in range(rng.choice([1, 50, 5000, 20000]))]
+            sent[inbox.send(str(job), "push", {"urls": urls, "dont_filter": True})] = urls
+        time.sleep(rng.uniform(0.0, 0.8))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    counted = drained_urls(job)
+    wanted = Counter(url for urls in sent.values() for url in urls)
+    assert counted == wanted, (f"lost: {sum((wanted - counted).values())}, "
+                               f"applied twice: {sum((counted - wanted).values())} after {kills} kills")
+    marks = ended_marks(job) if (job / "requests.urls").exists() else Counter()
+    assert all(marks[ident] <= 1 for ident in sent), "a command ended twice in the journal"
+    assert not [n for n in os.listdir(job / "inbox") if n.endswith(".cmd")]
+
+
+def test_a_command_cut_short_by_a_kill_is_finished_at_the_open_with_a_whole_summary(tmp_path: Path) -> None:
+    """A stop between a command's records and its end: the open applies the rest (nothing twice) and
+    its summary counts the requests the first attempt stored."""
+    job = tmp_path / "job"
+    Frontier(job).close()
+    urls = [f"https://cut.example/{i}" for i in range(2000)]
+    ident = inbox.send(str(job), "push", {"urls": urls, "dont_filter": True})
+    code = textwrap.dedent(f"""
+        import os
+        from diskfrontier.jobdir import ledger
+        from diskfrontier.jobdir.records import MARK_END
+        real = ledger.Ledger.mark
+        def mark(self, phase, ident, result=b""):
+            if phase == MARK_END:
+                os.kill(os.getpid(), 9)  # the records are written, their end is not
+            return real(self, phase, ident, result)
+        ledger.Ledger.mark = mark
+        from diskfrontier import Frontier
+        Frontier({str(job)!r}, watch=False)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert [n for n in os.listdir(job / "inbox") if n.endswith(".cmd")] == [f"{ident}.cmd"]
+    counted = drained_urls(job)
+    assert counted == Counter(urls)
+    answer = inbox.answer_of(str(job), ident)
+    assert answer is not None and answer["queued"] == 2000 and answer["duplicates"] == 0
+    assert ended_marks(job)[ident] == 1
