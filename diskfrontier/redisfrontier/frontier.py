@@ -482,11 +482,11 @@ class RedisFrontier:
         self._check_open()
         return self._reader.host(name)
 
-    def drop(self) -> int:
+    def drop_crawl(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
         returns how many keys were deleted. Other clients of the crawl get errors from then on.
-        The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a drop stopped half-way
-        leaves a crawl that is still there to be dropped again."""
+        The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a deletion stopped
+        half-way leaves a crawl that is still there to be deleted again."""
         self._check_open()
         deleted = self._reader.delete_keys()
         self._leases.clear()

@@ -3,7 +3,7 @@
 ``CrawlReader`` holds what these reads need (the connection, the crawl's key prefix, the value
 checks and the seen-bucket layout) and nothing of a client's leases; ``RedisFrontier`` answers
 ``failed``, ``pending_requests``, ``seen_fingerprints``, ``len``, ``stats``, ``hosts`` and
-``host`` through it, and ``drop`` deletes the crawl's keys with it.
+``host`` through it, and ``drop_crawl`` deletes the crawl's keys with it.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ class CrawlReader:
         a deletion stopped half-way leaves a crawl that is still there to be deleted again; how many."""
         deleted = 0
         meta = self.meta.encode()
-        with talking(self.url, "drop"):
+        with talking(self.url, "drop_crawl"):
             batch: list[bytes] = []
             for key in self.redis.scan_iter(match=glob_escape(self.prefix) + "*", count=1000):
                 if key == meta:
