@@ -101,7 +101,12 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
     ]
     if stats["delayed"]:
         rows.append(("delayed", f"{stats['delayed']:,} waiting for a time"))
-    if ready is not None:
+    if stats["dropped"]:
+        rows.append(("dropped", f"{stats['dropped']:,} pending requests removed by drop"))
+    if stats["paused_since"] is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stats["paused_since"]))
+        rows.append(("paused", f"since {since}: nothing is handed out until the crawl is resumed"))
+    elif ready is not None:
         rows.append(("next ready", "now" if ready <= time.time() else when(ready)))
     elif stats["pending"]:
         rows.append(("next ready", "not by waiting (blocked until unblocked, or held by per-host or budget limits)"))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import struct
 import time
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..contract import MAX_ATTEMPTS, MAX_ERROR, FailedRequest, HostInfo
+from ..contract import MAX_ATTEMPTS, MAX_ERROR, Dropped, FailedRequest, HostInfo, check_drop
 from ..contract import check_attempts as _attempts
 from ..contract import check_host as _host
 from ..contract import check_seconds as _seconds
@@ -34,6 +35,7 @@ from .values import Values
 
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
+DROP_BATCH = 1000  # requests a drop step looks at (and drops at most)
 _POLL_MIN, _POLL_MAX = 0.005, 0.25  # how often a waiting pop looks again (other clients push too)
 
 
@@ -45,7 +47,8 @@ class RedisFrontier:
     one politeness schedule (a host's delay holds across all of them). The calls are the job
     directory's (``push``, ``push_many``, ``pop``, ``done``, ``retry``, ``len``, ``stats``,
     ``finished``, ``next_ready``, ``hosts``, ``set_delay``, ``block``/``unblock``,
-    ``set_budget``, ``close``), each one atomic Lua script.
+    ``set_budget``, ``close``), each one atomic Lua script; ``pause``/``resume`` and ``drop``
+    steer a running crawl for every client at once.
 
     Leases: ``pop`` leases the request to this client for ``lease`` seconds. ``done`` or
     ``retry`` acknowledge it; ``extend`` renews it. When a lease runs out (the worker died,
@@ -210,7 +213,9 @@ class RedisFrontier:
         pending, nothing leased by any client) or when nothing could become ready by waiting.
         A waiting pop looks again every few milliseconds up to a quarter second (other
         clients' pushes and dones are not signalled), and wakes at once when something
-        held back by time is due.
+        held back by time is due. While the crawl is paused (``pause``) nothing is handed out:
+        a pop waits out its timeout (``None``: until a ``resume``, unless the crawl is finished),
+        and returns a request if the crawl is resumed meanwhile.
         """
         if timeout is not None and timeout != 0.0:
             timeout = _seconds("timeout", timeout)
@@ -222,10 +227,11 @@ class RedisFrontier:
         poll = _POLL_MIN
         while True:
             state = self._state
-            if timeout is None and state is not None and state[3] == 0 and (state[2] == 0 or state[0] is None):
-                return None  # finished, or only what nothing but another call could free
+            if timeout is None and state is not None and state[3] == 0 and (
+                    state[2] == 0 or (state[0] is None and not state[4])):
+                return None  # finished, or (not paused) only what nothing but another call could free
             wait = poll
-            if state is not None and state[0] is not None:
+            if state is not None and state[0] is not None and not state[4]:
                 wait = min(wait, max(0.0, state[0] - state[1]) + 0.001)
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -252,8 +258,9 @@ class RedisFrontier:
             got = int(answer[0])
             self._state = None
             if got < count:
-                event, now, pending, inflight = answer[1].decode().split(" ")
-                self._state = (float(event) if event else None, float(now), int(pending), int(inflight))
+                event, now, pending, inflight, paused = answer[1].decode().split(" ")
+                self._state = (float(event) if event else None, float(now), int(pending), int(inflight),
+                               paused == "1")
             out = []
             for k in range(got):
                 rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
@@ -262,14 +269,15 @@ class RedisFrontier:
         finally:
             leases.end_pop()
 
-    _state: tuple[float | None, float, int, int] | None = None
+    # what the last short pop_many saw: next event, the server's now, pending, in flight, paused
+    _state: tuple[float | None, float, int, int, bool] | None = None
 
     def next_event_seen(self) -> float | None:
         """When something held back by time becomes ready (``time.time()`` terms), as the last
-        ``pop_many`` that came back short saw it (no round trip); None if it saw nothing waiting, or none
-        came back short."""
+        ``pop_many`` that came back short saw it (no round trip); None if it saw nothing waiting, none
+        came back short, or it found the crawl paused (nothing becomes ready by time then)."""
         state = self._state
-        if state is None or state[0] is None:
+        if state is None or state[0] is None or state[4]:
             return None
         return time.time() + max(0.0, state[0] - state[1])
 
@@ -388,10 +396,10 @@ class RedisFrontier:
         return self._reader.seen_fingerprints()
 
     # ------------------------------------------------------------------ state
-    def _look(self) -> tuple[int, int, int, float | None, float]:
+    def _look(self) -> tuple[int, int, int, float | None, float, bool]:
         self._check_open()
-        pending, inflight, ready, event, now = self._run("look", "LOOK", [])
-        return int(pending), int(inflight), int(ready), float(event) if event else None, float(now)
+        pending, inflight, ready, event, now, paused = self._run("look", "LOOK", [])
+        return int(pending), int(inflight), int(ready), float(event) if event else None, float(now), bool(paused)
 
     def __len__(self) -> int:
         """Requests pending in the crawl (not counting those leased to any client)."""
@@ -401,20 +409,27 @@ class RedisFrontier:
     @property
     def finished(self) -> bool:
         """True when nothing is pending and nothing is leased, by any client."""
-        pending, inflight, _, _, _ = self._look()
+        pending, inflight, _, _, _, _ = self._look()
         return pending == 0 and inflight == 0
 
     def next_ready(self) -> float | None:
         """When the next pending request may be handed out (``time.time()`` terms; now if one
         may be now), or None if none can become ready by waiting alone. A lease running out is such
-        a time: its request is pending again then (a job directory has no leases, and says None)."""
-        pending, _, ready, event, now = self._look()
+        a time: its request is pending again then (a job directory has no leases, and says None).
+        While the crawl is paused, a quarter second from now at the soonest: a ``resume`` by any client
+        is not signalled, so a caller waiting on this looks again then."""
+        pending, _, ready, event, now, paused = self._look()
         local = time.time()
+        when: float | None
         if ready:
-            return local
-        if pending == 0 and event is None:
+            when = local
+        elif pending == 0 and event is None:
             return None
-        return None if event is None else local + max(0.0, event - now)
+        else:
+            when = None if event is None else local + max(0.0, event - now)
+        if when is not None and paused:
+            when = max(when, local + _POLL_MAX)
+        return when
 
     @property
     def in_flight(self) -> list[Request]:
@@ -427,7 +442,7 @@ class RedisFrontier:
         crawl = self._reader.stats()
         head = ("pending", "in_flight")
         tail = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed",
-                "delayed", "hosts", "ready_hosts")
+                "dropped", "delayed", "hosts", "ready_hosts", "paused_since")
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), **{name: crawl[name] for name in tail},
@@ -482,11 +497,104 @@ class RedisFrontier:
         self._check_open()
         return self._reader.host(name)
 
-    def drop(self) -> int:
+    # ------------------------------------------------------------------ steering: pause and drop
+    def pause(self) -> None:
+        """Hand out nothing until ``resume()``: ``pop`` returns None (waiting out its timeout).
+
+        A pause is stored with the crawl (the ``meta`` field ``paused``): every client sees it at its
+        next pop, and it holds across restarts until ``resume``. Requests in flight (leased) are not
+        affected: they are finished, given back and taken back as ever. Pausing a paused crawl keeps
+        the time of the first pause."""
+        self._check_open()
+        self._run("pause", "SET_PAUSE", ["1"])
+
+    def resume(self) -> None:
+        """End a pause (nothing happens if the crawl is not paused); every client hands out again."""
+        self._check_open()
+        self._run("resume", "SET_PAUSE", ["0"])
+
+    @property
+    def paused_since(self) -> float | None:
+        """When the crawl was paused (``time.time()`` terms, the Redis server's clock); None if it is not paused."""
+        self._check_open()
+        return self._reader.paused_since()
+
+    def drop(self, *, host: str | None = None, match: str | None = None, dry_run: bool = False,
+             show: int = 0) -> Dropped:
+        """Remove the pending requests of ``host`` (its slot, exactly) or whose URL ``match`` (a regular
+        expression, ``re.search``) finds; exactly one of the two.
+
+        Pending requests are those ready in their host's queue and those waiting for a time
+        (``not_before``, a retry's delay, a re-fetch). Dropped requests are never handed out and
+        their fingerprints stay seen (a push of the same URL is a duplicate); they are counted in
+        ``stats()['dropped']``. Requests in flight (leased by any client) or failed are left alone.
+        ``dry_run``: count them, change nothing. ``show``: also return up to that many of their URLs.
+
+        The work goes in steps of ``DROP_BATCH`` requests, each one script: a host's requests waiting
+        for a time (read with ZSCAN) and then those of its queue; for ``match``, the stored requests
+        are read with HSCAN, matched here, and each step drops those of a batch still pending then
+        (not leased meanwhile). Clients may pop and push meanwhile: a request pushed during a drop may
+        or may not be dropped, and one leased before its step is left alone.
+        """
+        pattern = check_drop(host, match, show)
+        if not isinstance(dry_run, bool):
+            raise ValueError(f"dry_run must be True or False, got {dry_run!r}")
+        self._check_open()
+        if pattern is None:
+            assert host is not None
+            return self._drop_host(host, dry_run, show)
+        return self._drop_matching(pattern, dry_run, show)
+
+    def _drop_host(self, host: str, dry_run: bool, show: int) -> Dropped:
+        # what waits for a time first: a request released meanwhile into the queue is dropped from there
+        count = 0
+        urls: dict[str, list[str]] = {"d": [], "q": []}
+        for phase in ("d", "q"):
+            cursor = "0"
+            while True:
+                answer = self._run("drop", "DROP_HOST", [host, phase, cursor, DROP_BATCH, "1" if dry_run else "0",
+                                                         max(0, show - len(urls[phase]))])
+                count += int(answer[0])
+                shown = answer[2:]
+                for at in range(0, len(shown), 2):
+                    urls[phase].append(self._reader.body("req", shown[at], shown[at + 1]).url)
+                cursor = answer[1].decode()
+                if cursor == "0":
+                    break
+        return Dropped(count, (urls["q"] + urls["d"])[:show])
+
+    def _drop_matching(self, pattern: re.Pattern[str], dry_run: bool, show: int) -> Dropped:
+        count = 0
+        urls: list[str] = []
+        counted: set[bytes] = set()  # HSCAN may return an id twice
+        batch: list[tuple[bytes, str]] = []
+
+        def flush() -> None:
+            nonlocal count
+            answer = self._run("drop", "DROP_IDS", ["1" if dry_run else "0", *(rid for rid, _ in batch)])
+            for (rid, url), hit in zip(batch, answer, strict=True):
+                if hit and rid not in counted:
+                    counted.add(rid)
+                    count += 1
+                    if len(urls) < show:
+                        urls.append(url)
+            batch.clear()
+
+        flush()  # no ids: the crawl's checks, before the scan (a crawl that is gone is named, not scanned)
+        for rid, request in self._reader.stored_requests(DROP_BATCH):
+            if rid not in counted and pattern.search(request.url):
+                batch.append((rid, request.url))
+                if len(batch) >= DROP_BATCH:
+                    flush()
+        if batch:
+            flush()
+        return Dropped(count, urls)
+
+    def drop_crawl(self) -> int:
         """Delete every key of the crawl (its requests, leases, seen set and hosts) and close;
         returns how many keys were deleted. Other clients of the crawl get errors from then on.
-        The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a drop stopped half-way
-        leaves a crawl that is still there to be dropped again."""
+        The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a deletion stopped
+        half-way leaves a crawl that is still there to be deleted again."""
         self._check_open()
         deleted = self._reader.delete_keys()
         self._leases.clear()

@@ -75,7 +75,7 @@ end
 -- sizes of the keys they count.
 local function crawl_settings()
   local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
-                 'policy_at')
+                 'policy_at', 'paused')
   local now = clock()
   -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
   local checked = check_policy(s[9] or (s[1] and '0'), now)
@@ -108,7 +108,7 @@ local function crawl_settings()
   local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
   return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
-          idle = s[4] == 'idle', pending = pending, now = now}
+          idle = s[4] == 'idle', pending = pending, now = now, paused = s[10] ~= false}
 end
 
 local function id_of(seq, lifo)
@@ -335,7 +335,9 @@ return out
 
 # ARGV: how many (at most), lease seconds, the client's id. Returns {count, state, then per
 # request: id, body, lease token, lease expiry}; state (when fewer than asked were ready) is
-# "next-event now pending in-flight" (next-event empty if nothing waits for a time).
+# "next-event now pending in-flight paused" (next-event empty if nothing waits for a time; paused
+# 1 if the crawl is paused, 0 if not). A paused crawl hands out nothing (leases that ran out are
+# still taken back, and what is due still released).
 POP = _COMMON + r"""
 local cs = crawl_settings()
 local now = cs.now
@@ -346,7 +348,7 @@ release(now, 1000, touched)
 place_all(touched, now, cs)
 local out = {0, ''}
 local got = 0
-while got < want do
+while not cs.paused and got < want do
   local best = call('ZRANGE', READY, 0, 0)
   if #best == 0 then break end
   local member = best[1]
@@ -380,7 +382,8 @@ out[1] = got
 if got < want then
   local c = call('HMGET', META, 'pending', 'inflight')
   audit(tonumber(c[1]))
-  out[2] = next_event() .. ' ' .. tostring(now) .. ' ' .. (c[1] or '0') .. ' ' .. (c[2] or '0')
+  out[2] = next_event() .. ' ' .. tostring(now) .. ' ' .. (c[1] or '0') .. ' ' .. (c[2] or '0') .. ' '
+           .. (cs.paused and '1' or '0')
 end
 return out
 """
@@ -476,7 +479,7 @@ return 1
 """
 
 # ARGV: none. Reclaims run-out leases and releases what is due; returns
-# {pending, in flight, ready now (0/1), next event}.
+# {pending, in flight, ready now (0/1), next event, now, paused (0/1)}.
 LOOK = _COMMON + r"""
 local cs = crawl_settings()
 local now = cs.now
@@ -487,7 +490,7 @@ place_all(touched, now, cs)
 local c = call('HMGET', META, 'pending', 'inflight')
 local ready = call('ZCARD', READY)
 if ready == 0 then audit(tonumber(c[1])) end
-return {tonumber(c[1]), tonumber(c[2]), ready, next_event(), tostring(now)}
+return {tonumber(c[1]), tonumber(c[2]), ready, next_event(), tostring(now), cs.paused and 1 or 0}
 """
 
 # ARGV: count, then seen key and field per fingerprint. Marks them seen; returns how many were new.
@@ -645,4 +648,131 @@ if count > 0 then
 end
 place_all(touched, now, cs)
 return count
+"""
+
+# ARGV: '1' pause, '0' resume. A pause is the meta field paused (the time it began, the server's
+# clock); pausing a paused crawl keeps its time. Returns that time ('' once resumed).
+SET_PAUSE = _COMMON + r"""
+local cs = crawl_settings()
+if ARGV[1] ~= '1' then
+  call('HDEL', META, 'paused')
+  return ''
+end
+if not cs.paused then call('HSET', META, 'paused', string.format('%.6f', cs.now)) end
+return call('HGET', META, 'paused')
+"""
+
+# Dropping pending requests: each leaves req, its place (its host's queue, or delayed) and every
+# count (the host's p, meta's pending and delayed), and is counted in meta's dropped; its host is
+# placed again. Its fingerprint stays seen. Leased and failed requests are never touched.
+_DROP = r"""
+-- Counts and placement after ``n`` requests were dropped: ``of`` host -> how many, ``delayed`` of them
+-- from DELAYED, ``touched`` the hosts whose queues lost some.
+local function dropped(n, of, delayed, touched, cs)
+  if n == 0 then return end
+  for host, k in pairs(of) do call('HINCRBY', P .. 'h:' .. host, 'p', -k) end
+  call('HINCRBY', META, 'pending', -n)
+  call('HINCRBY', META, 'dropped', n)
+  if delayed > 0 then
+    call('HINCRBY', META, 'delayed', -delayed)
+    delayed_now = delayed_now - delayed
+  end
+  place_all(touched, cs.now, cs)
+end
+"""
+
+# ARGV: host, phase, cursor, batch, dry ('1': count, change nothing), show. Phase 'd': one ZSCAN
+# step of delayed from cursor (about batch entries), dropping those of the host; phase 'q': drops up
+# to batch requests from the head of the host's queue (a dry run counts it whole). Returns {count,
+# the next cursor ('0': the phase is over), then the id and body of each of the first show of them}.
+DROP_HOST = _COMMON + _DROP + r"""
+local cs = crawl_settings()
+local host, phase, cursor, batch = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local dry, show = ARGV[5] == '1', tonumber(ARGV[6])
+local q = P .. 'q:' .. host
+local out = {0, '0'}
+local count = 0
+if phase == 'd' then
+  local scanned = call('ZSCAN', DELAYED, cursor, 'COUNT', batch)
+  out[2] = scanned[1]
+  local entries = scanned[2]
+  for k = 1, #entries, 2 do
+    local id = entries[k]
+    local body = call('HGET', REQ, id)
+    if not body then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. DELAYED .. ')') end
+    local _, of = head(body, id)
+    if of == host then
+      count = count + 1
+      if count <= show then
+        out[#out + 1] = id
+        out[#out + 1] = body
+      end
+      if not dry then
+        call('ZREM', DELAYED, id)
+        call('HDEL', REQ, id)
+      end
+    end
+  end
+  if not dry then dropped(count, {[host] = count}, count, {}, cs) end
+elseif dry then
+  count = call('ZCARD', q)
+  if show > 0 then
+    for _, id in ipairs(call('ZRANGE', q, 0, show - 1)) do
+      out[#out + 1] = id
+      out[#out + 1] = call('HGET', REQ, id)
+    end
+  end
+else
+  local ids = call('ZRANGE', q, 0, batch - 1)
+  for _, id in ipairs(ids) do
+    if (#out - 2) / 2 < show then
+      out[#out + 1] = id
+      out[#out + 1] = call('HGET', REQ, id)
+    end
+    call('ZREM', q, id)
+    if call('HDEL', REQ, id) == 0 then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. q .. ')') end
+  end
+  count = #ids
+  dropped(count, {[host] = count}, 0, {[host] = true}, cs)
+  if count == batch then out[2] = 'more' end
+end
+out[1] = count
+return out
+"""
+
+# ARGV: dry ('1': count, change nothing), then request ids. Drops each that is pending now (in its
+# host's queue or in delayed: not leased, done or failed). Returns 1 (dropped, or with dry: would be)
+# or 0 per id.
+DROP_IDS = _COMMON + _DROP + r"""
+local cs = crawl_settings()
+local dry = ARGV[1] == '1'
+local out, of, touched = {}, {}, {}
+local count, delayed = 0, 0
+for k = 2, #ARGV do
+  local id = ARGV[k]
+  local body = call('HGET', REQ, id)
+  out[k - 1] = 0
+  if body then
+    local _, host = head(body, id)
+    local q = P .. 'q:' .. host
+    local where = nil
+    if call('ZSCORE', DELAYED, id) then
+      where = DELAYED
+    elseif call('ZSCORE', q, id) then
+      where = q
+    end
+    if where then
+      out[k - 1] = 1
+      if not dry then
+        call('ZREM', where, id)
+        call('HDEL', REQ, id)
+        of[host] = (of[host] or 0) + 1
+        count = count + 1
+        if where == DELAYED then delayed = delayed + 1 else touched[host] = true end
+      end
+    end
+  end
+end
+dropped(count, of, delayed, touched, cs)
+return out
 """

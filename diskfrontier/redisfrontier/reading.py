@@ -2,8 +2,9 @@
 
 ``CrawlReader`` holds what these reads need (the connection, the crawl's key prefix, the value
 checks and the seen-bucket layout) and nothing of a client's leases; ``RedisFrontier`` answers
-``failed``, ``pending_requests``, ``seen_fingerprints``, ``len``, ``stats``, ``hosts`` and
-``host`` through it, and ``drop`` deletes the crawl's keys with it.
+``failed``, ``pending_requests``, ``seen_fingerprints``, ``len``, ``stats``, ``paused_since``,
+``hosts`` and ``host`` through it, ``drop(match=...)`` reads the stored requests with it, and
+``drop_crawl`` deletes the crawl's keys with it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .values import Values
 FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t")  # a host hash's fields, in the order host_info reads them
 _COUNTERS = ("pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled",
-             "reclaimed", "failed")
+             "reclaimed", "failed", "dropped")
 
 
 def glob_escape(text: str) -> str:
@@ -73,6 +74,13 @@ class CrawlReader:
                 if rid not in owners:
                     yield self.body("req", rid, body)
 
+    def stored_requests(self, count: int) -> Iterator[tuple[bytes, Request]]:
+        """(id, request) of every request in the crawl's ``req`` hash (pending or leased), read with HSCAN
+        about ``count`` at a time: a request moved meanwhile may be seen twice or not at all."""
+        with talking(self.url, "drop"):
+            for rid, body in self.redis.hscan_iter(self.prefix + "req", count=count):
+                yield rid, self.body("req", rid, body)
+
     def seen_fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint in the crawl's seen set (SCAN over its buckets, then HSCAN of each)."""
         p = self.prefix
@@ -93,6 +101,15 @@ class CrawlReader:
             pending = self.redis.hget(self.meta, "pending")
         return self.values.whole(pending, f"{self.meta} field pending", 0)
 
+    def paused_since(self) -> float | None:
+        """When the crawl was paused (the ``meta`` field ``paused``); None if it is not paused."""
+        with talking(self.url, "paused_since"):
+            paused = self.redis.hget(self.meta, "paused")
+        return self._paused(paused)
+
+    def _paused(self, value: Any) -> float | None:
+        return None if value is None else self.values.real(value, f"{self.meta} field paused")
+
     def stats(self) -> dict[str, Any]:
         """The crawl's counters and settings (all clients), as ``RedisFrontier.stats`` names them."""
         p = self.prefix
@@ -110,8 +127,8 @@ class CrawlReader:
             "pending": count["pending"], "in_flight": count["inflight"], "done": count["done"],
             "seen": count["seen"], "pushed": count["pushed"], "duplicates": count["duplicates"],
             "retried": count["retried"], "refetch_scheduled": count["refetch_scheduled"],
-            "reclaimed": count["reclaimed"], "failed": count["failed"],
-            "delayed": delayed, "hosts": hosts, "ready_hosts": ready,
+            "reclaimed": count["reclaimed"], "failed": count["failed"], "dropped": count["dropped"],
+            "delayed": delayed, "hosts": hosts, "ready_hosts": ready, "paused_since": self._paused(meta.get("paused")),
             "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # as any client last set them
             "per_host": v.whole(meta.get("per_host"), f"{key} field per_host", 0) or None,
             "prefer": v.text(meta.get("prefer", b"priority"), f"{key} field prefer"),
@@ -149,7 +166,7 @@ class CrawlReader:
         a deletion stopped half-way leaves a crawl that is still there to be deleted again; how many."""
         deleted = 0
         meta = self.meta.encode()
-        with talking(self.url, "drop"):
+        with talking(self.url, "drop_crawl"):
             batch: list[bytes] = []
             for key in self.redis.scan_iter(match=glob_escape(self.prefix) + "*", count=1000):
                 if key == meta:

@@ -4,7 +4,9 @@
 The ``req`` hash (request id -> body) is the crawl's truth, as the journal is a job
 directory's. Everything else is an index of it (``q:HOST``, ``delayed``, ``lease`` with
 ``owner``, ``ready``, ``wait``, ``hosts``) or a count (``h:HOST`` fields ``p`` and ``i``,
-``meta`` fields ``pending``, ``inflight``, ``delayed``, ``seq``, ``failed``, ``seen``).
+``meta`` fields ``pending``, ``inflight``, ``delayed``, ``seq``, ``failed``, ``seen``). A pause (``meta``
+field ``paused``, a time) and the ``dropped`` counter are checked to be numbers; they count nothing
+that can be checked against the stored requests.
 Verification only reads: the keys found by ``SCAN``, in one ``MULTI``/``EXEC``. Repair,
 with the crawl's clients stopped, writes in one ``MULTI``/``EXEC``
 (refused if a client changed the crawl meanwhile): bodies that cannot be decoded are set
@@ -36,7 +38,7 @@ _KINDS = {b"meta": b"hash", b"req": b"hash", b"ready": b"zset", b"wait": b"zset"
           b"failinfo": b"hash", b"bad": b"hash"}
 _DERIVED = {b"ready", b"wait", b"delayed", b"lease", b"owner", b"hosts", b"sentinel"}  # rebuilt from req
 _COUNTERS = (b"pending", b"inflight", b"delayed", b"seq", b"done", b"seen", b"pushed", b"duplicates", b"retried",
-             b"refetch_scheduled", b"reclaimed", b"failed", b"leases")
+             b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped")
 _HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t")
 
 
@@ -79,6 +81,12 @@ def _number(value: bytes | None) -> float | None:
     except ValueError:
         return None
     return number if number is not None and number - number == 0 else None
+
+
+def _is_time(value: bytes) -> bool:
+    """True if ``value`` is a time a script stores (a finite number of seconds, not negative)."""
+    number = _number(value)
+    return number is not None and number >= 0
 
 
 @dataclass
@@ -199,6 +207,10 @@ class _Crawl:
             value = meta.get(name)
             if value is not None and (_number(value) is None or not value.lstrip(b"-").isdigit()):
                 self.problem(b"meta", f"field {name.decode()} is {value[:60]!r}, not a whole number")
+        paused = meta.get(b"paused")
+        if paused is not None and not _is_time(paused):
+            self.problem(b"meta", f"field paused is {paused[:60]!r}, not a time (repair keeps the crawl paused, "
+                                  f"since the time of the repair)")
         if meta.get(b"sentinel") and b"sentinel" not in self.types:
             self.problem(b"sentinel", "is gone: Redis evicted keys of the crawl, or something deleted them")
 
@@ -464,6 +476,8 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
         value = keys.meta.get(name)
         if name not in counts and value is not None and not value.lstrip(b"-").isdigit():
             counts[name] = 0
+    if b"paused" in keys.meta and not _is_time(keys.meta[b"paused"]):
+        counts[b"paused"] = f"{now:.6f}"
     pipe.hset(k(b"meta"), mapping=counts)
     pipe.hdel(k(b"meta"), b"audited")
     pipe.set(k(b"sentinel"), b"1")

@@ -132,7 +132,7 @@ class RedisBuild:
         try:
             if frontier.copy_mark is not None and not frontier.made:  # an interrupted copy: redo it
                 earlier = frontier.copy_mark
-                frontier.drop()
+                frontier.drop_crawl()
                 self.notes.append(f"{where} held an unfinished copy of {earlier}: it was deleted and the copy "
                                   f"done again")
                 frontier = RedisFrontier(url, crawl=crawl, create=True, new_order=order, expected_urls=expected,
@@ -170,7 +170,7 @@ def _check_empty(frontier: RedisFrontier, where: str, order: str) -> None:
     if any(counts.values()):
         held = ", ".join(f"{n:,} {name.replace('_', ' ')}" for name, n in counts.items())
         raise FrontierError(f"{where} is not empty ({held}); copy into a new crawl name, or "
-                            f"drop this one first (RedisFrontier(url, crawl=...).drop())")
+                            f"drop this one first (RedisFrontier(url, crawl=...).drop_crawl())")
     if frontier.order != order:
         raise FrontierError(f"{where} exists (empty) and is {frontier.order.upper()}, and the "
                             f"source is {order.upper()}: copy into a new crawl name")

@@ -119,7 +119,7 @@ class Target:
         if self.job:
             shutil.rmtree(self.job)
         else:
-            RedisFrontier(self.url, crawl=self.crawl, create=False).drop()
+            RedisFrontier(self.url, crawl=self.crawl, create=False).drop_crawl()
 
 
 def spawn(*args: str) -> subprocess.Popen:

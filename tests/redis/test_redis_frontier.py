@@ -252,7 +252,7 @@ def test_pending_requests_and_seen_fingerprints_read_the_whole_crawl(open_crawl)
     assert Request("https://a.example/3").fingerprint in fingerprints
     assert f.mark_seen([Request("https://b.example/").fingerprint, b"my-own-key"]) == 1
     assert f.push(Request("https://b.example/")) is False
-    assert f.drop() > 0
+    assert f.drop_crawl() > 0
     with pytest.raises(FrontierClosed):
         f.pop()
 
