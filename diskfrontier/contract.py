@@ -99,6 +99,8 @@ SHARED_STATS = {
     "refetch_scheduled": "requests done with refetch_after (counted as pushed is)",
     "done": "requests done (counted as pushed is)",
     "failed": "requests recorded as failed (counted as pushed is)",
+    "dropped": "pending requests removed by drop() (counted as pushed is)",
+    "paused_since": "when the crawl was paused (time.time()); None while it runs",
 }
 """The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""
 
@@ -251,6 +253,35 @@ class FrontierProtocol(Protocol):
 
     def __len__(self) -> int:
         """Requests waiting to be popped."""
+        ...
+
+    # -- steering
+    def pause(self) -> None:
+        """Hand out nothing until ``resume()``: ``pop`` returns None (waiting out its timeout).
+
+        A pause is stored with the crawl: it holds across restarts until ``resume``.
+        Requests in flight are not affected.
+        """
+        ...
+
+    def resume(self) -> None:
+        """End a pause (nothing happens if the crawl is not paused)."""
+        ...
+
+    @property
+    def paused_since(self) -> float | None:
+        """When the crawl was paused (``time.time()``); None if it is not paused."""
+        ...
+
+    def drop(self, *, host: str | None = None, match: str | None = None, dry_run: bool = False,
+             show: int = 0) -> Dropped:
+        """Remove the pending requests of ``host`` (its slot, exactly) or whose URL ``match`` (a regular
+        expression, searched) finds; give exactly one of the two.
+
+        Dropped requests are never handed out and their fingerprints stay seen. Requests in
+        flight or failed are left alone. ``dry_run``: count them and change nothing. ``show``: also
+        return up to that many of their URLs.
+        """
         ...
 
     # -- hosts

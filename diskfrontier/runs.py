@@ -173,7 +173,7 @@ class _Run:
         frontier = self.frontier
         if frontier.finished:
             self.halt("finished")
-        elif getattr(frontier, "paused_since", None) is not None:
+        elif frontier.paused_since is not None:
             return  # paused: idle until resumed (from another process, through the inbox)
         elif frontier.next_ready() is None and frontier.stats().get("in_flight", 0) == 0:
             self.halt("stalled")  # only hosts blocked for ever or over their budget are left

@@ -82,7 +82,8 @@ def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict
             urls = urls[before:]
         requests = [Request(url, priority=priority, dont_filter=dont_filter) for url in urls]
         queued = frontier.push_many(requests)
-        return {"queued": queued + before, "duplicates": max(0, len(requests) - queued - (0 if dont_filter else before))}
+        repeated = 0 if dont_filter else before  # this time refused as duplicates, stored the first time
+        return {"queued": queued + before, "duplicates": max(0, len(requests) - queued - repeated)}
     if verb == "host":
         return _host(frontier, args)
     if verb == "pause":

@@ -71,7 +71,7 @@ def test_a_held_directory_applies_a_command_and_answers(tmp_path: Path) -> None:
     proc = start_holder(job, script)
     try:
         started = time.monotonic()
-        ident, answer = deliver(str(job), "push", {"urls": ["https://a.example/1", "https://a.example/2"]})
+        _ident, answer = deliver(str(job), "push", {"urls": ["https://a.example/1", "https://a.example/2"]})
         took = time.monotonic() - started
         assert answer is not None and answer["queued"] == 2 and answer["duplicates"] == 0
         _, again = deliver(str(job), "push", {"urls": ["https://a.example/1"]})
