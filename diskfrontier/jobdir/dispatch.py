@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from array import array
+from collections.abc import Iterable
 
 from ..errors import JobDirCorrupt
 from ..failures import FailedRequest
@@ -286,23 +287,17 @@ class Dispatch:
 
     def failed(self) -> list[FailedRequest]:
         """Every failed request not requeued, read back from the journal, oldest failure first."""
-        st = self.state
-        journal = st.journal
-        out = []
-        for target, record_at in st.failed.items():
-            info = journal.read_fail(record_at, target)
-            request = self.load(target)
-            request._seq = None
-            request.not_before = None
-            out.append(FailedRequest(request, info.error, info.failed_at))
-        return out
+        return self._failed_of(self.state.failed.items())
 
     def latest_failed(self, count: int) -> list[FailedRequest]:
         """The ``count`` latest failed requests, latest first."""
-        st = self.state
-        journal = st.journal
+        return self._failed_of(itertools.islice(reversed(self.state.failed.items()), count))
+
+    def _failed_of(self, entries: Iterable[tuple[int, int]]) -> list[FailedRequest]:
+        """The failed requests of (request offset, FAIL record offset) pairs, read back from the journal."""
+        journal = self.state.journal
         out = []
-        for target, record_at in itertools.islice(reversed(st.failed.items()), count):
+        for target, record_at in entries:
             info = journal.read_fail(record_at, target)
             request = self.load(target)
             request._seq = None
