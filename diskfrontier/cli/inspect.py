@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..jobdir.layout import FORMAT_VERSION
-from ..jobdir.reader import failed_requests, inspect_jobdir
+from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
 from ..request.model import Request, retries_text
 from ..transfer.jsonlines import request_to_json
 from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
@@ -51,6 +51,10 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         _inspect_redis(jobdir, name, as_json)
         return
     require_jobdir(jobdir)
+    live = published_status(jobdir)
+    if live is not None:
+        _inspect_live(jobdir, live, as_json)
+        return
     info = inspect_jobdir(jobdir)
     if as_json:
         data = info.as_dict()
@@ -79,6 +83,45 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         rows.append(("torn tail", f"{info.torn_bytes} bytes (cut at the next open)"))
     if info.holder_pid:
         rows.append(("in flight", f"unknown while pid {info.holder_pid} holds it (counted in pending)"))
+    if info.paused_since is not None:
+        rows.append(("paused", f"since {_local(info.paused_since)}: nothing is handed out until resume"))
+    click.echo(table(rows))
+
+
+def _local(moment: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+
+
+def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
+    """``inspect`` of a directory a crawl holds: what that crawl published, without reading the journal."""
+    stats = live["stats"]
+    age = max(0.0, time.time() - live["taken"])
+    state = f"running, held by pid {live['pid']} on {live.get('machine', '?')} (published {age:.1f}s ago)"
+    if as_json:
+        click.echo(json.dumps({"path": path, "state": state, "live": True, **live}, indent=2, default=str))
+        return
+    rows: list[tuple[str, Any]] = [("job directory", path), ("state", state),
+                                   ("pending", f"{stats.get('pending', 0):,}")]
+    by_priority = stats.get("pending_by_priority") or {}
+    rows += [(f"  priority {p}", f"{n:,}") for p, n in by_priority.items()]
+    rows += [
+        ("in flight", f"{stats.get('in_flight', 0):,}"),
+        ("this run", f"pushed {stats.get('pushed', 0):,}, duplicates {stats.get('duplicates', 0):,}, "
+                     f"done {stats.get('done', 0):,}, dropped {stats.get('dropped', 0):,}"),
+        ("failed", f"{stats.get('failed', 0):,}"),
+        ("seen", f"{stats.get('seen', 0):,}"),
+        ("hosts", f"{live.get('hosts_total', 0):,} ({live.get('hosts_ready', 0):,} ready now, "
+                  f"{live.get('hosts_waiting', 0):,} waiting)"),
+    ]
+    if stats.get("delayed"):
+        rows.append(("delayed", f"{stats['delayed']:,} waiting for a time"))
+    if live.get("paused_since") is not None:
+        rows.append(("paused", f"since {_local(live['paused_since'])}: nothing is handed out until resume"))
+    elif live.get("next_ready") is not None:
+        ready = live["next_ready"]
+        rows.append(("next ready", "now" if ready <= live["taken"] else when(ready)))
+    if stats.get("journal_bytes") is not None:
+        rows.append(("journal", human_bytes(stats["journal_bytes"])))
     click.echo(table(rows))
 
 

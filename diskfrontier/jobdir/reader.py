@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import FrontierError, JobDirCorrupt
 from ..failures import FailedRequest
+from ..files import boundedjson
 from ..files.safefs import open_fd, open_file
 from ..request.model import Request
 from . import checkpoint
@@ -54,6 +55,7 @@ class JobInfo:
     delayed: int = 0  # pending requests waiting for a time
     next_due: float | None = None  # when the first of them is due
     failed: int = 0  # failed requests not requeued
+    paused_since: float | None = None  # when the crawl was paused, if it is
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -111,6 +113,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
         info.failed = len(host_state.failed)
         info.done = sum(host_state.counts.done) - info.failed
+        info.paused_since = saved.paused_since
     else:
         now = time.time()
         tail: set[int] = set()  # the journal's fingerprints from the floor on, which requests.seen may lack
@@ -126,6 +129,7 @@ def inspect_jobdir(path: str) -> JobInfo:
         due = state.held_after(now)
         info.delayed, info.next_due = len(due), min(due, default=None)
         info.failed = len(state.failed)
+        info.paused_since = state.paused_since
         if state.host_done:  # format 3: each host's count of finished requests, kept across compactions
             info.done = sum(state.host_done)
         info.done -= info.failed
@@ -133,6 +137,30 @@ def inspect_jobdir(path: str) -> JobInfo:
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))
     info.reclaimable_bytes = journal_bytes - len(MAGIC) - live
     return info
+
+
+STATUS_FRESH = 30.0
+"""Seconds after which a holder's ``status.json`` is no longer taken as what it is doing now."""
+
+
+def published_status(path: str) -> dict[str, Any] | None:
+    """What the process holding the job directory at ``path`` published in ``status.json``, if it holds
+    it and the file is its own and fresh (``snapshot.snapshot``'s dict); else None."""
+    layout = Layout(path)
+    holder = probe_lock(layout.lock)
+    if not holder:
+        return None
+    try:
+        with open_file(layout.status) as f:
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or value.get("pid") != holder or not isinstance(value.get("stats"), dict):
+        return None
+    taken = value.get("taken")
+    if not isinstance(taken, (int, float)) or abs(time.time() - taken) > STATUS_FRESH:
+        return None
+    return value
 
 
 def _seen_count(path: str, size: int, *, exact: bool = False) -> int:

@@ -68,7 +68,8 @@ def _contents(folder: str) -> dict[str, bytes]:
 
 
 def test_inspect_is_read_only_on_a_live_directory(example):
-    code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); "
+    """A holder that publishes nothing (watch=False): inspect reads the files, and changes none."""
+    code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1], watch=False); "
             "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, example], stdout=subprocess.PIPE)
     try:
@@ -79,8 +80,9 @@ def test_inspect_is_read_only_on_a_live_directory(example):
         assert json.loads(out.stdout)["state"] == f"in use by pid {child.pid}"
         after = _contents(example)
         assert before == after
-        push = subprocess.run([*SCRIPT, "push", example, "https://x.example/"], capture_output=True, text=True)
-        assert push.returncode == 0 and f"holding {example} (pid {child.pid})" in push.stderr  # through its inbox
+        push = subprocess.run([*SCRIPT, "push", example, "https://x.example/", "--timeout", "0.3"],
+                              capture_output=True, text=True)
+        assert push.returncode == 1 and "did not apply command" in push.stderr  # queued: nobody applies it
         assert "Traceback" not in push.stderr
     finally:
         child.kill()

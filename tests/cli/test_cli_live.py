@@ -147,3 +147,21 @@ def test_a_bad_drop_is_a_usage_error(tmp_path: Path) -> None:
     assert both.returncode == 2 and "exactly one of --host and --match" in both.stderr
     bad = cli("drop", str(job), "--match", "(unclosed")
     assert bad.returncode == 2 and "not a regular expression" in bad.stderr
+
+
+def test_inspect_of_a_running_crawl_shows_what_it_published(held) -> None:
+    job, proc = held
+    status(job)  # published
+    shown = cli("inspect", str(job))
+    assert shown.returncode == 0, shown.stderr
+    assert f"running, held by pid {proc.pid}" in shown.stdout
+    assert "in flight" in shown.stdout and "unknown while" not in shown.stdout
+    as_json = json.loads(cli("inspect", str(job), "--json").stdout)
+    assert as_json["live"] is True and as_json["pid"] == proc.pid
+    assert as_json["stats"]["pending"] + as_json["stats"]["in_flight"] <= 305
+    assert cli("pause", str(job)).returncode == 0
+    deadline = time.monotonic() + 30
+    while "paused" not in (out := cli("inspect", str(job)).stdout):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+    assert "nothing is handed out until resume" in out

@@ -217,3 +217,41 @@ def test_a_command_cut_short_by_a_kill_is_finished_at_the_open_with_a_whole_summ
     answer = inbox.answer_of(str(job), ident)
     assert answer is not None and answer["queued"] == 2000 and answer["duplicates"] == 0
     assert ended_marks(job)[ident] == 1
+
+
+def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path) -> None:
+    """`diskfrontier push` against a running crawl, SIGKILLed at random moments: a command that said it
+    was applied is there exactly once; one that was killed is there whole (it was queued) or not at all."""
+    rng = random.Random(7)
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_holder(job, script)
+    finished: list[list[str]] = []
+    killed: list[list[str]] = []
+    try:
+        for round_ in range(12):
+            urls = [f"https://k{round_}.example/{i}" for i in range(rng.choice([1, 100, 3000]))]
+            (tmp_path / "urls.txt").write_text("\n".join(urls) + "\n")
+            cmd = subprocess.Popen([sys.executable, "-m", "diskfrontier", "push", str(job), "-f",
+                                    str(tmp_path / "urls.txt")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+            try:
+                out, _ = cmd.communicate(timeout=rng.uniform(0.05, 0.9))
+                assert cmd.returncode == 0 and out.startswith(f"queued {len(urls):,},"), out
+                finished.append(urls)
+            except subprocess.TimeoutExpired:
+                cmd.send_signal(signal.SIGKILL)
+                cmd.communicate()
+                killed.append(urls)
+    finally:
+        proc.kill()
+        proc.wait()
+    counted = drained_urls(job)
+    for urls in finished:
+        assert all(counted[url] == 1 for url in urls)
+    for urls in killed:
+        present = sum(counted[url] for url in urls)
+        assert present in (0, len(urls)), f"a killed command applied in part: {present} of {len(urls)}"
+    assert killed and finished, "the random moments should both finish and kill some commands"
