@@ -328,6 +328,27 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
         assert r.pop().url == "https://a.example/top"  # b.example is blocked
 
 
+def test_redis_pause_resume_and_drop(redis_url, crawl_name):
+    url = redis_url
+    assert run("push", url, "--crawl", crawl_name, "https://a.example/1", "https://a.example/2",
+               "https://b.example/x").exit_code == 0
+    paused = run("pause", url, "--crawl", crawl_name, "--json")
+    assert paused.exit_code == 0 and json.loads(paused.stdout)["paused_since"] > time.time() - 60
+    assert "paused" in run("inspect", url, "--crawl", crawl_name).output
+    with RedisFrontier(url, crawl=crawl_name, create=False) as r:
+        assert r.pop() is None  # paused: nothing is handed out
+    dry = run("drop", url, "--crawl", crawl_name, "--host", "a.example", "--dry-run")
+    assert dry.exit_code == 0 and sorted(dry.stdout.split()) == ["https://a.example/1", "https://a.example/2"]
+    assert "would drop 2 pending requests" in dry.stderr
+    dropped = run("drop", url, "--crawl", crawl_name, "--match", r"a\.example/1$", "--json")
+    assert json.loads(dropped.stdout) == {"dropped": 1, "urls": [], "dry_run": False}
+    assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "resumed"
+    assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "not paused: nothing to resume"
+    with RedisFrontier(url, crawl=crawl_name, create=False) as r:
+        popped = {r.pop().url, r.pop().url}
+        assert popped == {"https://a.example/2", "https://b.example/x"} and r.pop() is None
+
+
 def test_redis_export_and_import_round_trip(tmp_path, redis_url, crawl_name):
     with RedisFrontier(redis_url, crawl=crawl_name) as r:
         r.push_many([Request("https://a.example/done"), Request("https://a.example/x", priority=2, meta={"k": [1]}),

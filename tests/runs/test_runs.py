@@ -3,6 +3,7 @@ SIGTERM, duration and max_requests and resumed each time; a SIGKILL; repeated ru
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -259,3 +260,39 @@ def test_review_findings_max_requests_async_objects_and_huge_backoff(tmp_path):
         frontier.push(Request("https://c.example/"))
         stats = crawl(frontier, boom, workers=2, retries=3, backoff=2e10, duration=1.0, progress=False)
         assert stats.retried == 1 and stats.stopped_by == "duration"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_paused_crawl_idles_until_resumed_and_then_finishes(tmp_path, asynchronous):
+    """pause() from a handler: the run neither finishes nor stalls while paused; resume() from another
+    thread lets it take the rest."""
+    from diskfrontier import Frontier, Request, crawl
+
+    pause_for = 1.0
+    with Frontier(tmp_path / "job") as frontier:
+        frontier.push_many(Request(f"https://p.example/{i}") for i in range(30))
+        taken: list[float] = []
+
+        def resume_later() -> None:
+            time.sleep(pause_for)
+            frontier.resume()
+
+        def note(request, f) -> None:
+            taken.append(time.monotonic())
+            if len(taken) == 10:
+                f.pause()
+                threading.Thread(target=resume_later).start()
+
+        if asynchronous:
+            async def handler(request, f) -> None:
+                note(request, f)
+        else:
+            def handler(request, f) -> None:  # type: ignore[misc]
+                note(request, f)
+
+        started = time.monotonic()
+        stats = crawl(frontier, handler, workers=2)
+        assert stats.stopped_by == "finished" and stats.done == 30
+        assert time.monotonic() - started >= pause_for
+        gaps = [b - a for a, b in itertools.pairwise(taken)]
+        assert max(gaps) >= pause_for * 0.9  # the requests after the pause waited for the resume
