@@ -81,7 +81,7 @@ class HostInfo:
 class Dropped(NamedTuple):
     """What ``drop`` removed (or, with ``dry_run``, would remove)."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field named as tuple's count() method
     urls: list[str]  # the URLs of the first ``show`` of them
 
 
