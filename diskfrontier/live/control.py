@@ -89,6 +89,13 @@ def _seeds(args: Mapping[str, Any]) -> list[Request]:
     return out
 
 
+def available_actions(target: str) -> list[str]:
+    """The verbs that ``apply_control`` can carry out on ``target``'s kind of crawl (pause and resume
+    only where its frontier has them)."""
+    kind = RedisFrontier if is_redis_target(target) else Frontier
+    return [verb for verb in VERBS if verb not in ("pause", "resume") or hasattr(kind, verb)]
+
+
 def apply_control(target: str, crawl: str | None, verb: str, args: dict[str, Any]) -> dict[str, Any]:
     """Apply ``verb`` (pause, resume, block, unblock, delay, push) with ``args`` to the crawl at
     ``target`` (a job directory, or a Redis URL with ``crawl``); a JSON-ready answer, or ``ControlError``.
@@ -100,11 +107,9 @@ def apply_control(target: str, crawl: str | None, verb: str, args: dict[str, Any
     if verb not in VERBS:
         raise ControlError(400, f"unknown action {verb!r:.40}: one of {', '.join(VERBS)}")
     redis = is_redis_target(target)
-    if verb in ("pause", "resume"):
-        kind = RedisFrontier if redis else Frontier
-        if not hasattr(kind, verb):
-            where = "a Redis crawl" if redis else "a job directory's crawl"
-            raise ControlError(501, f"{verb} is not available for {where} in this version of diskfrontier")
+    if verb not in available_actions(target):
+        where = "a Redis crawl" if redis else "a job directory's crawl"
+        raise ControlError(501, f"{verb} is not available for {where} in this version of diskfrontier")
     host = _host(args) if verb in ("block", "unblock", "delay") else None
     seconds = _seconds(args, "seconds", required=False) if verb in ("block", "delay") else None
     seeds = _seeds(args) if verb == "push" else []

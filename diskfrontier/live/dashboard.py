@@ -65,11 +65,13 @@ class Dashboard:
         self.interval = interval
         self.keep = keep
         self.control = control
+        self.actions: list[str] = []  # the control actions the page may offer
         self.clock = clock
         self.reading: Reading | None = None
         self.error: str | None = None
         self.checked: float | None = None  # when the source was last asked
         self.next_due = 0.0  # time.monotonic() of the next refresh
+        self.read_seconds: float | None = None  # how long the last refresh took
         self.history: deque[dict[str, Any]] = deque(maxlen=max(2, int(keep / max(interval, 0.05)) + 2))
         self._lock = threading.Lock()
 
@@ -89,6 +91,7 @@ class Dashboard:
             self.reading, self.error, self.checked = reading, None, self.clock()
             self._add_point(reading.snapshot)
         took = time.monotonic() - started
+        self.read_seconds = took
         self.next_due = started + max(self.interval, READ_SHARE * took)
 
     def _failed(self, message: str, started: float) -> None:
@@ -149,7 +152,7 @@ class Dashboard:
             "origin": None if reading is None else reading.origin,
             "holder": None if reading is None else reading.holder,
             "note": None if reading is None else reading.note,
-            "read_seconds": None if reading is None else reading.read_seconds,
+            "read_seconds": self.read_seconds,
             "state": state,
             "state_label": STATES[state],
             "rate": rate,
@@ -160,6 +163,7 @@ class Dashboard:
             "interval": self.interval,
             "keep": self.keep,
             "control": self.control,
+            "actions": self.actions,
             "history": history,
         })
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .control import ControlError, apply_control
+from .control import ControlError, apply_control, available_actions
 from .dashboard import Dashboard
 from .metrics import registry_of
 
@@ -52,6 +52,7 @@ class DashboardServer:
         self.crawl = crawl
         self.token = token
         dashboard.control = token is not None
+        dashboard.actions = available_actions(target) if token is not None else []
         self.control = control
         self.registry = registry_of(dashboard.latest_snapshot)
         self._refreshing = asyncio.Lock()

@@ -153,7 +153,7 @@ class JobDirSource:
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
         self.path = path
-        self.name = os.path.abspath(path)
+        self.name = path
         self.layout = Layout(path)
         self.clock = clock
         self.full_reads = 0  # reads of the files (the tests count them)

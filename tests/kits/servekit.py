@@ -62,9 +62,9 @@ class Lines:
 class Served:
     """``diskfrontier serve ARGS --port 0`` running: its URL, its printed lines and its token."""
 
-    def __init__(self, *args: str, timeout: float = 60.0) -> None:
+    def __init__(self, *args: str, timeout: float = 60.0, cwd: str | None = None) -> None:
         self.process = subprocess.Popen([script(), "serve", *args, "--port", "0"], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+                                        stderr=subprocess.PIPE, text=True, cwd=cwd)
         self.lines = Lines(self.process)
         self.url = self.lines.wait_for(r"at (http://\S+/) ", timeout).group(1)
         self.token: str | None = None

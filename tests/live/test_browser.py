@@ -166,6 +166,7 @@ def test_the_controls_work_with_the_token(browser, jobdir):
         page.wait_for_function(f"() => document.getElementById('v-pending').textContent.replace(/,/g, '') === "
                                f"'{pending + 2}'")
         assert "Queued 2" in page.inner_text("#toast")
-        page.click("#pause")
-        page.wait_for_function("() => document.getElementById('toast').textContent.includes('not available')")
-        watched.close("status of 501")
+        from diskfrontier import Frontier
+
+        assert page.is_visible("#pause") == hasattr(Frontier, "pause")  # offered only where it can be done
+        watched.close()

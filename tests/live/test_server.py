@@ -21,7 +21,7 @@ from diskfrontier.live.sources import open_source
 
 TOKEN = "t0ken-for-the-tests"  # noqa: S105 - the tests' own token
 PAYLOAD_KEYS = {"name", "snapshot", "origin", "holder", "note", "read_seconds", "state", "state_label", "rate", "now",
-                "checked", "age", "error", "interval", "keep", "control", "history"}
+                "checked", "age", "error", "interval", "keep", "control", "actions", "history"}
 
 
 def server_of(target, crawl=None, token=None, interval=0.2):
@@ -98,7 +98,8 @@ def test_control_is_refused_without_allow_control(jobdir):
 def test_control_needs_the_token_and_changes_the_crawl(jobdir):
     async def check(client):
         payload = await (await client.get("/api/stats")).json()
-        assert payload["control"] is True
+        assert payload["control"] is True and {"block", "unblock", "delay", "push"} <= set(payload["actions"])
+        assert ("pause" in payload["actions"]) == hasattr(Frontier, "pause")
         for headers, body in (({}, {}), ({TOKEN_HEADER: "wrong"}, {}), ({}, {"token": "wrong"})):
             answer = await client.post("/api/host", json={"host": "h1.example", "action": "block", **body},
                                        headers=headers)

@@ -71,6 +71,7 @@
 
   function seconds(value) {
     if (value === null || value === undefined) return "default";
+    if (value > 0 && value < 1) return `${Number(value.toPrecision(2))} s`;
     return `${decimal.format(value)} s`;
   }
 
@@ -240,9 +241,11 @@
     note.classList.toggle("hidden", !data.note);
     if (data.note) note.textContent = data.note;
     const paused = data.state === "paused";
-    $("pause").classList.toggle("hidden", paused);
-    $("resume").classList.toggle("hidden", !paused);
-    $("run-controls").classList.toggle("hidden", !data.control);
+    const actions = data.actions || [];
+    $("pause").classList.toggle("hidden", paused || !actions.includes("pause"));
+    $("resume").classList.toggle("hidden", !paused || !actions.includes("resume"));
+    const runnable = actions.includes("pause") || actions.includes("resume");
+    $("run-controls").classList.toggle("hidden", !data.control || !runnable);
   }
 
   function renderAge() {
@@ -429,7 +432,10 @@
 
   function renderFoot(data) {
     const parts = [`refresh every ${decimal.format(data.interval)} s`, `charts keep ${span(data.keep)}`];
-    if (typeof data.read_seconds === "number") parts.push(`last read took ${decimal.format(data.read_seconds * 1000)} ms`);
+    if (typeof data.read_seconds === "number") {
+      const ms = data.read_seconds * 1000;
+      parts.push(`last read took ${ms < 1 ? "under 1" : decimal.format(ms)} ms`);
+    }
     parts.push("JSON: /api/stats", "Prometheus: /metrics");
     text("foot", parts.join(" · "));
   }
