@@ -73,6 +73,15 @@ def test_a_real_server_answers_and_stops_on_sigterm(jobdir):
     assert "stopped" in "".join(served.lines.seen) or served.lines.wait_for("stopped", 10)
 
 
+def test_the_interval_and_the_history_kept(jobdir):
+    with Served(jobdir, "--interval", "0.3", "--history", "60") as served:
+        status, body = get(served.url + "api/stats")
+    data = json.loads(body)
+    assert status == 200 and data["interval"] == 0.3 and data["keep"] == 60
+    result = CliRunner().invoke(main, ["serve", jobdir, "--history", "5"])
+    assert result.exit_code == 2 and "--history" in result.output
+
+
 def test_allow_control_prints_a_token_that_the_server_takes(jobdir):
     with Served(jobdir, "--allow-control") as served:
         assert served.token and len(served.token) >= 30
