@@ -3,7 +3,8 @@
 Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
 with ``--crawl NAME``; the commands that work on a job directory's files refuse one. The families:
 ``inspect`` (inspect, peek, hosts, failed), ``write`` (push, import, requeue-failed, host),
-``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy) and ``demo``."""
+``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``demo`` and ``serve``
+(a live dashboard, ``live/``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import logging
 
 import click
 
-from . import demo, inspect, maintain, steer, transfer, write
+from . import demo, inspect, maintain, serve, steer, transfer, write
 
 
 @click.group()
@@ -32,5 +33,5 @@ for command in (inspect.inspect, inspect.peek, inspect.hosts, inspect.failed_com
                 write.push, write.import_command, write.requeue_failed_command, write.host,
                 steer.pause, steer.resume, steer.drop,
                 maintain.verify_command, maintain.compact, maintain.adopt_scrapy_command,
-                transfer.export_command, transfer.copy_command, demo.demo):
+                transfer.export_command, transfer.copy_command, demo.demo, serve.serve):
     main.add_command(command)

@@ -304,10 +304,17 @@ class FailedRequests:
         return len(self._entries)
 
     def __iter__(self) -> Iterator[FailedRequest]:
+        return self._read(self._entries)
+
+    def latest(self, count: int) -> Iterator[FailedRequest]:
+        """The last ``count`` failures, oldest first: only their records are read."""
+        return self._read(self._entries[max(0, len(self._entries) - count):])
+
+    def _read(self, entries: list[tuple[int, int]]) -> Iterator[FailedRequest]:
         path = self.layout.journal
         fd = open_fd(path, os.O_RDONLY)
         try:
-            for target, record_at in self._entries:
+            for target, record_at in entries:
                 info = read_fail(fd, record_at, path, target, self.salt, self.version)
                 request = _request_at(fd, target, path, self.salt, self.version)
                 request.not_before = None

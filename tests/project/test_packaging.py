@@ -146,3 +146,29 @@ def test_the_sdist_holds_the_package_tests_and_example(built):
     missing = wanted - names
     assert not missing, f"not in the sdist: {sorted(missing)}"
     assert not [n for n in names if n.endswith((".pyc", ".pyo")) or "/.hypothesis/" in f"/{n}"]
+
+
+def _static_files() -> set[str]:
+    """The dashboard's page (diskfrontier serve): its HTML, CSS, script and icon, package data."""
+    folder = os.path.join(SOURCE, "live", "static")
+    return {f"diskfrontier/live/static/{name}" for name in os.listdir(folder)}
+
+
+def test_the_wheel_and_the_sdist_hold_the_dashboards_page(built):
+    static = _static_files()
+    assert {"diskfrontier/live/static/index.html", "diskfrontier/live/static/app.js",
+            "diskfrontier/live/static/style.css"} <= static
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        names = set(wheel.namelist())
+    assert static - names == set(), "not in the wheel"
+    with tarfile.open(built["sdist"]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert static - names == set(), "not in the sdist"
+
+
+@needs_installed
+def test_the_installed_package_serves_its_page():
+    from diskfrontier.live.server import static_file
+
+    for path in _static_files():
+        assert static_file(os.path.basename(path))

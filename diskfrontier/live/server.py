@@ -1,0 +1,209 @@
+"""The HTTP side of ``diskfrontier serve`` (aiohttp): the page, its JSON, ``/metrics`` and the
+control endpoints.
+
+- ``GET /``: the dashboard (``static/index.html``, ``app.js``, ``style.css``: package data, no
+  third-party code, nothing fetched from elsewhere);
+- ``GET /api/stats``: ``Dashboard.payload()`` as JSON; ``?since=T`` sends only the history after
+  ``T``, ``?refresh=1`` reads the crawl first;
+- ``GET /metrics``: the Prometheus text of the latest snapshot (``live/metrics.py``);
+- ``POST /api/pause``, ``/api/resume``, ``/api/host`` (``action`` block, unblock or delay),
+  ``/api/push``: only with ``--allow-control``, and with its token in the ``X-Diskfrontier-Token``
+  header or a ``token`` field (form or JSON); 403 otherwise. Each goes through
+  ``control.apply_control``.
+
+A background task refreshes the dashboard every interval; every read and every control action
+runs in a thread, so a slow read never holds up a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .control import ControlError, apply_control, available_actions
+from .dashboard import Dashboard
+from .metrics import registry_of
+
+TOKEN_HEADER = "X-Diskfrontier-Token"  # noqa: S105 (the header's name, not a secret)
+STATIC = {"app.js": "text/javascript", "style.css": "text/css", "favicon.svg": "image/svg+xml"}
+_DASHBOARD = web.AppKey("dashboard", Dashboard)
+_SERVER = web.AppKey("server", object)
+
+
+def static_file(name: str) -> bytes:
+    """One of the page's files, from the package (``diskfrontier/live/static/``)."""
+    return importlib.resources.files("diskfrontier.live").joinpath("static").joinpath(name).read_bytes()
+
+
+class DashboardServer:
+    """A dashboard served over HTTP: the aiohttp application, its refresh task and its controls."""
+
+    def __init__(self, dashboard: Dashboard, *, target: str, crawl: str | None, token: str | None = None,
+                 control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control) -> None:
+        self.dashboard = dashboard
+        self.target = target
+        self.crawl = crawl
+        self.token = token
+        dashboard.control = token is not None
+        dashboard.actions = available_actions(target) if token is not None else []
+        self.control = control
+        self.registry = registry_of(dashboard.latest_snapshot)
+        self._refreshing = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -------------------------------------------------------------- refreshing
+    async def refresh(self) -> None:
+        """Read the crawl now (one read at a time: a caller arriving during one waits for it)."""
+        async with self._refreshing:
+            await asyncio.to_thread(self.dashboard.refresh)
+
+    async def _refresh_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if loop.time() >= self.dashboard.next_due:
+                await self.refresh()
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.05, self.dashboard.next_due - loop.time()))
+
+    async def _start(self, app: web.Application) -> None:
+        self._task = asyncio.create_task(self._refresh_loop())
+
+    async def _stop(self, app: web.Application) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.to_thread(self.dashboard.source.close)
+
+    # -------------------------------------------------------------- the application
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=4 << 20, middlewares=[_headers])
+        app[_DASHBOARD] = self.dashboard
+        app[_SERVER] = self
+        app.router.add_get("/", self.index)
+        app.router.add_get("/static/{name}", self.static)
+        app.router.add_get("/api/stats", self.stats)
+        app.router.add_get("/metrics", self.metrics)
+        for verb in ("pause", "resume", "host", "push"):
+            app.router.add_post(f"/api/{verb}", self._control_handler(verb))
+        app.on_startup.append(self._start)
+        app.on_cleanup.append(self._stop)
+        return app
+
+    async def index(self, request: web.Request) -> web.Response:
+        return web.Response(body=static_file("index.html"), content_type="text/html", charset="utf-8")
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC:
+            raise web.HTTPNotFound()
+        return web.Response(body=static_file(name), content_type=STATIC[name],
+                            charset=None if name.endswith(".svg") else "utf-8")
+
+    async def stats(self, request: web.Request) -> web.Response:
+        if request.query.get("refresh") in ("1", "true", "yes") or self.dashboard.reading is None:
+            await self.refresh()
+        since: float | None = None
+        if "since" in request.query:
+            try:
+                since = float(request.query["since"])
+            except ValueError:
+                raise web.HTTPBadRequest(text="since= must be a time (seconds since 1970)") from None
+        return _json(self.dashboard.payload(since))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if self.dashboard.reading is None:
+            await self.refresh()
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    # -------------------------------------------------------------- control
+    def _control_handler(self, verb: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(request: web.Request) -> web.Response:
+            return await self.control_action(request, verb)
+
+        return handler
+
+    async def control_action(self, request: web.Request, verb: str) -> web.Response:
+        if self.token is None:
+            return _error(403, "control is off: start serve with --allow-control (it prints the token to use)")
+        args = await _arguments(request)
+        given = request.headers.get(TOKEN_HEADER) or args.pop("token", None)
+        args.pop("token", None)
+        if not isinstance(given, str) or not secrets.compare_digest(given.encode(), self.token.encode()):
+            return _error(403, f"give the control token that serve printed at start, in the {TOKEN_HEADER} header "
+                               f"or a token field")
+        if verb == "host":
+            verb = str(args.get("action") or "")
+            if verb not in ("block", "unblock", "delay"):
+                return _error(400, "give action= block, unblock or delay")
+        try:
+            answer = await asyncio.to_thread(self.control, self.target, self.crawl, verb, args)
+        except ControlError as exc:
+            return _error(exc.status, str(exc))
+        self.dashboard.next_due = 0.0  # show the change at once
+        self._wake.set()
+        return _json(answer)
+
+
+async def _arguments(request: web.Request) -> dict[str, Any]:
+    """The body's fields: a JSON object, or a form."""
+    if request.content_type == "application/json":
+        try:
+            data = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest(text="the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise web.HTTPBadRequest(text="the body must be a JSON object")
+        return data
+    form = await request.post()
+    return {key: value for key, value in form.items() if isinstance(value, str)}
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(data, allow_nan=False), status=status, content_type="application/json")
+
+
+def _error(status: int, message: str) -> web.Response:
+    return _json({"ok": False, "error": message}, status)
+
+
+@web.middleware
+async def _headers(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                   ) -> web.StreamResponse:
+    """No caching of live figures, and a page that loads nothing from elsewhere."""
+    response = await handler(request)
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    if response.content_type == "text/html":
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            "connect-src 'self'; frame-ancestors 'none'")
+    return response
+
+
+async def run(server: DashboardServer, host: str, port: int, *, started: Callable[[str, int], None],
+              stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set; ``started(host, port)`` once listening (``port`` 0: the one chosen)."""
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        await site.start()
+        addresses = runner.addresses
+        bound = int(addresses[0][1]) if addresses else port
+        started(host, bound)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,171 @@
+"""The dashboard in a real headless Chromium (Debian's, /usr/bin/chromium, driven by Playwright):
+its figures and charts follow a crawl running in another process, its controls show only with
+--allow-control and work with the token, and nothing on it breaks the page's rules (no script
+error, no request refused by its content security policy).
+
+Skipped only when Chromium is missing and DISKFRONTIER_REQUIRE_BROWSER is not set (CI sets it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from paths import KITS
+from servekit import CHROMIUM, Lines, Served, script
+
+REQUIRE = bool(os.environ.get("DISKFRONTIER_REQUIRE_BROWSER"))
+if not os.path.exists(CHROMIUM) and not REQUIRE:
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; DISKFRONTIER_REQUIRE_BROWSER=1 makes this "
+                f"a failure)", allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(600)
+
+CHILD = os.path.join(KITS, "dashboard_crawl_child.py")
+INTERVAL = 0.5
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert os.path.exists(CHROMIUM), f"DISKFRONTIER_REQUIRE_BROWSER is set and there is no Chromium at {CHROMIUM}"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield browser
+        browser.close()
+
+
+class Watched:
+    """A page of the browser, with every script error and console error it logs."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.problems: list[str] = []
+        self.page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}")
+                     if m.type in ("error", "warning") else None)
+        started = time.monotonic()
+        self.page.goto(url)
+        self.page.wait_for_function("() => /[0-9]/.test(document.getElementById('v-done').textContent)")
+        self.first_figures = time.monotonic() - started  # the page's own time to its first figures
+
+    def number(self, selector: str) -> int:
+        return int(self.page.inner_text(selector).replace(",", ""))
+
+    def close(self, *expected: str) -> None:
+        """Close the page: it logged no problem but the ``expected`` ones (substrings)."""
+        self.page.close()
+        assert [p for p in self.problems if not any(e in p for e in expected)] == []
+
+
+def start_crawl(jobdir: str, *more: str) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, CHILD, jobdir, "--workers", "2", "--page-delay", "0.02", *more],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    Lines(process).wait_for("crawling", 60)
+    return process
+
+
+def stop_crawl(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)  # crawl() finishes the pages in hand and closes the frontier
+    try:
+        process.wait(120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def inspect(jobdir: str) -> dict:
+    out = subprocess.run([script(), "inspect", jobdir, "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("publish", [False, True], ids=["files", "status.json"])
+def test_the_page_follows_a_crawl_running_in_another_process(browser, tmp_path, publish):
+    jobdir = str(tmp_path / "job")
+    crawl = start_crawl(jobdir, *(["--publish"] if publish else []))
+    try:
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            # A bound from what this machine shows: the page's first figures and the refresh interval.
+            patience = 30_000 + 20_000 * (watched.first_figures + INTERVAL)
+            origin = "status.json published by the crawl" if publish else "the job directory's files"
+            page.wait_for_function("o => document.getElementById('facts').textContent.includes(o)", arg=origin,
+                                   timeout=patience)
+            page.wait_for_function("() => Number(document.getElementById('chart-done').dataset.points) >= 2",
+                                   timeout=patience)
+            done = watched.number("#v-done")
+            line = page.get_attribute("#chart-done path.line", "d")
+            points = int(page.get_attribute("#chart-done", "data-points"))
+            page.wait_for_function(f"() => Number(document.getElementById('v-done').textContent.replace(/,/g, '')) "
+                                   f"> {done} && Number(document.getElementById('chart-done').dataset.points) "
+                                   f"> {points}", timeout=patience)
+            assert watched.number("#v-done") > done
+            assert page.get_attribute("#chart-done path.line", "d") != line
+            assert page.get_attribute("#badge", "data-state") == "running"
+            assert page.locator("#hosts tbody tr").count() >= 2
+            assert any(c in "123456789" for c in page.inner_text("#v-rate"))
+            if publish:
+                assert page.inner_text("#v-in_flight") != "n/a"
+            page.wait_for_function("() => document.querySelectorAll('#failures tbody tr').length > 0",
+                                   timeout=patience)  # every 37th page fails: the crawl gets there
+            stop_crawl(crawl)
+            page.wait_for_function("() => ['stopped', 'finished'].includes("
+                                   "document.getElementById('badge').dataset.state)", timeout=patience)
+            final = inspect(jobdir)
+            page.wait_for_function(f"() => document.getElementById('v-done').textContent.replace(/,/g, '') === "
+                                   f"'{final['done']}'", timeout=patience)
+            assert watched.number("#v-failed") == final["failed"] > 0
+            assert page.locator("#failures tbody tr").count() == min(20, final["failed"])
+            assert "HTTP 500 Internal Server Error" in page.inner_text("#failures")
+            assert page.is_hidden("#error")
+            watched.close()
+    finally:
+        stop_crawl(crawl)
+
+
+def test_the_controls_show_only_with_allow_control(browser, jobdir):
+    with Served(jobdir) as served:
+        watched = Watched(browser, served.url)
+        page = watched.page
+        assert page.is_hidden("#run-controls") and page.is_hidden("#control-panel")
+        assert page.locator("#hosts button").count() == 0
+        assert page.inner_text("#badge-text") == "Not running"
+        assert page.inner_text("#v-pending") == "355" and page.locator("#hosts tbody tr").count() == 7
+        blocked = page.locator("#hosts tbody tr", has_text="h3.example")
+        assert "in 60 min" in blocked.inner_text() or "in 59 min" in blocked.inner_text()
+        assert "<b>not markup</b>" in page.inner_text("#failures")  # shown as text, never as markup
+        watched.close()
+
+
+def test_the_controls_work_with_the_token(browser, jobdir):
+    with Served(jobdir, "--allow-control", "--interval", str(INTERVAL)) as served:
+        anonymous = Watched(browser, served.url)
+        assert anonymous.page.is_visible("#token-form")  # no token yet: the page asks for it
+        anonymous.close()
+        watched = Watched(browser, f"{served.url}#token={served.token}")
+        page = watched.page
+        assert "token" not in page.url  # taken from the address, then out of it
+        assert page.is_visible("#control-panel") and page.is_hidden("#token-form")
+        row = page.locator("#hosts tbody tr", has_text="h1.example")
+        page.once("dialog", lambda dialog: dialog.accept("600"))
+        row.get_by_role("button", name="Block").click()
+        page.wait_for_function("() => [...document.querySelectorAll('#hosts tbody tr')].some("
+                               "r => r.textContent.includes('h1.example') && r.querySelector('.pill'))")
+        pending = watched.number("#v-pending")
+        page.fill("#push-urls", "https://seed.example/a\nhttps://seed.example/b")
+        page.click("#push-form button[type=submit]")
+        page.wait_for_function(f"() => document.getElementById('v-pending').textContent.replace(/,/g, '') === "
+                               f"'{pending + 2}'")
+        assert "Queued 2" in page.inner_text("#toast")
+
+        assert page.is_visible("#pause")
+        watched.close()

@@ -1,0 +1,203 @@
+"""Where serve reads a crawl: a job directory's files (again only when they change), its holder's
+status.json, a Redis crawl; and the history and state the dashboard keeps of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from conftest import DONE, FAILED, PUSHED, fill, publish_status
+
+from diskfrontier import Frontier, RedisFrontier, Request
+from diskfrontier.live.dashboard import Dashboard, crawl_state
+from diskfrontier.live.sources import FrontierSource, JobDirSource, json_safe, open_source
+from diskfrontier.snapshot import LATEST_FAILURES
+
+SNAPSHOT_KEYS = {"version", "source", "taken", "pid", "machine", "paused_since", "next_ready", "stats", "hosts",
+                 "hosts_total", "hosts_ready", "hosts_waiting", "failures"}
+
+
+def test_a_job_directory_no_process_holds_is_read_from_its_files(jobdir):
+    source = open_source(jobdir, None)
+    reading = source.read()
+    shot = reading.snapshot
+    assert reading.origin == "files" and reading.holder is None and reading.note is None
+    assert set(shot) == SNAPSHOT_KEYS
+    stats = shot["stats"]
+    assert (stats["pending"], stats["done"], stats["failed"], stats["in_flight"]) == (
+        PUSHED - DONE - FAILED, DONE, FAILED, 0)
+    assert sum(stats["pending_by_priority"].values()) == stats["pending"]
+    assert shot["hosts_total"] == 7 and shot["hosts_waiting"] == 1 and shot["hosts_ready"] == 6
+    hosts = {h["host"]: h for h in shot["hosts"]}
+    assert hosts["h3.example"]["blocked_until"] > time.time() + 3000
+    assert hosts["h2.example"]["delay"] == 2.5 and hosts["h1.example"]["delay"] is None
+    assert len(shot["failures"]) == min(FAILED, LATEST_FAILURES)
+    assert shot["failures"][-1]["error"] == f"HTTP 500 number {FAILED - 1} <b>not markup</b>"  # the latest, last
+    assert shot["next_ready"] == pytest.approx(shot["taken"])
+    json.dumps(json_safe(shot), allow_nan=False)
+
+
+def test_an_unchanged_directory_is_not_read_again_and_a_changed_one_is(jobdir):
+    source = JobDirSource(jobdir)
+    first = source.read()
+    for _ in range(5):
+        again = source.read()
+        assert not again.reread and again.snapshot["stats"] == first.snapshot["stats"]
+        assert again.snapshot["taken"] >= first.snapshot["taken"]  # the state as of this look
+    assert source.full_reads == 1
+    with Frontier(jobdir) as frontier:
+        frontier.push(Request("https://new.example/"))
+        frontier.done(frontier.pop())
+    changed = source.read()
+    assert changed.reread and source.full_reads == 2
+    assert changed.snapshot["stats"]["done"] == DONE + 1
+
+
+def test_a_held_directory_is_read_from_the_status_json_of_its_holder(tmp_path):
+    path = str(tmp_path / "job")
+    with Frontier(path) as frontier:
+        fill(frontier)
+        published = publish_status(frontier)
+        source = JobDirSource(path)
+        reading = source.read()
+        assert reading.origin == "status.json" and reading.holder == os.getpid()
+        assert reading.snapshot == json.loads(json.dumps(published))
+        assert source.full_reads == 0
+        publish_status(frontier, pid=os.getpid() + 1)  # left by another process: not this holder's
+        reading = source.read()
+        assert reading.origin == "files" and "publishes no status.json" in reading.note
+        assert reading.snapshot["stats"]["in_flight"] is None  # counted as pending while held
+    reading = source.read()  # no longer held: its files, whatever status.json says
+    assert reading.origin == "files" and reading.holder is None
+
+
+def test_a_damaged_status_json_is_not_trusted(tmp_path):
+    path = str(tmp_path / "job")
+    with Frontier(path) as frontier:
+        fill(frontier)
+        status = os.path.join(path, "status.json")
+        for text in ("{", "[]", '{"version": 1}', "[" * 100 + "]" * 100, json.dumps({"version": 99, "stats": {}})):
+            with open(status, "w") as f:
+                f.write(text)
+            reading = JobDirSource(path).read()
+            assert reading.origin == "files", text
+
+
+def test_a_held_directory_without_status_json_is_read_no_more_than_a_share_of_the_time(tmp_path):
+    path = str(tmp_path / "job")
+    now = [1000.0]
+    with Frontier(path) as frontier:
+        fill(frontier)
+        source = JobDirSource(path, clock=lambda: now[0])
+        first = source.read()
+        assert first.reread and source.full_reads == 1
+        frontier.done(frontier.pop())
+        cost = first.read_seconds
+        assert not source.read().reread  # changed, but read again only after 10 times its cost
+        now[0] += 10 * cost + 0.001
+        assert source.read().reread and source.full_reads == 2
+
+
+def test_a_redis_crawl_is_read_through_its_frontier(redis_url, crawl_name):
+    with RedisFrontier(redis_url, crawl=crawl_name, delay=0.0) as frontier:
+        frontier.push_many([Request(f"https://h{i % 3}.example/{i}") for i in range(30)])
+        for _ in range(4):
+            frontier.done(frontier.pop())
+        frontier.fail(frontier.pop(), "timeout")
+        held = frontier.pop()
+        source = open_source(redis_url, crawl_name)
+        assert isinstance(source, FrontierSource)
+        try:
+            reading = source.read()
+        finally:
+            source.close()
+        frontier.done(held)
+    shot = reading.snapshot
+    assert reading.origin == "redis" and crawl_name in shot["source"] and set(shot) == SNAPSHOT_KEYS
+    assert (shot["stats"]["pending"], shot["stats"]["in_flight"], shot["stats"]["done"]) == (24, 1, 4)
+    assert "leased_here" not in shot["stats"] and [f["error"] for f in shot["failures"]] == ["timeout"]
+    assert shot["hosts_total"] == 3
+
+
+def test_a_missing_redis_crawl_is_an_error(redis_url, crawl_name):
+    from diskfrontier import FrontierError
+
+    with pytest.raises(FrontierError):
+        open_source(redis_url, crawl_name)
+
+
+class Script:
+    """A source that gives the snapshots it is handed."""
+
+    name = "script"
+
+    def __init__(self) -> None:
+        self.next: list = []
+
+    def read(self):
+        from diskfrontier.live.sources import Reading
+
+        item = self.next.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return Reading(item, "redis")
+
+    def close(self) -> None:
+        pass
+
+
+def shot(taken, done, pending=100, in_flight=2, **more):
+    return {"taken": taken, "stats": {"pending": pending, "in_flight": in_flight, "done": done, "failed": 0},
+            "paused_since": None, "next_ready": taken, **more}
+
+
+def test_the_history_keeps_the_counts_and_the_rate_and_drops_what_is_too_old():
+    script = Script()
+    now = [0.0]
+    dashboard = Dashboard(script, interval=1.0, keep=30.0, clock=lambda: now[0])
+    for t in range(0, 60, 2):
+        now[0] = 1000.0 + t
+        script.next.append(shot(now[0], done=5 * t))
+        dashboard.refresh()
+    history = dashboard.payload()["history"]
+    assert history[-1]["t"] == 1058.0 and history[0]["t"] >= 1058.0 - 30
+    assert all(p["rate"] == pytest.approx(5.0) for p in history)
+    assert dashboard.payload(since=1054.0)["history"] == history[-2:]
+    script.next.append(shot(now[0], done=0))  # the same snapshot time again: no new point
+    dashboard.refresh()
+    assert dashboard.payload()["history"] == history
+    now[0] += 2
+    script.next.append(shot(now[0], done=3))  # the counts started again (a new run of the holder)
+    dashboard.refresh()
+    assert dashboard.payload()["history"][-1]["rate"] is None
+
+
+def test_a_failed_read_is_shown_and_the_last_snapshot_kept():
+    script = Script()
+    dashboard = Dashboard(script, interval=1.0)
+    script.next += [shot(time.time(), 10), ConnectionError("no route")]
+    dashboard.refresh()
+    dashboard.refresh()
+    payload = dashboard.payload()
+    assert payload["error"] == "ConnectionError: no route" and payload["snapshot"]["stats"]["done"] == 10
+
+
+@pytest.mark.parametrize(("origin", "holder", "stats", "extra", "rate", "state"), [
+    ("redis", None, {"pending": 5, "in_flight": 1}, {}, None, "running"),
+    ("redis", None, {"pending": 5, "in_flight": 0}, {}, 3.0, "running"),
+    ("redis", None, {"pending": 0, "in_flight": 0}, {}, None, "finished"),
+    ("redis", None, {"pending": 5, "in_flight": 0}, {"paused_since": 1.0}, None, "paused"),
+    ("redis", None, {"pending": 5, "in_flight": 0}, {"next_ready": 2e9}, None, "waiting"),
+    ("redis", None, {"pending": 5, "in_flight": 0}, {}, 0.0, "idle"),
+    ("files", None, {"pending": 5, "in_flight": 0}, {}, None, "stopped"),
+    ("files", 123, {"pending": 5, "in_flight": None}, {}, 2.0, "running"),
+    ("status.json", 123, {"pending": 5, "in_flight": 3}, {"taken": 0.0}, None, "stale"),
+])
+def test_the_state_badge(origin, holder, stats, extra, rate, state):
+    from diskfrontier.live.sources import Reading
+
+    now = time.time()
+    snapshot = {"taken": now, "paused_since": None, "next_ready": now, "stats": stats, **extra}
+    assert crawl_state(Reading(snapshot, origin, holder=holder), rate, now, 2.0) == state
