@@ -24,6 +24,9 @@ Settings::
                                                 # after a second)
     DISKFRONTIER_POLL = 1.0                     # on Redis: seconds between looks for work while this
                                                 # process has none (other processes may push)
+    DISKFRONTIER_METRICS_PORT = None            # a port: Prometheus /metrics of the frontier, served by
+                                                # the crawl (0: a free port, logged); off by default
+    DISKFRONTIER_METRICS_HOST = "127.0.0.1"     # the address /metrics is served on
 
 Each request is queued under its download slot (``download_slot`` in its meta, else its
 host name, as Scrapy's downloader keys its slots); the downloader still enforces
@@ -88,6 +91,7 @@ from ..request.model import Request, check_slot, host_of
 from ..scrapyfiles.records import frontier_request, route_priority
 from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
+from .metrics import MetricsServer
 from .serialize import RequestDicts
 from .wake import EngineWake
 
@@ -162,6 +166,8 @@ class Scheduler(BaseScheduler):
         lease: float = 300.0,
         prefetch: int = 16,
         poll: float = 1.0,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -196,6 +202,11 @@ class Scheduler(BaseScheduler):
         if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
             raise ValueError(f"DISKFRONTIER_POLL must be a number of seconds above 0, got {poll!r}")
         self.poll = float(poll)
+        if metrics_port is not None and (isinstance(metrics_port, bool) or not isinstance(metrics_port, int)
+                                         or not 0 <= metrics_port <= 65535):
+            raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {metrics_port!r}")
+        self.metrics_port, self.metrics_host = metrics_port, metrics_host
+        self.metrics: MetricsServer | None = None
         self._wake = EngineWake(crawler)
         self._prefetched: collections.deque[Request] = collections.deque()  # leased, not yet handed out
         self._unacked: list[Request] = []  # finished by the engine, done() not sent yet
@@ -233,11 +244,24 @@ class Scheduler(BaseScheduler):
             lease=settings.getfloat("DISKFRONTIER_LEASE", 300.0),
             prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
             poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
+            metrics_port=_port(settings.get("DISKFRONTIER_METRICS_PORT")),
+            metrics_host=settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
         )
 
     # ------------------------------------------------------------------ open / close
     def open(self, spider: Spider) -> None:
-        """Open (or create, or recover) the frontier in JOBDIR."""
+        """Open (or create, or recover) the frontier in JOBDIR (or the crawl in Redis)."""
+        self._open_frontier(spider)
+        if self.metrics_port is not None:
+            assert self.frontier is not None
+            try:
+                self.metrics = MetricsServer(self.frontier, self.metrics_port, self.metrics_host,
+                                             source=self.url or self.jobdir or "")
+            except BaseException:
+                self.frontier.close()
+                raise
+
+    def _open_frontier(self, spider: Spider) -> None:
         self.spider = spider
         self._dicts = RequestDicts(spider)
         if self.url is not None:
@@ -281,6 +305,9 @@ class Scheduler(BaseScheduler):
         """Mark what the engine finished, checkpoint, and release JOBDIR."""
         if self.frontier is None:
             return
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         self._wake.cancel()
         self._mark_finished()
         if self._shared is not None:
@@ -511,3 +538,13 @@ class Scheduler(BaseScheduler):
             self._logged_duplicate = True
             logger.debug("Filtered duplicate request: %s - no more duplicates will be shown "
                          "(see DUPEFILTER_DEBUG to show all duplicates)", request, extra={"spider": self.spider})
+
+
+def _port(value: Any) -> int | None:
+    """``DISKFRONTIER_METRICS_PORT`` as a setting gives it (a number or a string); None when unset."""
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {value!r}") from None
