@@ -135,11 +135,11 @@ def queued(root: str) -> list[str]:
     """The ids of the commands waiting in the inbox, oldest first; other entries are set aside."""
     folder = inbox_dir(root)
     try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):  # a link is refused too: commands come from here only
+            raise JobDirUnsafe(f"{folder} is not a folder: remove it (commands are written there)")
         entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
-    except NotADirectoryError:
-        raise JobDirUnsafe(f"{folder} is not a folder: remove it (commands are written there)") from None
     out = []
     now = time.time()
     for entry in entries:

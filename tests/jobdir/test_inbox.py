@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from diskfrontier import Frontier, Request
+from diskfrontier import Frontier, JobDirUnsafe, Request
 from diskfrontier.jobdir import inbox
 from diskfrontier.jobdir.delivery import NotApplied, deliver
 from diskfrontier.jobdir.journal import JournalScan
@@ -255,3 +255,18 @@ def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path
         present = sum(counted[url] for url in urls)
         assert present in (0, len(urls)), f"a killed command applied in part: {present} of {len(urls)}"
     assert killed and finished, "the random moments should both finish and kill some commands"
+
+
+def test_an_inbox_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (job / "inbox").symlink_to(elsewhere)
+    with pytest.raises(JobDirUnsafe):
+        Frontier(job)
+    with pytest.raises(JobDirUnsafe):
+        inbox.queued(str(job))
+    with pytest.raises(JobDirUnsafe):
+        inbox.send(str(job), "pause", {})
+    assert not os.listdir(elsewhere)
