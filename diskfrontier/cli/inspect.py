@@ -119,7 +119,7 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
         rows.append(("paused", f"since {_local(live['paused_since'])}: nothing is handed out until resume"))
     elif live.get("next_ready") is not None:
         ready = live["next_ready"]
-        rows.append(("next ready", "now" if ready <= live["taken"] else when(ready)))
+        rows.append(("next ready", "now" if ready <= max(live["taken"], time.time()) else when(ready)))
     if stats.get("journal_bytes") is not None:
         rows.append(("journal", human_bytes(stats["journal_bytes"])))
     click.echo(table(rows))

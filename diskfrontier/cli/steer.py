@@ -169,5 +169,6 @@ def drop(jobdir: str, crawl: str | None, host: str | None, match: str | None, dr
     n = result.get("dropped", 0)
     shown = len(result.get("urls", []))
     more = f" ({n - shown:,} more not listed)" if dry_run and n > shown else ""
-    click.echo(f"{'would drop' if dry_run else 'dropped'} {n:,} pending requests{more}", err=bool(result.get("urls")))
+    noun = "pending request" if n == 1 else "pending requests"
+    click.echo(f"{'would drop' if dry_run else 'dropped'} {n:,} {noun}{more}", err=bool(result.get("urls")))
     sys.stdout.flush()

@@ -282,6 +282,7 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
                        err=True)
             sys.exit(1)
     queued = offered = 0
+    started = time.monotonic()
     frontier: FrontierProtocol | None = None
     held: JobDirLocked | None = None
     sent: list[str] = []
@@ -310,8 +311,9 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
     if held is not None:
         holder = f"pid {held.pid}" if held.pid else "another process"
         how = "queued" if no_wait else "applied"
+        took = "" if no_wait else f" in {time.monotonic() - started:.2f}s"
         click.echo(f"{how} {len(sent)} command{'s' if len(sent) != 1 else ''} by the crawl holding {jobdir} "
-                   f"({holder})", err=True)
+                   f"({holder}){took}", err=True)
         if no_wait:
             click.echo(json.dumps({"sent": offered, "commands": sent}) if as_json else
                        f"sent {offered:,}, bad {bad:,}: applied within a second while that crawl runs")

@@ -49,7 +49,7 @@ MAX_COMMAND_BYTES = 32 << 20
 MAX_URLS = 200_000
 """URLs in one push command (a longer list is sent as several commands)."""
 VERBS = ("push", "host", "pause", "resume", "requeue-failed", "drop")
-_ID = re.compile(r"[0-9]{8}T[0-9]{6}-[0-9a-f]{12}\Z")  # sortable: applied in the order they were sent
+_ID = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{9}-[0-9a-f]{12}\Z")  # sortable: applied in the order they were sent
 _STALE_ANSWER = 24 * 3600.0  # answers nobody collected are removed after a day
 
 
@@ -73,8 +73,10 @@ def inbox_dir(root: str) -> str:
 
 
 def new_id() -> str:
-    """A new command id: the UTC time and 12 random hex digits (sorted in sending order)."""
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(6)
+    """A new command id: the UTC time to the nanosecond and 12 random hex digits (sorted in sending order)."""
+    now = time.time_ns()
+    seconds, nanoseconds = divmod(now, 10**9)
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(seconds))}.{nanoseconds:09d}-{secrets.token_hex(6)}"
 
 
 # ------------------------------------------------------------------ the sending side

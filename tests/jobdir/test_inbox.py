@@ -270,3 +270,18 @@ def test_an_inbox_that_is_a_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(JobDirUnsafe):
         inbox.send(str(job), "pause", {})
     assert not os.listdir(elsewhere)
+
+
+def test_commands_sent_within_the_same_second_are_applied_in_the_order_sent(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    verbs = ["pause", "resume"] * 10 + ["pause"]
+    for verb in verbs:
+        inbox.send(str(job), verb, {})
+    with Frontier(job, watch=False) as f:
+        assert f.paused_since is not None  # the last one sent was a pause
+        f.resume()
+    for verb in ["resume", "pause"] * 10 + ["resume"]:
+        inbox.send(str(job), verb, {})
+    with Frontier(job, watch=False) as f:
+        assert f.paused_since is None
