@@ -285,3 +285,40 @@ def test_commands_sent_within_the_same_second_are_applied_in_the_order_sent(tmp_
         inbox.send(str(job), verb, {})
     with Frontier(job, watch=False) as f:
         assert f.paused_since is None
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_kill_9_during_mixed_commands_leaves_the_state_of_applying_each_once_in_order(tmp_path: Path,
+                                                                                     seed: int) -> None:
+    """Pushes, drops, pauses and resumes sent while the holder is SIGKILLed at random moments (a drop
+    rebuilds the queues: a kill may land in it): the end state is the model's, each command applied
+    once, in the order sent."""
+    rng = random.Random(seed)
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    pending: Counter[str] = Counter()
+    paused = False
+    for round_ in range(6):
+        proc = start_holder(job, script)
+        for k in range(rng.randint(2, 5)):
+            verb = rng.choice(["push", "push", "drop", "pause", "resume"])
+            if verb == "push":
+                urls = [f"https://g{rng.randint(0, 3)}.example/{round_}/{k}/{i}" for i in range(rng.choice([10, 4000]))]
+                inbox.send(str(job), "push", {"urls": urls, "dont_filter": True})
+                pending.update(urls)
+            elif verb == "drop":
+                host = f"g{rng.randint(0, 3)}.example"
+                inbox.send(str(job), "drop", {"host": host})
+                pending = Counter({u: n for u, n in pending.items() if not u.startswith(f"https://{host}/")})
+            else:
+                inbox.send(str(job), verb, {})
+                paused = verb == "pause"
+        time.sleep(rng.uniform(0.0, 0.7))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with Frontier(job, watch=False) as f:
+        assert (f.paused_since is not None) == paused
+        f.resume()
+    assert drained_urls(job) == pending
