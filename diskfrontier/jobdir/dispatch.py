@@ -10,6 +10,7 @@ façade) holds the lock and has checked that the frontier is open.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 from array import array
@@ -313,6 +314,25 @@ class Dispatch:
                if counts.pending[hid] or counts.inflight[hid] or counts.done[hid]
                or (hid in hot and hot[hid].has_settings)]
         return sorted(out, key=lambda info: info.host)
+
+    def busiest_hosts(self, count: int, now: float) -> tuple[list[HostInfo], int, int, int]:
+        """The ``count`` hosts with the most pending and in-flight requests, and how many hosts there
+        are, are ready now and are waiting, without an object per host (for ``status.json``)."""
+        schedule = self.state.hosts
+        counts, hot = schedule.counts, schedule.hot
+        pending, inflight, done = counts.pending, counts.inflight, counts.done
+        total = sum(1 for hid in counts.ids() if pending[hid] or inflight[hid] or done[hid] or hid in hot)
+        with_pending = sum(1 for n in pending if n)
+        waiting = 0
+        if schedule.active or schedule.delay:
+            for hid in counts.ids():
+                if pending[hid]:
+                    info = schedule.info(hid)
+                    if info.ready_at is None or info.ready_at > now or info.blocked_until:
+                        waiting += 1
+        top = heapq.nlargest(count, (hid for hid in counts.ids() if pending[hid] or inflight[hid]),
+                             key=lambda hid: (pending[hid] + inflight[hid], done[hid]))
+        return [schedule.info(hid) for hid in top], total, with_pending - waiting, waiting
 
     def host_info(self, name: str) -> HostInfo | None:
         """One host as ``host_infos`` tells of it; None if it has nothing to tell."""

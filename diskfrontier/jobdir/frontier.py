@@ -53,7 +53,7 @@ from ..failures import FailedRequest
 from ..files.atomic import write_atomic
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
-from ..snapshot import LATEST_FAILURES, snapshot
+from ..snapshot import LATEST_FAILURES, TOP_HOSTS, snapshot
 from . import commands, inbox, steering
 from .closing import Closing
 from .dispatch import Dispatch
@@ -473,10 +473,12 @@ class Frontier:
             ready = None if state.paused_since is not None else self._dispatch.next_ready()
             if with_hosts:
                 started = time.perf_counter()
-                self._hosts_seen = self._dispatch.host_infos()
+                self._hosts_seen = self._dispatch.busiest_hosts(TOP_HOSTS, time.time())
                 cost = time.perf_counter() - started
             failures = self._dispatch.latest_failed(LATEST_FAILURES)
-        value = snapshot(stats, getattr(self, "_hosts_seen", []), failures, ready, source=self.path)
+        busiest, total, ready_hosts, waiting = getattr(self, "_hosts_seen", ([], 0, 0, 0))
+        value = snapshot(stats, busiest, failures, ready, source=self.path)
+        value.update(hosts_total=total, hosts_ready=ready_hosts, hosts_waiting=waiting)
         write_atomic(self.layout.status, json.dumps(value, default=str).encode())
         return cost
 

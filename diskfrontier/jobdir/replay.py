@@ -551,10 +551,11 @@ def _fast_scan(
                     collect.host_record(memoryview(buf)[rel + header:rel + header + fields[0]])
             elif kind == FAIL:
                 fail(at, _TARGET(buf, rel + header + TARGET_AT)[0])
-            elif kind == DROP:
-                collect.drop(at, _TARGET(buf, rel + header + TARGET_AT)[0])
-            elif kind in (PAUSE, MARK):
-                collect.control(at, kind, memoryview(buf)[rel + header:rel + header + fields[0]])
+            elif kind > FAIL:  # DROP, PAUSE or MARK (format 5): rare, so one test on the way of every PUSH
+                if kind == DROP:
+                    collect.drop(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+                else:
+                    collect.control(at, kind, memoryview(buf)[rel + header:rel + header + fields[0]])
             else:  # PUSH, RETRY or REFETCH: records.FRAMED_HEAD, then fingerprint, slot, record (and target)
                 length, _crc, _check, _kind, priority, flags, fplen, slotlen, _attempts, not_before = fields
                 code = code_of.get(priority)
