@@ -322,3 +322,24 @@ def test_kill_9_during_mixed_commands_leaves_the_state_of_applying_each_once_in_
         assert (f.paused_since is not None) == paused
         f.resume()
     assert drained_urls(job) == pending
+
+
+def test_status_json_counts_hosts_as_hosts_tells_of_them(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    with Frontier(job, delay=60.0, watch=False) as f:
+        for i in range(40):
+            f.push(Request(f"https://h{i % 8}.example/{i}"))
+        for _ in range(3):
+            f.done(f.pop())  # three hosts now wait out their delay (the last one is blocked too)
+        f.block("h7.example", time.time() + 600)
+        f._publish_status(with_hosts=True)
+        published = json.loads((job / "status.json").read_text())
+        now = time.time()
+        infos = f.hosts()
+    pending = [i for i in infos if i.pending]
+    ready = [i for i in pending if i.ready_at is not None and i.ready_at <= now and not i.blocked_until]
+    assert published["hosts_total"] == len(infos) == 8
+    assert (published["hosts_ready"], published["hosts_waiting"]) == (len(ready), len(pending) - len(ready)) == (5, 3)
+    busiest = [h["host"] for h in published["hosts"]]
+    assert busiest[:4] == sorted(busiest[:4], key=lambda h: -next(i.pending for i in infos if i.host == h))
+    assert published["stats"]["pending"] == 37
