@@ -1,6 +1,15 @@
-"""diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``."""
+"""diskfrontier: a resumable, disk-persistent crawl frontier that survives ``kill -9``.
 
-from .contract import FrontierProtocol
+The public names are imported when first used (``from diskfrontier import Frontier`` imports the
+job directory's frontier, not the Redis backend or ``crawl()``), so that a program, or a command of
+``diskfrontier``, loads only what it needs. The errors are light and imported at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CallbackRefused,
     CrawlDamaged,
@@ -18,11 +27,29 @@ from .errors import (
     RequestTooLarge,
     ScrapyQueueFound,
 )
-from .failures import FailedRequest
-from .jobdir.frontier import Frontier
-from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
-from .request.model import Request
-from .runs import CrawlStats, RunStats, crawl
+
+if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY when first asked for
+    from .contract import FrontierProtocol
+    from .failures import FailedRequest
+    from .jobdir.frontier import Frontier
+    from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
+    from .request.model import Request
+    from .runs import CrawlStats, RunStats, crawl
+
+# name -> the module that defines it, imported on first use
+_LAZY = {
+    "FrontierProtocol": ".contract",
+    "FailedRequest": ".failures",
+    "Frontier": ".jobdir.frontier",
+    "LeaseExpired": ".redisfrontier",
+    "RedisFrontier": ".redisfrontier",
+    "RedisMisconfigured": ".redisfrontier",
+    "RedisUnavailable": ".redisfrontier",
+    "Request": ".request.model",
+    "CrawlStats": ".runs",
+    "RunStats": ".runs",
+    "crawl": ".runs",
+}
 
 __all__ = [
     "CallbackRefused",
@@ -53,3 +80,17 @@ __all__ = [
     "crawl",
 ]
 __version__ = "0.1.0"
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise accept any name of the package
+
+    def __getattr__(name: str) -> Any:
+        """A public name of ``_LAZY``, imported from its module and kept here (PEP 562)."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

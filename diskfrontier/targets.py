@@ -5,6 +5,9 @@ reading and writing (the job directory's ``Frontier``, locked, or a ``RedisFront
 typed as the contract (``FrontierProtocol``); ``open_view`` opens a read-only view of a
 crawl (``CrawlView``) that takes no lock, so it is safe beside a live crawl. ``crawl()``,
 the CLI and ``copy`` go through here instead of choosing a class themselves.
+
+Each backend's frontier class is imported when a frontier of it is opened, so that reading a job
+directory (``peek``, ``export``) loads neither.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from .errors import FrontierError
-from .jobdir.frontier import Frontier
 from .jobdir.layout import SALTED_FROM, Layout, read_meta
 from .jobdir.reader import (
     FailedRequests,
@@ -27,7 +29,7 @@ from .jobdir.reader import (
     host_table,
     pending_requests,
 )
-from .redisfrontier import RedisFrontier, is_redis_url
+from .redisfrontier import is_redis_url
 from .request.model import Request
 
 __all__ = ["CrawlView", "HostCopy", "is_redis_target", "open_target", "open_view"]
@@ -60,11 +62,15 @@ def open_target(target: str | os.PathLike[str], crawl: str | None = None, **opti
 
 def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierProtocol:
     """The job directory at ``path`` as a frontier of this process (``Frontier(path, **options)``)."""
+    from .jobdir.frontier import Frontier
+
     return Frontier(path, **options)
 
 
 def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
     """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
+    from .redisfrontier.frontier import RedisFrontier
+
     return RedisFrontier(url, crawl=crawl, **options)
 
 
@@ -205,6 +211,8 @@ class RedisView:
     def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
         self.priority = priority
         self.leased = not pop_order
+        from .redisfrontier.frontier import RedisFrontier
+
         self.frontier = RedisFrontier(url, crawl=crawl, create=False)
         self.order = self.frontier.order
         self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,

@@ -3,19 +3,77 @@
 Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
 with ``--crawl NAME``; the commands that work on a job directory's files refuse one. The families:
 ``inspect`` (inspect, peek, hosts, failed), ``write`` (push, import, requeue-failed, host),
-``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``demo`` and ``serve``
-(a live dashboard, ``live/``)."""
+``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume,
+drop), ``demo`` and ``serve`` (a live dashboard, ``live/``).
+
+A family's module is imported when one of its commands is looked up (to run it, or for ``--help``),
+not when the group is: ``diskfrontier peek`` does not load the Redis backend, ``crawl()``, the
+demo's web server or the dashboard's.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
+from collections.abc import Iterator, MutableMapping
 
 import click
 
-from . import demo, inspect, maintain, serve, steer, transfer, write
+# Every command, in the order the documentation lists them: its name -> (module, attribute)
+COMMANDS = {
+    "inspect": (".inspect", "inspect"),
+    "peek": (".inspect", "peek"),
+    "hosts": (".inspect", "hosts"),
+    "failed": (".inspect", "failed_command"),
+    "push": (".write", "push"),
+    "import": (".write", "import_command"),
+    "requeue-failed": (".write", "requeue_failed_command"),
+    "host": (".write", "host"),
+    "pause": (".steer", "pause"),
+    "resume": (".steer", "resume"),
+    "drop": (".steer", "drop"),
+    "verify": (".maintain", "verify_command"),
+    "compact": (".maintain", "compact"),
+    "adopt-scrapy": (".maintain", "adopt_scrapy_command"),
+    "export": (".transfer", "export_command"),
+    "copy": (".transfer", "copy_command"),
+    "demo": (".demo", "demo"),
+    "serve": (".serve", "serve"),
+}
 
 
-@click.group()
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's ``commands``: every name is known at once, and a command's module is imported
+    when the command is first looked up (``commands[name]``, ``commands.get(name)``). Listing the
+    names, as ``click.Group.list_commands`` does, imports nothing."""
+
+    def __init__(self, where: dict[str, tuple[str, str]]) -> None:
+        self._entries: dict[str, click.Command | tuple[str, str]] = dict(where)
+
+    def __getitem__(self, name: str) -> click.Command:
+        entry = self._entries[name]
+        if isinstance(entry, click.Command):
+            return entry
+        module, attribute = entry
+        command = getattr(importlib.import_module(module, __package__), attribute)
+        assert isinstance(command, click.Command) and command.name == name, (name, command)
+        self._entries[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._entries[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@click.group(commands=LazyCommands(COMMANDS))
 @click.version_option(package_name="diskfrontier")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the frontier does (recovery, compaction).")
 def main(verbose: bool) -> None:
@@ -27,11 +85,3 @@ def main(verbose: bool) -> None:
     Example: diskfrontier demo crawls/demo && diskfrontier inspect crawls/demo
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
-
-
-for command in (inspect.inspect, inspect.peek, inspect.hosts, inspect.failed_command,
-                write.push, write.import_command, write.requeue_failed_command, write.host,
-                steer.pause, steer.resume, steer.drop,
-                maintain.verify_command, maintain.compact, maintain.adopt_scrapy_command,
-                transfer.export_command, transfer.copy_command, demo.demo, serve.serve):
-    main.add_command(command)

@@ -11,19 +11,19 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..contract import FrontierProtocol
 from ..errors import FrontierError
 from ..files.safefs import create_exclusive, unique_temp
-from ..jobdir.recovery import Progress
-from ..redisfrontier import is_redis_url
-from ..redisfrontier.connection import check_crawl_name
+from ..redisfrontier.connection import check_crawl_name, is_redis_url, shown_url
 from ..targets import CrawlView, open_target, open_view
-from ..transfer.copy import shown_url
 from ..transfer.destination import MARKER
+
+if TYPE_CHECKING:
+    from ..contract import FrontierProtocol
+    from ..jobdir.recovery import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,13 +6,14 @@ form is only "lower-case scheme and host, '/' for an empty path, query pairs sor
 ``canonicalize`` recognises exactly that shape with one regular expression and builds
 the result directly; everything else goes to w3lib, which stays the single source of
 truth. ``tests/request/test_canonical.py`` checks the fast path against w3lib as an oracle.
+
+``w3lib.url`` (which imports ``urllib.request`` and ``http.client``) is imported when a URL first
+needs it, not with this module: reading stored requests, and most commands, never do.
 """
 
 from __future__ import annotations
 
 import re
-
-from w3lib.url import canonicalize_url, safe_url_string
 
 # The fast path accepts: http or https; a host of lower-case DNS labels (no IDNA "xn--",
 # no trailing dot); an optional port; a path of unreserved and sub-delimiter characters
@@ -72,6 +73,8 @@ def canonicalize(url: str) -> str:
     fast = _fast_canonical(url)
     if fast is not None:
         return fast
+    from w3lib.url import canonicalize_url
+
     return canonicalize_url(url)
 
 
@@ -82,6 +85,8 @@ def canonical_and_host(url: str) -> tuple[str, str | None]:
         fast = _canonical_of(match)
         if fast is not None:
             return fast, match.group(2)
+    from w3lib.url import canonicalize_url
+
     return canonicalize_url(url), None
 
 
@@ -97,4 +102,6 @@ def make_safe(url: str) -> str:
     """
     if _plain_match(url) is not None:
         return url
+    from w3lib.url import safe_url_string
+
     return safe_url_string(url)

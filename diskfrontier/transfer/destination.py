@@ -9,6 +9,9 @@
   that makes the crawl) until the last step removes the mark. Every open refuses a marked
   crawl (``IncompleteCopy``) but the copy's own; a rerun deletes the marked crawl's keys and
   starts again.
+
+The frontier classes are imported when a build is made, so that the command line's check for the
+copy's marker (``MARKER``) does not load them.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import contextlib
 import os
 import shutil
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FrontierError
 from ..files.atomic import fsync_dir, fsync_path, write_json_atomic
-from ..jobdir.frontier import Frontier
 from ..jobdir.layout import probe_lock
-from ..redisfrontier import RedisFrontier
+
+if TYPE_CHECKING:
+    from ..jobdir.frontier import Frontier
+    from ..redisfrontier.frontier import RedisFrontier
 
 TEMP_SUFFIX = ".diskfrontier-copy"
 MARKER = "COPY-IN-PROGRESS"  # a file in the build folder: what is being copied, from where
@@ -87,6 +92,8 @@ class JobDirBuild:
     """A job directory built in ``build_path(dst)`` and renamed to ``dst`` by ``finish``."""
 
     def __init__(self, dst: str, order: str, source: str) -> None:
+        from ..jobdir.frontier import Frontier
+
         self.dst = dst
         self.notes: list[str] = []
         _check_jobdir_destination(dst)
@@ -125,6 +132,8 @@ class RedisBuild:
 
     def __init__(self, url: str, crawl: str, *, order: str, source: str, settings: dict[str, Any] | None,
                  expected: int, where: str) -> None:
+        from ..redisfrontier.frontier import RedisFrontier
+
         self.notes: list[str] = []
         expected = max(_DEFAULT_EXPECTED_URLS, expected)
         frontier = RedisFrontier(url, crawl=crawl, create=True, new_order=order, expected_urls=expected,
