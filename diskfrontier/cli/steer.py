@@ -64,12 +64,14 @@ def run_command(target: str, crawl: str | None, verb: str, args: dict[str, Any],
     return answer
 
 
-@click.command()
-@EXISTING_JOBDIR
-@CRAWL_OPTION
-@wait_options
-@JSON_OPTION
-@one_line_errors
+def state_command(func: Callable[..., Any]) -> click.Command:
+    """A command of JOBDIR (or a Redis crawl) with no options of its own but --no-wait, --timeout and --json."""
+    for decorator in (one_line_errors, JSON_OPTION, wait_options, CRAWL_OPTION, EXISTING_JOBDIR):
+        func = decorator(func)
+    return click.command()(func)
+
+
+@state_command
 def pause(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_json: bool) -> None:
     """Hand out nothing from JOBDIR until resume: running crawls idle, requests in flight finish.
 
@@ -84,23 +86,15 @@ def pause(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_json
         frontier.pause()
         return {"paused_since": frontier.paused_since}
 
-    result = run_command(jobdir, name, "pause", {}, direct, no_wait=no_wait, timeout=timeout)
-    if result is None:
-        return
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
+    def said(result: dict[str, Any]) -> str:
         since = result.get("paused_since")
-        click.echo("paused" + ("" if since is None else
-                               f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"))
+        moment = "" if since is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
+        return f"paused since {moment}" if moment else "paused"
+
+    _state_change(jobdir, name, "pause", direct, said, no_wait=no_wait, timeout=timeout, as_json=as_json)
 
 
-@click.command()
-@EXISTING_JOBDIR
-@CRAWL_OPTION
-@wait_options
-@JSON_OPTION
-@one_line_errors
+@state_command
 def resume(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_json: bool) -> None:
     """End a pause of JOBDIR: requests are handed out again. Works while a crawl runs.
 
@@ -113,13 +107,18 @@ def resume(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_jso
         frontier.resume()
         return {"resumed": was is not None}
 
-    result = run_command(jobdir, name, "resume", {}, direct, no_wait=no_wait, timeout=timeout)
-    if result is None:
-        return
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        click.echo("resumed" if result.get("resumed") else "not paused: nothing to resume")
+    def said(result: dict[str, Any]) -> str:
+        return "resumed" if result.get("resumed") else "not paused: nothing to resume"
+
+    _state_change(jobdir, name, "resume", direct, said, no_wait=no_wait, timeout=timeout, as_json=as_json)
+
+
+def _state_change(target: str, crawl: str | None, verb: str, direct: Callable[[FrontierProtocol], dict[str, Any]],
+                  said: Callable[[dict[str, Any]], str], *, no_wait: bool, timeout: float, as_json: bool) -> None:
+    """Run a command without arguments and print its result (``said``, or JSON); nothing once only queued."""
+    result = run_command(target, crawl, verb, {}, direct, no_wait=no_wait, timeout=timeout)
+    if result is not None:
+        click.echo(json.dumps(result) if as_json else said(result))
 
 
 @click.command()

@@ -1,9 +1,9 @@
 """``inbox/``: commands for the process that holds a job directory, as whole files.
 
 A command that finds the directory held (``diskfrontier push``, ``host``, ``pause``, ...)
-cannot write the journal itself. It writes its request as one file instead: JSON in
-``inbox/.tmp-ID`` (created exclusively, fsynced), renamed to ``inbox/ID.cmd`` and the
-folder fsynced. From the rename on the request is durable: the holder applies it within a
+cannot write the journal itself. It writes its request as one file instead: JSON in a temp
+file ``inbox/ID.cmd.tmp-PID-HEX`` (created exclusively, fsynced), renamed to ``inbox/ID.cmd``
+and the folder fsynced. From the rename on the request is durable: the holder applies it within a
 second (or whoever opens the directory next applies it at the open), as ordinary journal
 records framed by two MARK records that name ``ID`` (``records.py``), then writes its
 summary to ``inbox/ID.done`` (replaced atomically) and removes ``ID.cmd``. The command waits
@@ -38,8 +38,8 @@ from typing import Any
 
 from ..errors import FrontierError
 from ..files import boundedjson
-from ..files.atomic import fsync_dir, write_all, write_atomic
-from ..files.safefs import JobDirUnsafe, create_exclusive, make_dir, open_fd
+from ..files.atomic import write_atomic
+from ..files.safefs import JobDirUnsafe, make_dir, open_fd
 
 log = logging.getLogger("diskfrontier")
 
@@ -91,20 +91,7 @@ def send(root: str, verb: str, args: dict[str, Any]) -> str:
     if len(data) > MAX_COMMAND_BYTES:
         raise ValueError(f"the command is {len(data):,} bytes, more than an inbox file may hold "
                          f"({MAX_COMMAND_BYTES:,}): send it in parts")
-    tmp = os.path.join(folder, f".tmp-{ident}")
-    fd = create_exclusive(tmp, 0o600)
-    try:
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, os.path.join(folder, f"{ident}.cmd"))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(folder)
+    write_atomic(os.path.join(folder, f"{ident}.cmd"), data)  # a temp file, fsynced, renamed; the folder fsynced
     return ident
 
 
@@ -148,7 +135,7 @@ def queued(root: str) -> list[str]:
         name = entry.name
         if name.endswith(".cmd") and _ID.match(name[:-4]):
             out.append(name[:-4])
-        elif (name.endswith(".done") and _ID.match(name[:-5])) or name.startswith(".tmp-") or name.endswith(".refused"):
+        elif (name.endswith(".done") and _ID.match(name[:-5])) or ".tmp-" in name or name.endswith(".refused"):
             _remove_if_stale(entry, now)
         else:
             set_aside(root, name, "not a command file (commands are named ID.cmd)")
