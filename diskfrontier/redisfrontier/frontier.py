@@ -27,7 +27,7 @@ from .connection import (
     shown_url,
     talking,
 )
-from .leases import Leases
+from .leases import Leases, Renewal
 from .opening import COPY_MARK, Settings, open_crawl
 from .reading import FOREVER, CrawlReader
 from .records import encode, pack_body, push_args
@@ -50,10 +50,13 @@ class RedisFrontier:
     ``set_budget``, ``close``), each one atomic Lua script; ``pause``/``resume`` and ``drop``
     steer a running crawl for every client at once.
 
-    Leases: ``pop`` leases the request to this client for ``lease`` seconds. ``done`` or
-    ``retry`` acknowledge it; ``extend`` renews it. When a lease runs out (the worker died,
-    or hung) any client takes the request back as pending (``stats()['reclaimed']``), and a
-    late ``done`` of the old copy raises ``LeaseExpired`` without touching the new one.
+    Leases: ``pop`` leases the request to this client for ``lease`` seconds (default 30). A
+    thread of this client renews every lease it holds every ``lease / 3`` seconds, in one
+    script call, so a request is kept however long it is worked on; ``done`` or ``retry``
+    acknowledge it (``renew=False``: only ``extend`` renews a lease). When a lease runs out (the
+    process was killed, frozen or cut off from Redis) any client takes the request back as
+    pending (``stats()['reclaimed']``), and a late ``done`` of the old copy raises
+    ``LeaseExpired`` without touching the new one.
     ``close()`` gives back this client's leased requests at once.
 
     Crawl settings (``order``, ``delay``, ``per_host``, ``prefer``) belong to the crawl:
@@ -74,7 +77,8 @@ class RedisFrontier:
         url: str,
         *,
         crawl: str,
-        lease: float = 300.0,
+        lease: float = 30.0,
+        renew: bool = True,
         delay: float | None = None,
         per_host: int | None = None,
         order: str | None = None,
@@ -110,6 +114,7 @@ class RedisFrontier:
         self._seen_keys = opened.seen_keys
         self._reader = CrawlReader(self._redis, self.url, self.crawl, self._values, self._seen_keys)
         self._closed = False
+        self._renewal = Renewal(self._leases, self.lease, f"diskfrontier-leases {self.crawl}") if renew else None
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -609,6 +614,8 @@ class RedisFrontier:
         if os.getpid() != self._pid:
             self._closed = True
             return
+        if self._renewal is not None:
+            self._renewal.stop()
         held = self._leases.closing(_CLOSE_WAIT)  # what a pop under way in another thread leases is given back too
         try:
             self._leases.finish_many("release", held, 0.0)

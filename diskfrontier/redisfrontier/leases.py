@@ -6,20 +6,27 @@ this is the client's own side of those leases. Each request handed out gets a lo
 or renewing a lease (``done``, ``retry``, ``fail``, ``extend``, the close's ``release``) sends
 the tokens to the ``FINISH`` script from here, and a request whose lease ended is forgotten.
 The pops under way are counted, so that the close can wait for them and give back what they
-leased too; once it has begun, new pops are refused. Renewing every lease held in the
-background belongs here too. One lock guards it all, so that threads may share the frontier.
+leased too; once it has begun, new pops are refused. ``Renewal`` renews every lease held in
+the background, every third of the lease, in one script call per ``batch`` requests: a client
+that runs keeps its requests however long it works on them, and one that is killed, frozen or
+cut off loses them within one lease. One lock guards it all, so that threads may share the frontier.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import NotInFlight
+from ..errors import FrontierClosed, FrontierError, NotInFlight
 from ..request.model import Request
+
+log = logging.getLogger("diskfrontier")
 
 
 class Leases:
@@ -39,6 +46,7 @@ class Leases:
         self._popping = 0
         self._closing = False
         self._held: dict[int, tuple[Request, bytes, bytes]] = {}  # local number -> (request, id, lease token)
+        self._lost: set[int] = set()  # held, but their leases ran out: the renewal skips them
         self._count = 0
 
     # ------------------------------------------------------------------ pops
@@ -80,6 +88,25 @@ class Leases:
             self.forget(requests)
         return [int(x) for x in answer]
 
+    def renew_all(self, seconds: float) -> int:
+        """Renew the lease of every request held (not those known lost) for ``seconds``; return how many
+        were renewed. A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``."""
+        self._check()
+        with self._lock:
+            held = [(seq, rid, token) for seq, (_r, rid, token) in self._held.items() if seq not in self._lost]
+        renewed = 0
+        for at in range(0, len(held), self._batch):
+            chunk = held[at:at + self._batch]
+            args: list[Any] = []
+            for _seq, rid, token in chunk:
+                args += [rid, token, b""]
+            answer = self._run("renew", "FINISH", ["extend", repr(seconds), len(chunk), *args])
+            lost = [seq for (seq, _rid, _token), ok in zip(chunk, answer, strict=True) if not int(ok)]
+            renewed += len(chunk) - len(lost)
+            with self._lock:
+                self._lost.update(seq for seq in lost if seq in self._held)
+        return renewed
+
     def finish_many(self, what: str, requests: list[Request], seconds: float) -> list[Request]:
         """``finish`` in batches; the requests whose leases were lost."""
         lost: list[Request] = []
@@ -107,11 +134,13 @@ class Leases:
         with self._lock:
             for request in requests:
                 self._held.pop(request._seq, None)  # type: ignore[arg-type]
+                self._lost.discard(request._seq)
 
     def clear(self) -> None:
         """Hold nothing (the crawl's keys are gone)."""
         with self._lock:
             self._held.clear()
+            self._lost.clear()
 
     # ------------------------------------------------------------------ what is held
     def holds(self, request: Request) -> bool:
@@ -140,3 +169,46 @@ class Leases:
 
     def __repr__(self) -> str:
         return f"<Leases of {self.client_id}: {len(self._held)} held>"
+
+
+class Renewal:
+    """A daemon thread renewing every lease of ``leases`` for ``lease`` seconds, every ``lease / 3``.
+
+    It holds ``leases`` by a weak reference, and ends when the leases are gone, the frontier is
+    closed, or ``stop`` is called. An error of the server is logged once and tried again at the next turn.
+    """
+
+    def __init__(self, leases: Leases, lease: float, name: str) -> None:
+        self.lease = lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(weakref.ref(leases),), name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread (and wait for a renewal under way)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _loop(self, ref: weakref.ref[Leases]) -> None:
+        every = self.lease / 3
+        failing = ""
+        while not self._stop.wait(every):
+            leases = ref()
+            if leases is None:
+                return
+            started = time.monotonic()
+            try:
+                leases.renew_all(self.lease)
+                failing = ""
+            except (FrontierClosed, ReferenceError):
+                return
+            except FrontierError as exc:
+                if str(exc) != failing:
+                    log.warning("leases could not be renewed (%s); trying again in %gs", exc, every)
+                    failing = str(exc)
+            finally:
+                del leases
+            if time.monotonic() - started > every:
+                log.warning("renewing the leases took %.1fs, more than a third of the lease (%gs): "
+                            "requests may go to other clients", time.monotonic() - started, self.lease)

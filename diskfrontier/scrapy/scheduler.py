@@ -17,7 +17,7 @@ Settings::
     DISKFRONTIER_URL = None                     # "redis://host:6379/0": the crawl lives in Redis, shared
                                                 # by every process that names the same crawl (JOBDIR unused)
     DISKFRONTIER_CRAWL = None                   # the crawl's name in Redis (default: the spider's name)
-    DISKFRONTIER_LEASE = 300                    # seconds a process holds a request before others take it
+    DISKFRONTIER_LEASE = 30                     # seconds a process holds a request before others take it
                                                 # back (renewed while Scrapy works on it)
     DISKFRONTIER_PREFETCH = 16                  # on Redis: requests leased per round trip, and finished
                                                 # requests acknowledged together (at most this many, or
@@ -163,7 +163,7 @@ class Scheduler(BaseScheduler):
         retry: bool = True,
         url: str | None = None,
         crawl: str | None = None,
-        lease: float = 300.0,
+        lease: float = 30.0,
         prefetch: int = 16,
         poll: float = 1.0,
         metrics_port: int | None = None,
@@ -241,7 +241,7 @@ class Scheduler(BaseScheduler):
             retry=settings.getbool("DISKFRONTIER_RETRY", True),
             url=settings.get("DISKFRONTIER_URL") or None,
             crawl=settings.get("DISKFRONTIER_CRAWL") or None,
-            lease=settings.getfloat("DISKFRONTIER_LEASE", 300.0),
+            lease=settings.getfloat("DISKFRONTIER_LEASE", 30.0),
             prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
             poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
             metrics_port=_port(settings.get("DISKFRONTIER_METRICS_PORT")),

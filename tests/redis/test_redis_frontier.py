@@ -26,7 +26,7 @@ from diskfrontier import (
 
 
 def test_a_run_out_lease_is_taken_back_and_the_late_done_is_refused(open_crawl):
-    slow, fast = open_crawl(lease=0.3), open_crawl(lease=30)
+    slow, fast = open_crawl(lease=0.3, renew=False), open_crawl(lease=30)  # slow: a client that renews nothing
     slow.push(Request("https://a.example/x"))
     held = slow.pop()
     assert fast.pop() is None  # leased to slow
@@ -44,7 +44,7 @@ def test_a_run_out_lease_is_taken_back_and_the_late_done_is_refused(open_crawl):
 
 
 def test_extend_keeps_a_lease_and_a_run_out_lease_not_yet_taken_counts(open_crawl):
-    worker, other = open_crawl(lease=0.3), open_crawl()
+    worker, other = open_crawl(lease=0.3, renew=False), open_crawl()
     worker.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
     first, second = worker.pop(), worker.pop()
     for _ in range(3):
@@ -55,7 +55,7 @@ def test_extend_keeps_a_lease_and_a_run_out_lease_not_yet_taken_counts(open_craw
     worker.done(first)
     with pytest.raises(LeaseExpired):
         worker.done(second)
-    late = open_crawl(lease=0.2)
+    late = open_crawl(lease=0.2, renew=False)
     late.push(Request("https://b.example/"))
     r = late.pop()
     time.sleep(0.3)
