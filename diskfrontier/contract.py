@@ -340,6 +340,10 @@ class SharedFrontierProtocol(FrontierProtocol, Protocol):
 
     lease: float
 
+    def drop_crawl(self) -> int:
+        """Delete every key of the crawl and close; how many keys were deleted."""
+        ...
+
     def pop_many(self, count: int) -> list[Request]:
         """Up to ``count`` ready requests in one round trip, each leased (``pop`` order)."""
         ...

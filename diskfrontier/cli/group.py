@@ -39,6 +39,8 @@ COMMANDS = {
     "copy": (".transfer", "copy_command"),
     "demo": (".demo", "demo"),
     "serve": (".serve", "serve"),
+    "crawls": (".crawls", "crawls"),
+    "delete": (".crawls", "delete"),
 }
 
 

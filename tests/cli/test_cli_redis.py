@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from diskfrontier import Frontier, FrontierError, RedisFrontier, Request
@@ -347,6 +348,33 @@ def test_redis_pause_resume_and_drop(redis_url, crawl_name):
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
         popped = {r.pop().url, r.pop().url}
         assert popped == {"https://a.example/2", "https://b.example/x"} and r.pop() is None
+
+
+def test_crawls_lists_the_crawls_of_a_server_and_delete_removes_one_whole(redis_url, crawl_name):
+    other = crawl_name + "-other"
+    with RedisFrontier(redis_url, crawl=crawl_name) as a, RedisFrontier(redis_url, crawl=other) as b:
+        a.push_many(Request(f"https://a.example/{i}") for i in range(3))
+        b.push(Request("https://b.example/"))
+        leased = b.pop()
+        assert leased is not None
+        listed = {c["name"]: c for c in json.loads(run("crawls", redis_url, "--json").stdout)}
+        assert listed[crawl_name]["pending"] == 3 and listed[crawl_name]["clients"] == 0
+        assert listed[other]["in_flight"] == 1 and listed[other]["clients"] == 1 and listed[other]["seen"] == 1
+        assert listed[crawl_name]["memory"] > 0 and not listed[crawl_name]["paused"]
+        b.done(leased)
+    table = run("crawls", redis_url, "--no-memory").stdout.splitlines()
+    assert table[0].split()[:2] == ["crawl", "pending"] and any(line.startswith(crawl_name + " ") for line in table)
+
+    refused = run("delete", redis_url, "--crawl", crawl_name, input="n\n")
+    assert refused.exit_code == 1 and "nothing was deleted" in refused.output
+    deleted = run("delete", redis_url, "--crawl", crawl_name, "--yes", "--json")
+    assert deleted.exit_code == 0 and json.loads(deleted.stdout)["deleted_keys"] > 0
+    names = [c["name"] for c in json.loads(run("crawls", redis_url, "--json").stdout)]
+    assert crawl_name not in names and other in names
+    assert not list(redis.Redis.from_url(redis_url).scan_iter(match=f"df:{{{crawl_name}}}:*"))
+    gone = run("delete", redis_url, "--crawl", crawl_name, "--yes")
+    assert gone.exit_code == 1 and "Traceback" not in gone.output
+    assert run("crawls", "some/folder").exit_code == 2
 
 
 def test_redis_export_and_import_round_trip(tmp_path, redis_url, crawl_name):
