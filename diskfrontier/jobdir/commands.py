@@ -45,16 +45,22 @@ def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
         except CommandRefused as exc:
             inbox.refuse(root, ident, str(exc))
             continue
-        group = st.open_group
-        partial = group if group is not None and group.ident == ident else None
-        if partial is None:
-            ledger.mark(MARK_BEGIN, ident)
-            st.open_group = OpenGroup(ident, -1, 0, 0)
+        result = st.unended.pop(ident, None)  # applied in full by an attempt whose end could not be written
+        if result is None:
+            group = st.open_group
+            partial = group if group is not None and group.ident == ident else None
+            if partial is None:
+                ledger.mark(MARK_BEGIN, ident)
+                st.open_group = OpenGroup(ident, -1, 0, 0)
+            try:
+                result = run(frontier, command, partial)
+            except (TypeError, ValueError) as exc:  # refused by the frontier's own checks: nothing was applied
+                result = {"error": str(exc)}
         try:
-            result = run(frontier, command, partial)
-        except (TypeError, ValueError) as exc:  # refused by the frontier's own checks: nothing was applied
-            result = {"error": str(exc)}
-        _end(st, ledger, ident, result)
+            _end(st, ledger, ident, result)
+        except BaseException:
+            st.unended[ident] = result  # the next attempt writes only the end: nothing is applied twice
+            raise
         inbox.answer(root, ident, result)
         applied += 1
     return applied

@@ -78,6 +78,7 @@ class Shared:
         self.paused_since: float | None = None  # pause(): when; None while running
         self.applied: dict[str, str] = {}  # inbox commands applied, by the journal since the open: id -> result
         self.open_group: OpenGroup | None = None  # an inbox command a stop cut short, finished at the open
+        self.unended: dict[str, dict[str, Any]] = {}  # commands applied whose MARK_END a write error stopped
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""

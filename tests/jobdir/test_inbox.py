@@ -343,3 +343,32 @@ def test_status_json_counts_hosts_as_hosts_tells_of_them(tmp_path: Path) -> None
     busiest = [h["host"] for h in published["hosts"]]
     assert busiest[:4] == sorted(busiest[:4], key=lambda h: -next(i.pending for i in infos if i.host == h))
     assert published["stats"]["pending"] == 37
+
+
+def test_a_full_disk_at_a_commands_end_applies_it_once_when_tried_again(tmp_path: Path, monkeypatch) -> None:
+    """The end record of a command cannot be written (the disk is full): the next attempt writes only
+    the end, so a dont_filter push is not stored a second time."""
+    from diskfrontier.jobdir import ledger as ledger_module
+    from diskfrontier.jobdir.records import MARK_END as END
+
+    job = tmp_path / "job"
+    with Frontier(job, watch=False) as f:
+        urls = [f"https://full.example/{i}" for i in range(50)]
+        ident = inbox.send(str(job), "push", {"urls": urls, "dont_filter": True})
+        real = ledger_module.Ledger.mark
+        failures = [OSError(28, "No space left on device")]
+
+        def mark(self, phase, name, result=b""):  # type: ignore[no-untyped-def]
+            if phase == END and failures:
+                raise failures.pop()
+            return real(self, phase, name, result)
+
+        monkeypatch.setattr(ledger_module.Ledger, "mark", mark)
+        with pytest.raises(OSError):
+            f._apply_commands()
+        assert f._apply_commands() == 1
+        assert len(f) == 50
+    answer = inbox.answer_of(str(job), ident)
+    assert answer is not None and answer["queued"] == 50
+    assert drained_urls(job) == Counter(urls)
+    assert ended_marks(job)[ident] == 1
