@@ -50,13 +50,17 @@ def failure_dict(failed: FailedRequest) -> dict[str, Any]:
 
 
 def snapshot(stats: dict[str, Any], hosts: Iterable[HostInfo], failures: Iterable[FailedRequest],
-             next_ready: float | None, *, source: str, now: float | None = None) -> dict[str, Any]:
+             next_ready: float | None, *, source: str, now: float | None = None,
+             host_counts: tuple[int, int, int] | None = None) -> dict[str, Any]:
     """The snapshot of a crawl from its ``stats()``, ``hosts()``, latest failures and ``next_ready()``.
 
     ``source``: what was read (a job directory's path or a Redis URL and crawl name).
+    ``host_counts``: (hosts, ready, waiting) when ``hosts`` holds only the busiest, counted elsewhere.
     """
     now = time.time() if now is None else now
     listed, total, ready, waiting = top_hosts(hosts, now)
+    if host_counts is not None:
+        total, ready, waiting = host_counts
     return {
         "version": SNAPSHOT_VERSION,
         "source": source,

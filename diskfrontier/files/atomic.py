@@ -48,8 +48,11 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
+def write_atomic(path: str, data: bytes | bytearray | memoryview, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data``: readers see the old file or the new one, never a mix.
+
+    ``durable=False`` leaves out the fsyncs (a file rewritten every second that nothing relies on
+    after a crash, such as ``status.json``).
 
     On any exception (also ``KeyboardInterrupt``) the temp file is removed and re-raised;
     ``path`` is untouched unless the rename happened.
@@ -60,7 +63,8 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
     try:
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -69,8 +73,9 @@ def write_atomic(path: str, data: bytes | bytearray | memoryview) -> None:
             os.unlink(tmp)
         raise_named(path, exc)
         raise
-    with naming(path):
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if durable:
+        with naming(path):
+            fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def write_json_atomic(path: str, value: Any) -> None:

@@ -124,6 +124,7 @@ class Frontier:
         self._closed = False
         _OPEN.add(self)
         self._watcher: Watcher | None = None
+        self._hosts_seen: tuple[list[HostInfo], int, int, int] = ([], 0, 0, 0)  # status.json's, refreshed apart
         try:
             self._apply_commands()  # those sent while nobody held the directory, or cut short by a stop
         except BaseException:
@@ -476,10 +477,9 @@ class Frontier:
                 self._hosts_seen = self._dispatch.busiest_hosts(TOP_HOSTS, time.time())
                 cost = time.perf_counter() - started
             failures = self._dispatch.latest_failed(LATEST_FAILURES)
-        busiest, total, ready_hosts, waiting = getattr(self, "_hosts_seen", ([], 0, 0, 0))
-        value = snapshot(stats, busiest, failures, ready, source=self.path)
-        value.update(hosts_total=total, hosts_ready=ready_hosts, hosts_waiting=waiting)
-        write_atomic(self.layout.status, json.dumps(value, default=str).encode())
+        busiest, total, ready_hosts, waiting = self._hosts_seen
+        value = snapshot(stats, busiest, failures, ready, source=self.path, host_counts=(total, ready_hosts, waiting))
+        write_atomic(self.layout.status, json.dumps(value, default=str).encode(), durable=False)
         return cost
 
     def set_delay(self, host: str, seconds: float | None) -> None:

@@ -86,6 +86,7 @@ class Opening:
         remove_stale_temps(layout.meta)
         remove_stale_temps(layout.seen_index)
         remove_stale_temps(layout.hosts)
+        remove_stale_temps(layout.status)  # a holder killed while it replaced status.json
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:

@@ -372,3 +372,19 @@ def test_a_full_disk_at_a_commands_end_applies_it_once_when_tried_again(tmp_path
     assert answer is not None and answer["queued"] == 50
     assert drained_urls(job) == Counter(urls)
     assert ended_marks(job)[ident] == 1
+
+
+def test_status_json_is_published_while_held_and_gone_after_a_clean_close(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    (job / "status.json.tmp-4242-abcdef").write_text("{")  # what a kill in the middle of a replacement leaves
+    with Frontier(job) as f:
+        assert not (job / "status.json.tmp-4242-abcdef").exists()
+        f.push(Request("https://s.example/"))
+        deadline = time.monotonic() + 30
+        while not (job / "status.json").exists():
+            assert time.monotonic() < deadline, "no status.json while the directory is held"
+            time.sleep(0.05)
+        published = json.loads((job / "status.json").read_text())
+        assert published["pid"] == os.getpid() and published["source"] == str(job)
+    assert not (job / "status.json").exists()
