@@ -171,11 +171,14 @@ class _Run:
         if busy:
             return
         frontier = self.frontier
+        # in flight first: a request in flight now can be given back (retried for later) while the
+        # next ready time is read, and must not make the crawl look stalled
+        in_flight = frontier.stats().get("in_flight", 0)
         if frontier.finished:
             self.halt("finished")
         elif frontier.paused_since is not None:
             return  # paused: idle until resumed (from another process, through the inbox)
-        elif frontier.next_ready() is None and frontier.stats().get("in_flight", 0) == 0:
+        elif in_flight == 0 and frontier.next_ready() is None:
             self.halt("stalled")  # only hosts blocked for ever or over their budget are left
 
     # ------------------------------------------------------------------ threads
