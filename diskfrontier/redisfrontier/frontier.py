@@ -97,7 +97,8 @@ class RedisFrontier:
         self._closed = True
         self._pid = os.getpid()
         owner = weakref.proxy(self)  # not self: a frontier dropped unclosed is freed (and disconnected) at once
-        self._leases = Leases(lambda: owner._check_open(), lambda *call: owner._run(*call), BATCH)
+        self._leases = Leases(lambda: owner._check_open(), lambda *call: owner._run(*call), BATCH, self.lease,
+                              beat_on_calls=not renew)
         self._redis = connect(url)
         self._meta = f"df:{{{self.crawl}}}:meta"
         self._prefix = f"df:{{{self.crawl}}}:"
@@ -114,9 +115,21 @@ class RedisFrontier:
         self._seen_keys = opened.seen_keys
         self._reader = CrawlReader(self._redis, self.url, self.crawl, self._values, self._seen_keys)
         self._closed = False
+        try:
+            self._leases.register()
+        except BaseException:
+            self._closed = True
+            self._redis.close()
+            raise
         self._renewal = Renewal(self._leases, self.lease, f"diskfrontier-leases {self.crawl}") if renew else None
 
     # ------------------------------------------------------------------ plumbing
+    @property
+    def client_id(self) -> str:
+        """This client's id in the crawl (``<hex>-<pid>``): what ``diskfrontier clients`` lists and
+        ``diskfrontier release --client`` takes."""
+        return self._leases.client_id
+
     @property
     def _shown_url(self) -> str:
         return shown_url(self.url)
@@ -259,6 +272,7 @@ class RedisFrontier:
         if not leases.begin_pop():
             raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
         try:
+            leases.touch()
             answer = self._run("pop", "POP", [count, repr(self.lease), leases.client_id])
             got = int(answer[0])
             self._state = None
@@ -601,6 +615,8 @@ class RedisFrontier:
         The ``meta`` key goes last (SCAN and UNLINK in batches, never KEYS): a deletion stopped
         half-way leaves a crawl that is still there to be deleted again."""
         self._check_open()
+        if self._renewal is not None:
+            self._renewal.stop()  # its next beat would write this client's entry again
         deleted = self._reader.delete_keys()
         self._leases.clear()
         self.close()
@@ -619,6 +635,7 @@ class RedisFrontier:
         held = self._leases.closing(_CLOSE_WAIT)  # what a pop under way in another thread leases is given back too
         try:
             self._leases.finish_many("release", held, 0.0)
+            self._leases.leave()
         except FrontierError as exc:
             log.warning("close(): %d leased requests of crawl %r could not be given back (%s); they come back "
                         "when their leases run out", len(self._leases), self.crawl, exc)

@@ -10,13 +10,21 @@ leased too; once it has begun, new pops are refused. ``Renewal`` renews every le
 the background, every third of the lease, in one script call per ``batch`` requests: a client
 that runs keeps its requests however long it works on them, and one that is killed, frozen or
 cut off loses them within one lease. One lock guards it all, so that threads may share the frontier.
+
+The client also tells the crawl it is there (the ``BEAT`` script: its host name, pid and lease, and
+the server's time as its last sighting, in the ``clients`` hash): at open, with every renewal (in
+the same script call), and, for a client that does not renew in the background, on its own pops
+and dones at most every ``BEAT_EVERY`` seconds; a clean close removes it. ``diskfrontier clients``
+reads it: a client is live while it was seen within its lease.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 import weakref
@@ -28,6 +36,9 @@ from ..request.model import Request
 
 log = logging.getLogger("diskfrontier")
 
+# seconds: at most this often (and at most every third of its lease) a client without renewal says it is there
+BEAT_EVERY = 5.0
+
 
 class Leases:
     """This client's leased requests, by local number: (request, its id in the crawl, its lease token).
@@ -36,11 +47,17 @@ class Leases:
     child); ``run(what, script, args)`` runs one of the crawl's scripts (``what``: the call, for
     errors); a ``FINISH`` takes at most ``batch`` requests. Neither may hold the frontier itself
     (a weak reference will do): then a frontier dropped without ``close`` still goes at once.
+    ``lease``: the client's lease, recorded with it; ``beat_on_calls``: the client has no renewal
+    thread, so ``touch`` (on its pops and dones) says it is there.
     """
 
-    def __init__(self, check: Callable[[], None], run: Callable[[str, str, list[Any]], Any], batch: int) -> None:
+    def __init__(self, check: Callable[[], None], run: Callable[[str, str, list[Any]], Any], batch: int,
+                 lease: float = 30.0, beat_on_calls: bool = False) -> None:
         self._check, self._run, self._batch = check, run, batch
         self.client_id = f"{secrets.token_hex(6)}-{os.getpid()}"  # the owner the POP script writes into tokens
+        self._info = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "lease": lease})
+        self._beat_every = min(BEAT_EVERY, lease / 3) if beat_on_calls else None
+        self._beat_at = -float("inf")  # time.monotonic() of the last beat
         self._lock = threading.Lock()
         self._pops_done = threading.Condition(self._lock)  # close() waits for the pops under way
         self._popping = 0
@@ -80,6 +97,7 @@ class Leases:
         All are checked first (``NotInFlight``); all but an "extend" are forgotten once it ran."""
         self._check()
         taken = self._take(requests, what)
+        self.touch()
         args: list[Any] = []
         for k, (rid, token) in enumerate(taken):
             args += [rid, token, bodies[k] if bodies else b""]
@@ -89,23 +107,42 @@ class Leases:
         return [int(x) for x in answer]
 
     def renew_all(self, seconds: float) -> int:
-        """Renew the lease of every request held (not those known lost) for ``seconds``; return how many
-        were renewed. A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``."""
+        """Renew the lease of every request held (not those known lost) for ``seconds``, and say the
+        client is there (one script call, or one per ``batch`` requests); return how many were renewed.
+        A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``."""
         self._check()
         with self._lock:
             held = [(seq, rid, token) for seq, (_r, rid, token) in self._held.items() if seq not in self._lost]
         renewed = 0
-        for at in range(0, len(held), self._batch):
+        for at in range(0, max(len(held), 1), self._batch):
             chunk = held[at:at + self._batch]
             args: list[Any] = []
             for _seq, rid, token in chunk:
-                args += [rid, token, b""]
-            answer = self._run("renew", "FINISH", ["extend", repr(seconds), len(chunk), *args])
-            lost = [seq for (seq, _rid, _token), ok in zip(chunk, answer, strict=True) if not int(ok)]
+                args += [rid, token]
+            answer = self._beat("renew", "beat", seconds, len(chunk), args)
+            lost = [seq for (seq, _rid, _token), ok in zip(chunk, answer[1:], strict=True) if not int(ok)]
             renewed += len(chunk) - len(lost)
             with self._lock:
                 self._lost.update(seq for seq in lost if seq in self._held)
         return renewed
+
+    # ------------------------------------------------------------------ saying the client is there
+    def _beat(self, what: str, mode: str, seconds: float, count: int, args: list[Any]) -> Any:
+        self._beat_at = time.monotonic()
+        return self._run(what, "BEAT", [self.client_id, self._info, mode, repr(seconds), count, *args])
+
+    def register(self) -> None:
+        """Record this client in the crawl (and forget the clients dead for long): at open."""
+        self._beat("open", "open", 0.0, 0, [])
+
+    def touch(self) -> None:
+        """Say the client is there, if it has no renewal thread and did not say so for a while."""
+        if self._beat_every is not None and time.monotonic() - self._beat_at >= self._beat_every:
+            self._beat("beat", "beat", 0.0, 0, [])
+
+    def leave(self) -> None:
+        """Remove this client's entry from the crawl (a clean close, after its leases were given back)."""
+        self._run("close", "LEAVE", [self.client_id])
 
     def finish_many(self, what: str, requests: list[Request], seconds: float) -> list[Request]:
         """``finish`` in batches; the requests whose leases were lost."""

@@ -184,9 +184,9 @@ local function enqueue(id, host, priority, not_before, now, touched)
   end
 end
 
--- Leases that ran out: the requests are pending again, at their place.
-local function reclaim(now, limit, touched)
-  local ids = call('ZRANGEBYSCORE', LEASE, '-inf', now, 'LIMIT', 0, limit)
+-- Leased requests taken back: pending again, at their place, counted in reclaimed (their leases ran
+-- out, or an operator released them). Returns how many.
+local function take_back(ids, touched)
   for _, id in ipairs(ids) do
     local priority, host = head(call('HGET', REQ, id), id)
     call('ZREM', LEASE, id)
@@ -202,6 +202,12 @@ local function reclaim(now, limit, touched)
     call('HINCRBY', META, 'pending', #ids)
     call('HINCRBY', META, 'reclaimed', #ids)
   end
+  return #ids
+end
+
+-- Leases that ran out (at most ``limit``): the requests are pending again, at their place.
+local function reclaim(now, limit, touched)
+  return take_back(call('ZRANGEBYSCORE', LEASE, '-inf', now, 'LIMIT', 0, limit), touched)
 end
 
 -- Requests whose not_before has come join their host's queue; hosts whose time has come wake.
@@ -775,4 +781,93 @@ for k = 2, #ARGV do
 end
 dropped(count, of, delayed, touched, cs)
 return out
+"""
+
+# The clients of a crawl: the hash ``clients``, client id -> JSON {host, pid, lease, started, seen}
+# (started and seen: the server's clock). A client is live while now - seen < its lease.
+_CLIENTS = r"""
+local CLIENTS = P .. 'clients'
+local FORGOTTEN_AFTER = 3600  -- seconds: at least this long (and 10 of its leases) before a dead client's entry goes
+
+-- Record ``client`` (its JSON ``info``: host, pid, lease) as seen now, keeping when it started.
+local function beat(client, info, now)
+  local ok, entry = pcall(cjson.decode, info)
+  if not ok or type(entry) ~= 'table' then error({err = 'ERR client info is not a JSON object'}) end
+  local started = now
+  local old = call('HGET', CLIENTS, client)
+  if old then
+    local fine, was = pcall(cjson.decode, old)
+    if fine and type(was) == 'table' and tonumber(was.started) then started = tonumber(was.started) end
+  end
+  entry.started, entry.seen = started, now
+  call('HSET', CLIENTS, client, cjson.encode(entry))
+end
+
+-- Remove the entries of clients unseen for longer than max(10 leases, FORGOTTEN_AFTER); entries that
+-- cannot be read go too (they are only ever written here).
+local function forget_dead(now)
+  local all = call('HGETALL', CLIENTS)
+  for k = 1, #all, 2 do
+    local ok, entry = pcall(cjson.decode, all[k + 1])
+    local seen = ok and type(entry) == 'table' and tonumber(entry.seen)
+    local lease = ok and type(entry) == 'table' and tonumber(entry.lease) or 0
+    if not seen or now - seen > math.max(10 * lease, FORGOTTEN_AFTER) then call('HDEL', CLIENTS, all[k]) end
+  end
+end
+"""
+
+# ARGV: client id, its info (JSON: host, pid, lease), 'open' (also forget long-dead clients) or 'beat',
+# lease seconds, count, then per request: id, lease token. Records the client as seen now and renews
+# each lease for the seconds given (FINISH's 'extend'), in one step. Returns {now, then per request 1
+# (renewed) or 0 (the lease was lost)}.
+BEAT = _COMMON + _CLIENTS + r"""
+local cs = crawl_settings()
+local now = cs.now
+local client, info, mode, seconds, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+if mode == 'open' then forget_dead(now) end
+beat(client, info, now)
+local out = {tostring(now)}
+for k = 0, n - 1 do
+  local id, token = ARGV[6 + k * 2], ARGV[7 + k * 2]
+  if call('HGET', OWNER, id) ~= token then
+    out[k + 2] = 0
+  elseif not call('ZSCORE', LEASE, id) then
+    damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
+  else
+    call('ZADD', LEASE, now + seconds, id)
+    out[k + 2] = 1
+  end
+end
+return out
+"""
+
+# ARGV: client id. Removes the client's entry (a client that closes); a crawl that is gone stays gone.
+LEAVE = r"""
+local P = string.sub(KEYS[1], 1, -5)
+return redis.call('HDEL', P .. 'clients', ARGV[1])
+"""
+
+# ARGV: client id, then request ids. Gives back those still leased to that client (their token is
+# 'client:n') as a lease that ran out is taken back: pending again at their place, counted in
+# reclaimed. Returns how many.
+GIVE_BACK = _COMMON + r"""
+local cs = crawl_settings()
+local prefix = ARGV[1] .. ':'
+local ids, touched = {}, {}
+for k = 2, #ARGV do
+  local token = call('HGET', OWNER, ARGV[k])
+  if token and string.sub(token, 1, #prefix) == prefix then ids[#ids + 1] = ARGV[k] end
+end
+local count = take_back(ids, touched)
+place_all(touched, cs.now, cs)
+return count
+"""
+
+# ARGV: at most how many. Takes back leases that ran out (what a pop does first). Returns how many.
+RECLAIM = _COMMON + r"""
+local cs = crawl_settings()
+local touched = {}
+local count = reclaim(cs.now, tonumber(ARGV[1]), touched)
+place_all(touched, cs.now, cs)
+return count
 """
