@@ -1,16 +1,22 @@
-"""Commands that manage the crawls of a Redis server: crawls (list them) and delete (one, whole)."""
+"""Commands that manage the crawls of a Redis server: crawls (list them), clients (of one crawl),
+release (give a client's leases back now) and delete (one crawl, whole)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import click
 
 from ..errors import FrontierError
 from ..redisfrontier.connection import is_redis_url, shown_url
+from ..redisfrontier.management import clients as client_list
+from ..redisfrontier.management import release as release_leases
 from ..redisfrontier.management import summaries
 from ..targets import open_shared
-from .support import JSON_OPTION, human_bytes, one_line_errors, redis_call_errors
+from .support import JSON_OPTION, check_crawl_option, human_bytes, one_line_errors, redis_call_errors
+
+CRAWL = click.option("--crawl", required=True, metavar="NAME", callback=check_crawl_option, help="The crawl.")
 
 
 def _redis_only(url: str) -> None:
@@ -19,14 +25,22 @@ def _redis_only(url: str) -> None:
                                  f"inspect it, or remove the folder", param_hint="URL")
 
 
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print ``rows`` under ``header``, the first column to the left and the others to the right."""
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        click.echo("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
+                             enumerate(zip(row, widths, strict=True))).rstrip())
+
+
 @click.command()
 @click.argument("url")
 @click.option("--no-memory", is_flag=True, help="Do not measure each crawl's memory (a SCAN of all its keys).")
 @JSON_OPTION
 @one_line_errors
 def crawls(url: str, no_memory: bool, as_json: bool) -> None:
-    """List the crawls on the Redis server at URL: pending, in flight, done, failed, seen, the clients
-    holding leases, and the memory of their keys.
+    """List the crawls on the Redis server at URL: pending, in flight, done, failed, seen, the live
+    clients, and the memory of their keys.
 
     Example: diskfrontier crawls redis://localhost:6379/0
     """
@@ -43,15 +57,71 @@ def crawls(url: str, no_memory: bool, as_json: bool) -> None:
     rows = [(c.name + (" (paused)" if c.paused else ""), f"{c.pending:,}", f"{c.in_flight:,}", f"{c.done:,}",
              f"{c.failed:,}", f"{c.seen:,}", f"{c.clients:,}", "-" if c.memory is None else human_bytes(c.memory))
             for c in found]
-    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        click.echo("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                             enumerate(zip(row, widths, strict=True))).rstrip())
+    _table(header, rows)
 
 
 @click.command()
 @click.argument("url")
-@click.option("--crawl", required=True, metavar="NAME", help="The crawl to delete.")
+@CRAWL
+@JSON_OPTION
+@one_line_errors
+def clients(url: str, crawl: str, as_json: bool) -> None:
+    """List the clients of crawl NAME at URL: each one's id, host name, pid, when it was last seen,
+    its lease, the leases it holds, and whether it is live (seen within its lease; a running client
+    says it is there with every lease renewal, every third of its lease).
+
+    Example: diskfrontier clients redis://localhost:6379/0 --crawl news
+    """
+    _redis_only(url)
+    with redis_call_errors():
+        found = client_list(url, crawl)
+    if as_json:
+        click.echo(json.dumps([client.to_dict() for client in found], indent=2))
+        return
+    if not found:
+        click.echo(f"no clients of crawl {crawl!r}")
+        return
+    header = ("client", "host", "pid", "last seen", "lease", "leases", "state")
+    rows = [(c.client, c.host or "?", "?" if c.pid is None else str(c.pid),
+             "?" if c.seen_ago is None else f"{c.seen_ago:.1f}s ago", "?" if c.lease is None else f"{c.lease:g}s",
+             f"{c.leases:,}", "live" if c.live else "dead") for c in found]
+    _table(header, rows)
+
+
+@click.command()
+@click.argument("url")
+@CRAWL
+@click.option("--client", "client", metavar="ID", default=None, help="Give back every lease of this client.")
+@click.option("--expired", is_flag=True, help="Give back every lease that has run out (what a pop does lazily).")
+@click.option("--force", is_flag=True, help="Release a client that is live (its done() calls then fail).")
+@JSON_OPTION
+@one_line_errors
+def release(url: str, crawl: str, client: str | None, expired: bool, force: bool, as_json: bool) -> None:
+    """Give leases of crawl NAME at URL back now: their requests are pending again at once, as when a
+    lease runs out (counted in reclaimed). --client ID: every lease of that client (a worker that died
+    or hangs; a live client is refused unless --force); --expired: every lease that has run out.
+
+    Example: diskfrontier release redis://localhost:6379/0 --crawl news --client 3f9a1c0b2d4e-4242
+    """
+    _redis_only(url)
+    if (client is None) == (not expired):
+        raise click.UsageError("give --client ID or --expired (one of the two)")
+    with redis_call_errors():
+        done = release_leases(url, crawl, client=client, expired=expired, force=force)
+    if done.was_live:
+        click.echo(f"warning: client {client} was live: its done() of the {done.released:,} requests given back "
+                   f"raises LeaseExpired, and other clients may fetch them again", err=True)
+    if as_json:
+        click.echo(json.dumps(done.to_dict()))
+    elif client is None:
+        click.echo(f"released {done.released:,} leases that had run out (pending again)")
+    else:
+        click.echo(f"released {done.released:,} leases of client {client} (pending again)")
+
+
+@click.command()
+@click.argument("url")
+@CRAWL
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @JSON_OPTION
 @one_line_errors

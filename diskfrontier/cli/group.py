@@ -4,7 +4,8 @@ Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss:/
 with ``--crawl NAME``; the commands that work on a job directory's files refuse one. The families:
 ``inspect`` (inspect, peek, hosts, failed), ``write`` (push, import, requeue-failed, host),
 ``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume,
-drop), ``demo`` and ``serve`` (a live dashboard, ``live/``).
+drop), ``crawls`` (crawls, clients, release, delete: the crawls of a Redis server), ``demo`` and ``serve``
+(a live dashboard, ``live/``).
 
 A family's module is imported when one of its commands is looked up (to run it, or for ``--help``),
 not when the group is: ``diskfrontier peek`` does not load the Redis backend, ``crawl()``, the
@@ -40,6 +41,8 @@ COMMANDS = {
     "demo": (".demo", "demo"),
     "serve": (".serve", "serve"),
     "crawls": (".crawls", "crawls"),
+    "clients": (".crawls", "clients"),
+    "release": (".crawls", "release"),
     "delete": (".crawls", "delete"),
 }
 

@@ -358,10 +358,11 @@ def test_crawls_lists_the_crawls_of_a_server_and_delete_removes_one_whole(redis_
         leased = b.pop()
         assert leased is not None
         listed = {c["name"]: c for c in json.loads(run("crawls", redis_url, "--json").stdout)}
-        assert listed[crawl_name]["pending"] == 3 and listed[crawl_name]["clients"] == 0
+        assert listed[crawl_name]["pending"] == 3 and listed[crawl_name]["clients"] == 1  # open, holding nothing
         assert listed[other]["in_flight"] == 1 and listed[other]["clients"] == 1 and listed[other]["seen"] == 1
         assert listed[crawl_name]["memory"] > 0 and not listed[crawl_name]["paused"]
         b.done(leased)
+    assert [c["clients"] for c in json.loads(run("crawls", redis_url, "--json").stdout)] == [0, 0]  # closed
     table = run("crawls", redis_url, "--no-memory").stdout.splitlines()
     assert table[0].split()[:2] == ["crawl", "pending"] and any(line.startswith(crawl_name + " ") for line in table)
 
