@@ -55,7 +55,9 @@ class Leases:
                  lease: float = 30.0, beat_on_calls: bool = False) -> None:
         self._check, self._run, self._batch = check, run, batch
         self.client_id = f"{secrets.token_hex(6)}-{os.getpid()}"  # the owner the POP script writes into tokens
-        self._info = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "lease": lease})
+        # beat: how often the renewal thread says the client is there (none without one: its calls do)
+        self._info = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "lease": lease,
+                                 "beat": None if beat_on_calls else lease / 3})
         self._beat_every = min(BEAT_EVERY, lease / 3) if beat_on_calls else None
         self._beat_at = -float("inf")  # time.monotonic() of the last beat
         self._lock = threading.Lock()

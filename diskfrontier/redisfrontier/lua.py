@@ -783,8 +783,9 @@ dropped(count, of, delayed, touched, cs)
 return out
 """
 
-# The clients of a crawl: the hash ``clients``, client id -> JSON {host, pid, lease, started, seen}
-# (started and seen: the server's clock). A client is live while now - seen < its lease.
+# The clients of a crawl: the hash ``clients``, client id -> JSON {host, pid, lease, beat, started, seen}
+# (started and seen: the server's clock; beat: how often its renewal says it is there, null without one).
+# A client is live while now - seen < 2 beats (without beats: its lease).
 _CLIENTS = r"""
 local CLIENTS = P .. 'clients'
 local FORGOTTEN_AFTER = 3600  -- seconds: at least this long (and 10 of its leases) before a dead client's entry goes

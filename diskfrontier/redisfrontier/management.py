@@ -6,11 +6,12 @@ A crawl is the keys ``df:{NAME}:*``; its ``meta`` hash names it. The crawls are 
 its keys (``MEMORY USAGE`` of each, found with SCAN: the cost grows with the crawl's keys, as the
 command says).
 
-A crawl's clients are the entries of its ``clients`` hash (each client records itself there and
-says it is there again with every lease renewal; ``leases.py``) and the owners of its leases (the
-``owner`` hash: a lease token is ``CLIENT:n``). A client is live while it was seen within its own
-lease; one that holds leases but has no entry (a client of an older version) is live while one of
-its leases has not run out. ``release`` gives leases back at once, as if they had run out.
+A crawl's clients are the entries of its ``clients`` hash (each client records itself there and says
+it is there again with every lease renewal; ``leases.py``) and the owners of its leases (the
+``owner`` hash: a lease token is ``CLIENT:n``). A client is live while it was seen within two beats
+of its renewal thread (two thirds of its lease; a client without one: its lease); one that holds
+leases but has no entry (a client of an older version) is live while one of its leases has not run
+out. ``release`` gives leases back at once, as if they had run out.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def _client_list(redis: Any, prefix: str) -> tuple[dict[str, list[bytes]], list[
     for raw_id, raw in redis.hgetall(prefix + "clients").items():
         client = raw_id.decode("utf-8", "replace")
         entry = _entry(raw)
-        seen, lease = _real(entry.get("seen")), _real(entry.get("lease"))
+        seen, lease, beat = _real(entry.get("seen")), _real(entry.get("lease")), _real(entry.get("beat"))
         pid = entry.get("pid")
         host = entry.get("host")
         found.append(ClientInfo(
@@ -237,7 +238,7 @@ def _client_list(redis: Any, prefix: str) -> tuple[dict[str, list[bytes]], list[
             started=_real(entry.get("started")), last_seen=seen,
             seen_ago=None if seen is None else max(0.0, now - seen),
             leases=len(owners.get(client, ())),
-            live=seen is not None and lease is not None and now - seen < lease))
+            live=seen is not None and lease is not None and now - seen < _live_for(lease, beat)))
     registered = {c.client for c in found}
     for client, ids in owners.items():
         if client in registered:
@@ -251,6 +252,13 @@ def _client_list(redis: Any, prefix: str) -> tuple[dict[str, list[bytes]], list[
                                 live=any(e is not None and e > now for e in expiries)))
     found.sort(key=lambda c: (not c.live, c.host or "", c.pid or 0, c.client))
     return owners, found
+
+
+def _live_for(lease: float, beat: float | None) -> float:
+    """How long after it was last seen a client is still live: two beats of its renewal thread (a
+    client that missed two is frozen, killed or cut off, and its leases run out within a third of
+    the lease), or its lease for a client without one (it says it is there only on its own calls)."""
+    return min(lease, 2 * beat) if beat is not None and beat > 0 else lease
 
 
 def _entry(raw: bytes) -> dict[str, Any]:

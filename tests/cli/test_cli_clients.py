@@ -78,18 +78,19 @@ def workers(redis_url, crawl_name):
     started.end()
 
 
-def test_clients_shows_killed_and_frozen_workers_dead_after_their_lease_and_release_gives_their_leases_back(
+def test_clients_shows_killed_and_frozen_workers_dead_after_two_missed_beats_and_release_gives_their_leases_back(
         redis_url, crawl_name, workers):
-    seed(redis_url, crawl_name, 5)
-    killed, killed_id = workers.start(2)
-    frozen, frozen_id = workers.start(3)
+    lease = 2 * LEASE  # dead two thirds of a lease after the last beat: a second before the leases run out
+    seed(redis_url, crawl_name, 5, lease=lease)
+    killed, killed_id = workers.start(2, lease=lease)
+    frozen, frozen_id = workers.start(3, lease=lease)
     both = listed(redis_url, crawl_name)
     assert set(both) == {killed_id, frozen_id}  # the seeding client removed itself at its close
     for proc, client, held in ((killed, killed_id, 2), (frozen, frozen_id, 3)):
         entry = both[client]
         assert (entry["pid"], entry["host"], entry["lease"], entry["leases"], entry["live"]) == (
-            proc.pid, socket.gethostname(), LEASE, held, True)
-        assert entry["started"] <= entry["last_seen"] and 0 <= entry["seen_ago"] < LEASE
+            proc.pid, socket.gethostname(), lease, held, True)
+        assert entry["started"] <= entry["last_seen"] and 0 <= entry["seen_ago"] < lease
     crawls = {c["name"]: c for c in json.loads(run("crawls", redis_url, "--json").stdout)}
     assert (crawls[crawl_name]["clients"], crawls[crawl_name]["in_flight"]) == (2, 5)
 
@@ -100,28 +101,36 @@ def test_clients_shows_killed_and_frozen_workers_dead_after_their_lease_and_rele
         now = listed(redis_url, crawl_name)
         if not now[killed_id]["live"] and not now[frozen_id]["live"]:
             break
-        assert time.time() - stopped < 20 * LEASE, f"still live long after they stopped: {now}"
-        time.sleep(LEASE / 10)
+        assert time.time() - stopped < 20 * lease, f"still live long after they stopped: {now}"
+        time.sleep(lease / 30)
     for client in (killed_id, frozen_id):
         assert now[client]["last_seen"] <= stopped + 0.05  # not seen after it stopped (same clock here)
-        assert now[client]["seen_ago"] >= LEASE  # dead: not seen within its lease
+        assert now[client]["seen_ago"] >= 2 * lease / 3  # dead: two beats (a third of its lease each) missed
     table = run("clients", redis_url, "--crawl", crawl_name).stdout.splitlines()
     assert table[0].split() == ["client", "host", "pid", "last", "seen", "lease", "leases", "state"]
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows[killed_id][-2:] == ["2", "dead"] and rows[frozen_id][-2:] == ["3", "dead"]
     assert json.loads(run("crawls", redis_url, "--json").stdout)[0]["clients"] == 0
 
-    # the killed worker's leases, given back by its id: pending at once, nothing else touched
+    # the killed worker's leases, given back by its id without --force: pending at once, while the
+    # frozen worker's leases (renewed up to the same moment) still hold: before its leases ran out
     released = run("release", redis_url, "--crawl", crawl_name, "--client", killed_id, "--json")
     assert released.exit_code == 0, released.output
     assert json.loads(released.stdout) == {"crawl": crawl_name, "client": killed_id, "released": 2,
                                            "was_live": False}
+    with RedisFrontier(redis_url, crawl=crawl_name, lease=lease) as other:
+        early = other.pop_many(10)
+        assert len(early) == 2, "the frozen worker's leases ran out too: the machine stalled for a third of a lease"
+        early_urls = {r.url for r in early}
+        other.done_many(early)
     after = listed(redis_url, crawl_name)
     assert (after[killed_id]["leases"], after[frozen_id]["leases"]) == (0, 3)
     counts = redis.Redis.from_url(redis_url).hmget(f"df:{{{crawl_name}}}:meta", "pending", "inflight", "reclaimed")
-    assert [int(x) for x in counts] == [2, 3, 2]
+    assert [int(x) for x in counts] == [0, 3, 2]
 
-    # every lease that ran out (the frozen worker's), taken back without a pop
+    # every lease that ran out (the frozen worker's, once its lease has passed), taken back without a pop
+    while time.time() < now[frozen_id]["last_seen"] + lease:
+        time.sleep(lease / 30)
     expired = run("release", redis_url, "--crawl", crawl_name, "--expired")
     assert (expired.exit_code, expired.stdout) == (0, "released 3 leases that had run out (pending again)\n")
     assert run("release", redis_url, "--crawl", crawl_name, "--expired", "--json").stdout.strip() == json.dumps(
@@ -130,7 +139,8 @@ def test_clients_shows_killed_and_frozen_workers_dead_after_their_lease_and_rele
     assert verified.exit_code == 0, verified.output
     with RedisFrontier(redis_url, crawl=crawl_name, lease=LEASE) as other:
         taken = other.pop_many(10)
-        assert sorted(r.url for r in taken) == [f"https://h{i}.example/" for i in range(5)]
+        assert {r.url for r in taken} | early_urls == {f"https://h{i}.example/" for i in range(5)}
+        assert len(taken) == 3
         other.done_many(taken)
         stats = other.stats()
         assert (stats["reclaimed"], stats["done"], stats["in_flight"], stats["pending"]) == (5, 5, 0, 0)
