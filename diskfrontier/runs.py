@@ -12,18 +12,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import math
 import signal
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from .contract import MAX_SECONDS, FrontierProtocol
+from .contract import FrontierProtocol
 from .errors import FrontierError
-from .request.model import Request, retries_text
+from .request.model import Request
+from .runpolicy import CrawlStats, RetryPolicy, RunState, RunStats, StatusLine, check_argument
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again
@@ -35,151 +34,14 @@ CrawlFrontier = FrontierProtocol  # what crawl() needs of a frontier: the contra
 Handler = Callable[[Request, Any], Any]
 
 
-@dataclass
-class RunStats:
-    """What one run did."""
-
-    started: float  # time.time()
-    ended: float = 0.0
-    handled: int = 0  # requests taken from the frontier
-    done: int = 0  # handler returned (acknowledged, by crawl() or by the handler itself)
-    retried: int = 0  # handler raised, given back through the frontier's retry with backoff
-    failed: int = 0  # handler raised with no retries left: recorded as failed
-    stopped_by: str = ""  # "finished", "stalled", "duration", "max_requests", "SIGINT", "SIGTERM", "interrupted"
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, self.ended - self.started)
-
-    @property
-    def rate(self) -> float:
-        """Requests handled a second."""
-        return self.handled / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass
-class CrawlStats:
-    """What ``crawl()`` did: one ``RunStats`` a run, and their sums."""
-
-    runs: list[RunStats] = field(default_factory=list)
-
-    def _sum(self, name: str) -> int:
-        return sum(getattr(run, name) for run in self.runs)
-
-    @property
-    def handled(self) -> int:
-        return self._sum("handled")
-
-    @property
-    def done(self) -> int:
-        return self._sum("done")
-
-    @property
-    def retried(self) -> int:
-        return self._sum("retried")
-
-    @property
-    def failed(self) -> int:
-        return self._sum("failed")
-
-    @property
-    def stopped_by(self) -> str:
-        return self.runs[-1].stopped_by if self.runs else ""
-
-
-class _Run:
-    """The shared state of one run: counters, the stop flags, and the signal handlers."""
+class _Run(RunState):
+    """One run of ``crawl()``: the shared state and decisions (``RunState``), and the loops of its
+    worker threads or tasks around the handler."""
 
     def __init__(self, frontier: FrontierProtocol, handler: Handler, retries: int, backoff: float,
                  duration: float | None, max_requests: int | None) -> None:
-        self.frontier, self.handler = frontier, handler
-        self.retries, self.backoff = retries, backoff
-        self.max_requests = max_requests
-        self.stats = RunStats(time.time())
-        self.deadline = None if duration is None else time.monotonic() + duration
-        self.lock = threading.Lock()
-        self.stop = threading.Event()  # no new work
-        self.hard = threading.Event()  # leave at once
-        self.taken = 0  # hand-outs reserved against max_requests
-        self.busy = 0  # requests in hand (popped, not yet settled)
-
-    def halt(self, reason: str) -> None:
-        with self.lock:
-            if not self.stats.stopped_by:
-                self.stats.stopped_by = reason
-        self.stop.set()
-
-    # ------------------------------------------------------------------ one request
-    def reserve(self) -> bool:
-        """Count a hand-out against max_requests before popping; False if the run must stop."""
-        with self.lock:
-            if self.stop.is_set():
-                return False
-            if self.max_requests is not None and self.taken >= self.max_requests:
-                return False
-            self.taken += 1
-            return True
-
-    def unreserve(self) -> None:
-        with self.lock:
-            self.taken -= 1
-
-    def took(self) -> None:
-        with self.lock:
-            self.busy += 1
-
-    def settle(self, request: Request, error: BaseException | None) -> None:
-        """Finish ``request`` after its handler: done, retry with backoff, or failed."""
-        frontier = self.frontier
-        try:
-            if error is None:
-                if frontier.holds(request):
-                    frontier.done(request)
-                outcome = "done"
-            elif not frontier.holds(request):
-                outcome = "done"  # the handler gave it back or finished it itself, then raised
-                log.warning("handler raised after it finished %s itself: %s", request.url, _text(error))
-            elif request.attempts < self.retries:
-                delay = min(self.backoff * 2 ** request.attempts, MAX_SECONDS)
-                frontier.retry(request, delay=delay)
-                outcome = "retried"
-                log.info("retry %d of %s in %.1fs: %s", request.attempts, request.url, delay, _text(error))
-            else:
-                frontier.fail(request, _text(error))
-                outcome = "failed"
-                log.warning("failed after %s: %s: %s", retries_text(request.attempts), request.url, _text(error))
-        except Exception as exc:  # closed under us, a lease lost, a request changed: it comes back
-            log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
-                        type(exc).__name__, exc)
-            outcome = ""
-        with self.lock:
-            self.busy -= 1
-            idle = self.busy == 0
-            self.stats.handled += 1
-            reached = self.max_requests is not None and self.stats.handled >= self.max_requests
-            if outcome:
-                setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
-        if reached:
-            self.halt("max_requests")
-        elif idle:
-            self.idle()  # the last request in hand: the crawl may be finished now
-
-    def idle(self) -> None:
-        """Nothing was ready: end the run if nothing can become ready."""
-        with self.lock:
-            busy = self.busy
-        if busy:
-            return
-        frontier = self.frontier
-        # in flight first: a request in flight now can be given back (retried for later) while the
-        # next ready time is read, and must not make the crawl look stalled
-        in_flight = frontier.stats().get("in_flight", 0)
-        if frontier.finished:
-            self.halt("finished")
-        elif frontier.paused_since is not None:
-            return  # paused: idle until resumed (from another process, through the inbox)
-        elif in_flight == 0 and frontier.next_ready() is None:
-            self.halt("stalled")  # only hosts blocked for ever or over their budget are left
+        super().__init__(frontier, RetryPolicy(retries, backoff), duration, max_requests)
+        self.handler = handler
 
     # ------------------------------------------------------------------ threads
     def worker(self) -> None:
@@ -240,19 +102,8 @@ class _Run:
             self.settle(request, error)
 
 
-def _text(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if len(text) <= 2000 else text[:2000] + "..."
-
-
 def _check(name: str, value: Any, *, whole: bool = False, least: float = 0.0, none: bool = True) -> None:
-    if value is None and none:
-        return
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value < least:
-        kind = "a whole number" if whole else "a number"
-        raise ValueError(f"crawl(): {name} must be {kind} of at least {least:g}{' or None' if none else ''}, "
-                         f"got {value!r}")
+    check_argument("crawl", name, value, whole=whole, least=least, none=none)
 
 
 def crawl(
@@ -329,23 +180,8 @@ def _sleep_unless_signalled(seconds: float) -> bool:
 
 
 def _run_once(run: _Run, workers: int, is_async: bool, show: bool) -> None:
-    def on_signal(name: str) -> None:
-        if run.stop.is_set():
-            return
-        with run.lock:
-            busy = run.busy
-        log.warning("%s: stopping; finishing the %d requests in hand (Ctrl-C again to stop at once)", name, busy)
-        run.halt(name)
-
-    def on_second() -> None:
-        log.warning("stopping at once: the requests in hand stay in flight and come back")
-        with run.lock:
-            run.stats.stopped_by = "interrupted"
-        run.hard.set()
-        run.stop.set()
-
-    status = _Status(run) if show else None
-    with _Signals(on_signal, on_second):
+    status = StatusLine(run) if show else None
+    with _Signals(run.signalled, run.signalled_again):
         if is_async:
             asyncio.run(_run_tasks(run, workers))
         else:
@@ -356,8 +192,7 @@ def _run_once(run: _Run, workers: int, is_async: bool, show: bool) -> None:
             while any(thread.is_alive() for thread in threads):
                 if run.hard.is_set():
                     break
-                if run.deadline is not None and time.monotonic() >= run.deadline:
-                    run.halt("duration")
+                run.check_deadline()
                 alive = [thread for thread in threads if thread.is_alive()]
                 if alive:
                     alive[0].join(0.05)
@@ -373,8 +208,7 @@ async def _run_tasks(run: _Run, workers: int) -> None:
             for task in tasks:
                 task.cancel()
             break
-        if run.deadline is not None and time.monotonic() >= run.deadline:
-            run.halt("duration")
+        run.check_deadline()
         await asyncio.wait(tasks, timeout=0.05)
     await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -405,37 +239,6 @@ class _Signals:
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self.saved.items():
             signal.signal(signum, handler)
-
-
-class _Status:
-    """A status line on stderr, redrawn twice a second: pending, in hand, done, failed, rate."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="diskfrontier-status", daemon=True)
-        self.thread.start()
-
-    def _line(self) -> str:
-        stats = self.run.stats
-        try:
-            pending = self.run.frontier.stats().get("pending", "?")
-        except FrontierError:
-            pending = "?"
-        seconds = max(time.time() - stats.started, 1e-9)
-        return (f"\rpending {pending}  in hand {self.run.busy}  done {stats.done}  retried {stats.retried}  "
-                f"failed {stats.failed}  {stats.handled / seconds:.1f}/s ")
-
-    def _loop(self) -> None:
-        while not self.stopped.wait(0.5):
-            sys.stderr.write(self._line())
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.thread.join()
-        sys.stderr.write(self._line() + "\n")
-        sys.stderr.flush()
 
 
 __all__ = ["CrawlStats", "RunStats", "crawl"]
