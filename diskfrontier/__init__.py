@@ -29,6 +29,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY when first asked for
+    from .asynccrawl import acrawl
+    from .asyncfrontier import AsyncFrontier
     from .contract import FrontierProtocol
     from .failures import FailedRequest
     from .jobdir.frontier import Frontier
@@ -38,6 +40,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
+    "AsyncFrontier": ".asyncfrontier",
+    "acrawl": ".asynccrawl",
     "FrontierProtocol": ".contract",
     "FailedRequest": ".failures",
     "Frontier": ".jobdir.frontier",
@@ -52,6 +56,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AsyncFrontier",
     "CallbackRefused",
     "CrawlDamaged",
     "CrawlStats",
@@ -77,6 +82,7 @@ __all__ = [
     "RequestTooLarge",
     "RunStats",
     "ScrapyQueueFound",
+    "acrawl",
     "crawl",
 ]
 __version__ = "0.1.0"

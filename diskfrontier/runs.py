@@ -78,29 +78,6 @@ class _Run(RunState):
                 return  # left in flight: the frontier gives it back
             self.settle(request, error)
 
-    async def task(self) -> None:
-        frontier = self.frontier
-        while not self.stop.is_set():
-            if not self.reserve():
-                return
-            request = frontier.pop()
-            if request is None:
-                self.unreserve()
-                self.idle()
-                ready = frontier.next_ready()
-                wait = _IDLE_POLL if ready is None else min(_IDLE_POLL, max(0.0, ready - time.time()))
-                await asyncio.sleep(max(wait, 0.001))
-                continue
-            self.took()
-            error: BaseException | None = None
-            try:
-                await self.handler(request, frontier)
-            except Exception as exc:  # as in worker()
-                error = exc
-            if self.hard.is_set():
-                return
-            self.settle(request, error)
-
 
 def _check(name: str, value: Any, *, whole: bool = False, least: float = 0.0, none: bool = True) -> None:
     check_argument("crawl", name, value, whole=whole, least=least, none=none)
@@ -147,6 +124,7 @@ def crawl(
         raise TypeError(f"crawl(): handler must be callable, got {type(handler).__name__}")
     is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         type(handler).__call__)  # an object with an async __call__
+    _refuse_a_running_loop()
     show = sys.stderr.isatty() if progress is None else progress
     result = CrawlStats()
     first = time.monotonic()
@@ -169,6 +147,16 @@ def crawl(
         if stats.stopped_by in ("SIGINT", "SIGTERM", "interrupted") or stats.stopped_by.startswith("error"):
             break
     return result
+
+
+def _refuse_a_running_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # plain code: no loop runs in this thread
+    raise RuntimeError("crawl() was called inside a running event loop, which it would block for the "
+                       "whole crawl: use 'await acrawl(frontier, handler, ...)' (from diskfrontier import "
+                       "acrawl), or run crawl() in a thread: 'await asyncio.to_thread(crawl, ...)'")
 
 
 def _sleep_unless_signalled(seconds: float) -> bool:
@@ -202,15 +190,13 @@ def _run_once(run: _Run, workers: int, is_async: bool, show: bool) -> None:
 
 
 async def _run_tasks(run: _Run, workers: int) -> None:
-    tasks = [asyncio.ensure_future(run.task()) for _ in range(workers)]
-    while not all(task.done() for task in tasks):
-        if run.hard.is_set():
-            for task in tasks:
-                task.cancel()
-            break
-        run.check_deadline()
-        await asyncio.wait(tasks, timeout=0.05)
-    await asyncio.gather(*tasks, return_exceptions=True)
+    """The async handlers as tasks of a loop of the run's own; they get the frontier itself, as a
+    thread's handler does, and the run's own calls go through an ``AsyncFrontier``."""
+    from .asynccrawl import run_tasks
+    from .asyncfrontier import AsyncFrontier
+
+    async with AsyncFrontier(run.frontier, threads=min(workers, 8)) as wrapped:
+        await run_tasks(run, wrapped, lambda request: run.handler(request, run.frontier), workers)
 
 
 class _Signals:
