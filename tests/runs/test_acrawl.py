@@ -422,3 +422,30 @@ def test_an_unreachable_site_is_retried_then_failed_with_the_clients_error(tmp_p
     stats, failed = asyncio.run(main())
     assert (stats.retried, stats.failed, stats.stopped_by) == (1, 1, "finished")
     assert failed[0].error.startswith("ConnectError")
+
+
+# ------------------------------------------------------------------ the documented async crawlers
+def async_crawler(path: str) -> str:
+    from paths import REPO
+
+    with open(os.path.join(REPO, path)) as f:
+        text = f.read()
+    (block,) = [b for b in re.findall(r"^```py\n(.*?)^```", text, flags=re.S | re.M) if "await acrawl(" in b]
+    return block
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/guide/crawl.md"])
+def test_the_documented_async_crawler_crawls_a_whole_site(tmp_path, path):
+    from diskfrontier.demo import MultiHostSite
+
+    block = async_crawler(path)
+    assert len([line for line in block.splitlines() if line.strip()]) < 25
+    script = tmp_path / "acrawler.py"
+    script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
+    with MultiHostSite(120, hosts=4, share=0.5) as site:
+        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        fetched = site.fetched()
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("120 pages, 0 failed"), out.stdout
+    assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}
