@@ -147,9 +147,20 @@ async def _task(state: RunState, frontier: AsyncFrontier, call: Callable[[Reques
             await call(request)
         except Exception as exc:  # any error of the handler is retried, then recorded
             error = exc
+        except asyncio.CancelledError as exc:
+            if state.hard.is_set() or _being_cancelled():
+                raise
+            error = exc  # the handler's own (something it awaited was cancelled): an error like any other
         if state.hard.is_set():
             return  # left in flight: the frontier gives it back
         await frontier.call(state.settle, request, error)
+
+
+def _being_cancelled() -> bool:
+    """True if the running task was asked to stop (Python 3.10 cannot tell: then always True)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 def _is_async(handler: Any) -> bool:

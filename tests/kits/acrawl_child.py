@@ -1,10 +1,11 @@
 """An asyncio application crawling with diskfrontier.acrawl() and httpx, for the tests to stop with signals.
 
-Usage: acrawl_child.py JOBDIR START_URL OUT_FILE [NAME=VALUE ...]
+Usage: acrawl_child.py TARGET START_URL OUT_FILE [NAME=VALUE ...]
 
-NAME=VALUE: acrawl() arguments (workers, duration, max_requests, retries, backoff; JSON values)
-and ``slow=SECONDS`` (each page but the start page takes that long after its fetch, awaited). ``asyncio.run(main())``
-opens the job directory as an AsyncFrontier, and acrawl() runs in that loop with an
+TARGET: a job directory, or a Redis URL with ``crawl="NAME"``. NAME=VALUE: acrawl() arguments
+(workers, duration, max_requests, retries, backoff; JSON values), ``crawl`` and ``slow=SECONDS``
+(each page but the start page takes that long after its fetch, awaited). ``asyncio.run(main())``
+opens the target as an AsyncFrontier, and acrawl() runs in that loop with an
 httpx.AsyncClient made by ``setup``. The handler fetches, pushes the links it finds and raises on
 an HTTP error. At the end OUT_FILE gets JSON: the run's stats, the URLs whose handler returned,
 the handler calls that found the client closed, whether the client was closed at the end and
@@ -29,9 +30,10 @@ LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 
 
 async def main() -> None:
-    jobdir, start, out_file, *pairs = sys.argv[1:]
+    target, start, out_file, *pairs = sys.argv[1:]
     options = {name: json.loads(value) for name, _, value in (pair.partition("=") for pair in pairs)}
     slow = options.pop("slow", 0)
+    crawl = options.pop("crawl", None)
     base = start.split("/page/")[0]
     returned: list[str] = []
     closed_during_call: list[str] = []
@@ -55,7 +57,7 @@ async def main() -> None:
         returned.append(request.url)
 
     handlers_before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    async with AsyncFrontier(jobdir, delay=0.002, per_host=8) as frontier:
+    async with AsyncFrontier(target, crawl, delay=0.002, per_host=8) as frontier:
         await frontier.push(Request(start))
         stats = await acrawl(frontier, handler, setup=setup, progress=False, **options)
         handlers_after = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -328,8 +328,27 @@ def test_bad_arguments_are_refused_with_the_name_of_acrawl(tmp_path):
 
 
 # ------------------------------------------------------------------ real signals in an asyncio.run() application
-def run_child(job: str, site: SyntheticSite, out: str, *options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, CHILD, job, f"{site.base}/page/0", out, *options],
+def child_target(tmp_path, backend) -> tuple[str, list[str]]:
+    """The child's TARGET and its options: a job directory, or the test's Redis crawl."""
+    kind, redis_url, name = backend
+    if kind == "jobdir":
+        return str(tmp_path / "job"), []
+    return redis_url, [f"crawl={json.dumps(name)}"]
+
+
+def pending_pages(tmp_path, backend) -> set[int]:
+    """The page numbers pending (in flight given back) after the child closed its frontier."""
+    kind, redis_url, name = backend
+    if kind == "jobdir":
+        return {page_number(r.url) for r in pending_requests(str(tmp_path / "job"))}
+    with RedisFrontier(redis_url, crawl=name, create=False) as frontier:
+        assert frontier.stats()["in_flight"] == 0  # the child gave back its leases at close
+        return {page_number(r.url) for r in frontier.pending_requests()}
+
+
+def run_child(target: tuple[str, list[str]], site: SyntheticSite, out: str, *options: str) -> subprocess.Popen:
+    path, extra = target
+    return subprocess.Popen([sys.executable, CHILD, path, f"{site.base}/page/0", out, *extra, *options],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -353,10 +372,10 @@ def linked(n: int, pages: int) -> set[int]:
 
 
 @pytest.mark.crash
-def test_sigint_in_an_asyncio_application_finishes_the_requests_in_hand_and_loses_nothing(tmp_path):
-    job, out, pages = str(tmp_path / "job"), str(tmp_path / "out.json"), 300
+def test_sigint_in_an_asyncio_application_finishes_the_requests_in_hand_and_loses_nothing(tmp_path, backend):
+    target, out, pages = child_target(tmp_path, backend), str(tmp_path / "out.json"), 300
     with SyntheticSite(pages) as site:
-        proc = run_child(job, site, out, "workers=8", "slow=0.05")
+        proc = run_child(target, site, out, "workers=8", "slow=0.05")
         wait_for_fetches(site, proc, 40)
         proc.send_signal(signal.SIGINT)
         result = finish(proc, out)
@@ -365,23 +384,23 @@ def test_sigint_in_an_asyncio_application_finishes_the_requests_in_hand_and_lose
         assert stats["stopped_by"] == "SIGINT" and result["handlers_restored"]
         assert result["clients"] == 1 and result["client_closed_at_end"] and not result["closed_during_call"]
         returned = {page_number(url) for url in result["returned"]}
-        pending = {page_number(r.url) for r in pending_requests(job)}
+        pending = pending_pages(tmp_path, backend)
         # every request taken was settled: each page fetched was done, none is pending again
         assert {page_number(path) for path in fetched} == returned
         assert stats["handled"] == stats["done"] == len(returned) and not returned & pending
         # nothing lost: every page a done page links to is done or pending
         assert set().union(*(linked(n, pages) for n in returned)) <= returned | pending
-        result = finish(run_child(job, site, out, "workers=8"), out)
+        result = finish(run_child(target, site, out, "workers=8"), out)
         assert result["stats"][0]["stopped_by"] == "finished"
         fetched = site.fetched()
     assert set(fetched) == {f"/page/{n}" for n in range(pages)} and max(fetched.values()) == 1
 
 
 @pytest.mark.crash
-def test_a_second_sigint_leaves_at_once_and_the_requests_in_hand_come_back(tmp_path):
-    job, out, pages, slow, workers = str(tmp_path / "job"), str(tmp_path / "out.json"), 200, 30.0, 2
+def test_a_second_sigint_leaves_at_once_and_the_requests_in_hand_come_back(tmp_path, backend):
+    target, out, pages, slow, workers = child_target(tmp_path, backend), str(tmp_path / "out.json"), 200, 30.0, 2
     with SyntheticSite(pages) as site:
-        proc = run_child(job, site, out, f"workers={workers}", f"slow={slow}")
+        proc = run_child(target, site, out, f"workers={workers}", f"slow={slow}")
         wait_for_fetches(site, proc, 1 + workers)  # page 0, then its two links: a full hand of slow pages
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -395,12 +414,40 @@ def test_a_second_sigint_leaves_at_once_and_the_requests_in_hand_come_back(tmp_p
         assert result["client_closed_at_end"] and not result["closed_during_call"]
         interrupted = {page_number(path) for path in site.fetched()} - {page_number(u) for u in result["returned"]}
         assert len(interrupted) == workers
-        assert interrupted <= {page_number(r.url) for r in pending_requests(job)}  # given back
-        result = finish(run_child(job, site, out, "workers=8"), out)
+        assert interrupted <= pending_pages(tmp_path, backend)  # given back
+        result = finish(run_child(target, site, out, "workers=8"), out)
         assert result["stats"][0]["stopped_by"] == "finished"
         fetched = site.fetched()
     assert set(fetched) == {f"/page/{n}" for n in range(pages)}
     assert {int(path.rsplit("/", 1)[1]) for path, count in fetched.items() if count > 1} == interrupted
+
+
+def test_the_callers_own_loop_signal_handler_comes_back_after_acrawl(tmp_path):
+    """An application with its own SIGTERM handler on the loop: acrawl takes SIGTERM while it runs,
+    then a real SIGTERM reaches the application's handler again, and SIGINT is asyncio.run()'s again."""
+    script = f"""
+import asyncio, os, signal
+from diskfrontier import Frontier, Request, acrawl
+
+async def handler(request, frontier):
+    pass
+
+async def main():
+    loop, mine = asyncio.get_running_loop(), asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, mine.set)
+    sigint = signal.getsignal(signal.SIGINT)
+    with Frontier({str(tmp_path / "job")!r}) as frontier:
+        frontier.push(Request("https://a.example/"))
+        stats = await acrawl(frontier, handler, progress=False)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.wait_for(mine.wait(), 30)
+    print(stats.stopped_by, "mine", signal.getsignal(signal.SIGINT) == sigint)
+
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["finished", "mine", "True"]
 
 
 def test_an_unreachable_site_is_retried_then_failed_with_the_clients_error(tmp_path):
@@ -449,3 +496,38 @@ def test_the_documented_async_crawler_crawls_a_whole_site(tmp_path, path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("120 pages, 0 failed"), out.stdout
     assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}
+
+
+def test_a_handlers_own_cancelled_error_is_retried_and_the_run_still_finishes(tmp_path):
+    """A CancelledError that the handler raised (not a cancellation of the run) is an error like any other:
+    without this the request would stay in hand and the run would never see the crawl finished."""
+
+    async def handler(request, frontier):
+        if request.url.endswith("/cancelled"):
+            inner = asyncio.get_running_loop().create_future()
+            inner.cancel()
+            await inner  # raises CancelledError in the handler's own task
+
+    async def main():
+        async with AsyncFrontier(tmp_path / "job") as frontier:
+            await frontier.push_many([Request("https://a.example/cancelled"), Request("https://a.example/fine")])
+            stats = await asyncio.wait_for(acrawl(frontier, handler, retries=1, backoff=0.01, progress=False), 60)
+            return stats, [f.error for f in await frontier.failed()]
+
+    stats, errors = asyncio.run(main())
+    assert (stats.done, stats.retried, stats.failed, stats.stopped_by) == (1, 1, 1, "finished")
+    assert errors == ["CancelledError: "]
+
+
+def test_a_status_line_tells_how_the_async_run_goes(tmp_path, capsys):
+    async def handler(request, frontier):
+        await asyncio.sleep(0.3)
+
+    async def main():
+        async with AsyncFrontier(tmp_path / "job") as frontier:
+            await frontier.push_many(Request(f"https://a.example/{i}") for i in range(4))
+            return await acrawl(frontier, handler, workers=2, progress=True)
+
+    stats = asyncio.run(main())
+    line = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
+    assert stats.done == 4 and "pending 0" in line and "done 4" in line and "failed 0" in line
