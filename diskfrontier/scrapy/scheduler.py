@@ -27,6 +27,10 @@ Settings::
     DISKFRONTIER_METRICS_PORT = None            # a port: Prometheus /metrics of the frontier, served by
                                                 # the crawl (0: a free port, logged); off by default
     DISKFRONTIER_METRICS_HOST = "127.0.0.1"     # the address /metrics is served on
+    DISKFRONTIER_DONE_AFTER_ITEMS = True        # a request is done only once its items are on disk in
+                                                # the local feed files (False: as soon as the engine
+                                                # has finished with it, as before)
+    DISKFRONTIER_ITEMS_FLUSH = 1.0              # seconds between syncs (flush + fsync) of the feed files
 
 Each request is queued under its download slot (``download_slot`` in its meta, else its
 host name, as Scrapy's downloader keys its slots); the downloader still enforces
@@ -48,8 +52,12 @@ Duplicates are filtered with the crawler's ``request_fingerprinter`` (so
 ``DUPEFILTER_CLASS`` is not used. ``dont_filter`` is honoured.
 
 A request is marked done once the engine has finished with its response or failure (see
-``completion.py``); killed at any moment, a crawl resumes with every request that was not
-finished, and fetches again only what was in progress.
+``completion.py``) and, when the crawl has feed exports, once the items it produced are on
+disk: the local feed files are flushed and fsynced at most once per
+``DISKFRONTIER_ITEMS_FLUSH`` seconds, and the requests finished before the sync are marked
+done together (``itemsafe.py``, ``feeds.py``). Killed at any moment, a crawl resumes with
+every request that was not done, and fetches again only what was in progress or waiting for
+a sync: an item may be written twice, never be missing.
 
 On Redis (``DISKFRONTIER_URL``) any number of ``scrapy crawl`` processes share one crawl:
 one seen set, one queue per slot, leases instead of in-flight records. A process killed
@@ -91,6 +99,7 @@ from ..request.model import Request, check_slot, host_of
 from ..scrapyfiles.records import frontier_request, route_priority
 from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
+from .itemsafe import ItemsGate, open_gate
 from .metrics import MetricsServer
 from .serialize import RequestDicts
 from .wake import EngineWake
@@ -168,6 +177,8 @@ class Scheduler(BaseScheduler):
         poll: float = 1.0,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        done_after_items: bool = True,
+        items_flush: float = 1.0,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -206,6 +217,10 @@ class Scheduler(BaseScheduler):
                                          or not 0 <= metrics_port <= 65535):
             raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {metrics_port!r}")
         self.metrics_port, self.metrics_host = metrics_port, metrics_host
+        if isinstance(items_flush, bool) or not isinstance(items_flush, (int, float)) or not 0 <= items_flush < 3600:
+            raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, got {items_flush!r}")
+        self.done_after_items, self.items_flush = done_after_items, float(items_flush)
+        self._gate = ItemsGate(None, self.items_flush, self._sync_failed)  # the crawl's own one at open
         self.metrics: MetricsServer | None = None
         self._wake = EngineWake(crawler)
         self._prefetched: collections.deque[Request] = collections.deque()  # leased, not yet handed out
@@ -219,6 +234,7 @@ class Scheduler(BaseScheduler):
         self._resumed = False
         self._logged_duplicate = False
         self._logged_unserializable = False
+        self._logged_sync_failure = False
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Scheduler:
@@ -246,12 +262,16 @@ class Scheduler(BaseScheduler):
             poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
             metrics_port=_port(settings.get("DISKFRONTIER_METRICS_PORT")),
             metrics_host=settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
+            done_after_items=settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
+            items_flush=settings.getfloat("DISKFRONTIER_ITEMS_FLUSH", 1.0),
         )
 
     # ------------------------------------------------------------------ open / close
     def open(self, spider: Spider) -> None:
         """Open (or create, or recover) the frontier in JOBDIR (or the crawl in Redis)."""
         self._open_frontier(spider)
+        self._gate = open_gate(self.crawler, self.done_after_items, self.items_flush, self._resumed, spider,
+                               self._sync_failed)
         if self.metrics_port is not None:
             assert self.frontier is not None
             try:
@@ -309,7 +329,7 @@ class Scheduler(BaseScheduler):
             self.metrics.close()
             self.metrics = None
         self._wake.cancel()
-        self._mark_finished()
+        self._mark_finished(force=True)
         if self._shared is not None:
             self._acknowledge(force=True)
             self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
@@ -459,19 +479,32 @@ class Scheduler(BaseScheduler):
         soonest = time.time() + self.poll
         self._wake.at(soonest if when is None else min(when, soonest))
 
-    def _mark_finished(self) -> None:
-        finished = self._completion.finished()
-        if not finished:
+    def _mark_finished(self, force: bool = False) -> None:
+        """Mark done what the engine has finished and whose items are safe (``force``: sync now)."""
+        self._gate.add(self._completion.finished())
+        released = self._gate.release(force)
+        if not released:
             if self._unacked:
                 self._acknowledge()
+            if (due := self._gate.due_in()) is not None:
+                self._wake.at(time.time() + due)
             return
         assert self.frontier is not None
         if self._shared is not None:
-            self._unacked += finished
+            self._unacked += released
             self._acknowledge()
             return
-        self.frontier.done_many(finished)
-        self._count("diskfrontier/done", len(finished))
+        self.frontier.done_many(released)
+        self._count("diskfrontier/done", len(released))
+
+    def _sync_failed(self, exc: OSError) -> None:
+        """The feed files could not be synced: their requests stay not done (fetched again after a stop)."""
+        self._count("diskfrontier/items_sync_failed")
+        if not self._logged_sync_failure:
+            self._logged_sync_failure = True
+            logger.error("cannot write the feed files to disk (%s); the requests whose items they hold are not "
+                         "marked done until a later sync works, and are fetched again if the crawl stops first",
+                         exc, extra={"spider": self.spider})
 
     def _acknowledge(self, force: bool = False) -> None:
         """On Redis: send the dones of finished requests, ``prefetch`` at a time or a second apart."""
@@ -493,7 +526,7 @@ class Scheduler(BaseScheduler):
         if now - self._extended_at < self.lease / 3:
             return
         self._extended_at = now
-        held = self._completion.held() + list(self._prefetched) + self._unacked
+        held = self._completion.held() + self._gate.waiting() + list(self._prefetched) + self._unacked
         if held and self._shared is not None:
             lost = self._shared.extend_many(held)
             if lost:
