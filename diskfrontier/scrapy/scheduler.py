@@ -96,11 +96,13 @@ from ..redisfrontier import LeaseExpired
 from ..request.codec import Unencodable, encode_request
 from ..request.fingerprint import request_fingerprint
 from ..request.model import Request, check_slot, host_of
+from ..scrapyfiles.adopted import has_note, remove_note
 from ..scrapyfiles.records import frontier_request, route_priority
 from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .itemsafe import ItemsGate, open_gate
 from .metrics import MetricsServer
+from .refusal import refuse_to_start
 from .serialize import RequestDicts
 from .wake import EngineWake
 
@@ -218,7 +220,8 @@ class Scheduler(BaseScheduler):
             raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {metrics_port!r}")
         self.metrics_port, self.metrics_host = metrics_port, metrics_host
         if isinstance(items_flush, bool) or not isinstance(items_flush, (int, float)) or not 0 <= items_flush < 3600:
-            raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, got {items_flush!r}")
+            raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, "
+                             f"got {items_flush!r}")
         self.done_after_items, self.items_flush = done_after_items, float(items_flush)
         self._gate = ItemsGate(None, self.items_flush, self._sync_failed)  # the crawl's own one at open
         self.metrics: MetricsServer | None = None
@@ -235,6 +238,8 @@ class Scheduler(BaseScheduler):
         self._logged_duplicate = False
         self._logged_unserializable = False
         self._logged_sync_failure = False
+        self._logged_adopted = False
+        self._adopted = False  # the first run after adopt-scrapy: Scrapy issued the start requests
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Scheduler:
@@ -268,8 +273,16 @@ class Scheduler(BaseScheduler):
 
     # ------------------------------------------------------------------ open / close
     def open(self, spider: Spider) -> None:
-        """Open (or create, or recover) the frontier in JOBDIR (or the crawl in Redis)."""
-        self._open_frontier(spider)
+        """Open (or create, or recover) the frontier in JOBDIR (or the crawl in Redis).
+
+        A job directory that cannot be opened (Scrapy's own queue in it, another crawl holding it,
+        damage) stops the crawl with the error's message and exit status 1, without tracebacks.
+        """
+        try:
+            self._open_frontier(spider)
+        except FrontierError as exc:
+            refuse_to_start(self.crawler, spider, exc)
+            return
         self._gate = open_gate(self.crawler, self.done_after_items, self.items_flush, self._resumed, spider,
                                self._sync_failed)
         if self.metrics_port is not None:
@@ -300,6 +313,7 @@ class Scheduler(BaseScheduler):
         _SCHEDULERS[self.crawler] = self
         stats = self.frontier.stats()
         self._resumed = existed or stats["seen"] > 0
+        self._adopted = self._resumed and has_note(path)
         if stats["recovered"]:
             self.stats.set_value("diskfrontier/recovered", stats["recovered"])
         if len(self.frontier):
@@ -335,6 +349,8 @@ class Scheduler(BaseScheduler):
             self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
             self._flush_counts()
             return
+        if self._adopted and self.jobdir:
+            remove_note(self.jobdir)  # the first run after adoption is over: start requests are deduplicated as usual
         self.frontier.close()
         self._flush_counts()
         stats = self.frontier.stats()
@@ -357,7 +373,7 @@ class Scheduler(BaseScheduler):
         return len(self) > 0
 
     def __len__(self) -> int:
-        if self.frontier is None:
+        if self.frontier is None:  # not open, or refused to open (the spider is being closed)
             return 0
         return len(self.frontier) + len(self._memory) + len(self._prefetched)
 
@@ -372,6 +388,9 @@ class Scheduler(BaseScheduler):
         if self._is_start_request(request):
             if self._resumed and self.start_policy == "skip":
                 self._count("diskfrontier/start_requests_skipped")
+                return False
+            if self._adopted and self.start_policy == "dedupe" and not frontier.has_seen(fingerprint):
+                self._skip_adopted_start(request, fingerprint)
                 return False
             if self.start_policy != "keep":
                 # remembered on the first run, filtered on a resumed one
@@ -536,6 +555,19 @@ class Scheduler(BaseScheduler):
         # Retries and redirects of a start request inherit its meta; they are not start requests.
         meta = request.meta
         return bool(meta.get("is_start_request")) and "retry_times" not in meta and "redirect_times" not in meta
+
+    def _skip_adopted_start(self, request: ScrapyRequest, fingerprint: bytes) -> None:
+        """A start request of a crawl adopted from Scrapy, which Scrapy issued without recording it:
+        remembered as seen, not queued again."""
+        assert self.frontier is not None
+        self.frontier.mark_seen([fingerprint])
+        self._count("diskfrontier/start_requests_skipped")
+        if not self._logged_adopted:
+            self._logged_adopted = True
+            logger.info(
+                "%s: this crawl was adopted from Scrapy's scheduler, which issued its start requests already; "
+                "start requests are not queued again in this first run after adoption (set "
+                "DISKFRONTIER_START_REQUESTS = 'keep' to queue them all)", request.url, extra={"spider": self.spider})
 
     def _rebuild(self, stored: Request) -> ScrapyRequest | None:
         try:

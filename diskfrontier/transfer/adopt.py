@@ -9,6 +9,10 @@ hold), in Scrapy's pop order. The LIFO queue files are read back from their end,
 queue of a Scrapy crawl killed with ``kill -9`` (which never wrote its headers or
 ``active.json``, and which Scrapy itself would not read again) is recovered too.
 
+The job directory keeps a note (``scrapy-adopted.json``) that Scrapy issued the crawl's
+start requests: Scrapy records no fingerprint for them, and without the note the next run
+would fetch the start URLs again (see ``scrapyfiles/adopted.py``).
+
 Adopted requests keep their priority, callback names, meta and the rest; they are
 fingerprinted with Scrapy's default fingerprinter. Importing is resumable: the count
 imported so far is kept in the set-aside folder, so a run that was killed carries on
@@ -30,6 +34,7 @@ from ..jobdir.layout import Layout, Lock
 from ..jobdir.recovery import Progress
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request
+from ..scrapyfiles.adopted import write_note
 from ..scrapyfiles.queue import ScrapyQueue, find_queues, load_entry, set_aside
 from ..scrapyfiles.records import frontier_request
 
@@ -73,7 +78,10 @@ def adopt_scrapy(path: str, *, trust_pickle: bool = False, progress: Progress | 
     elif not os.path.exists(layout.seen):
         raise FrontierError(f"{path} is not a Scrapy JOBDIR: it has no requests.seen and no requests.queue/")
     report = Adopted(path, aside=aside)
+    converting = not os.path.exists(layout.meta)
     with Frontier(path) as frontier:
+        if converting:
+            write_note(path)
         if aside is not None:
             queues = find_queues(aside)
             report.queues, report.counted = len(queues), sum(q.counted() for q in queues)

@@ -5,6 +5,8 @@ Usage: scrapy_child.py JOBDIR BASE_URL SCHEDULER STATS_FILE [NAME=VALUE ...]
 SCHEDULER is "diskfrontier" (diskfrontier.scrapy.Scheduler) or "scrapy" (Scrapy's own).
 NAME=VALUE pairs are Scrapy settings (values parsed as JSON when they can be), except
 ``unserializable=1``, which makes the spider yield one request whose callback is a lambda,
+``start=PATH``, the path of the start URL (default ``/page/0``; ``/page/00`` serves page 0 at a
+URL no page links to),
 and ``heartbeat=S``, which sets the seconds between the engine's own looks at the scheduler.
 At close the crawl's stats are written to STATS_FILE as JSON.
 """
@@ -25,9 +27,9 @@ LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 class SiteSpider(scrapy.Spider):
     name = "site"
 
-    def __init__(self, base: str, unserializable: str = "0", **kwargs):
+    def __init__(self, base: str, unserializable: str = "0", start: str = "/page/0", **kwargs):
         super().__init__(**kwargs)
-        self.start_urls = [f"{base}/page/0"]
+        self.start_urls = [f"{base}{start}"]
         self.base = base
         self.unserializable = unserializable == "1"
 
@@ -58,7 +60,7 @@ def main() -> None:
     spider_args = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        if name == "unserializable":
+        if name in ("unserializable", "start"):
             spider_args[name] = value
             continue
         if name == "heartbeat":  # seconds between the engine's own looks at the scheduler (Scrapy: 5)

@@ -14,11 +14,12 @@ import time
 import pytest
 from click.testing import CliRunner
 from queuelib import FifoDiskQueue, LifoDiskQueue
-from scrapykit import finish, read_stats, start_crawl, stop_after
+from scrapykit import CHILD, finish, read_stats, start_crawl, stop_after
 
 from diskfrontier import Frontier, Request, ScrapyQueueFound
 from diskfrontier.cli import main
 from diskfrontier.demo import SyntheticSite
+from diskfrontier.scrapyfiles.adopted import NOTE
 from diskfrontier.transfer.adopt import MARKER, adopt_scrapy
 
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]
@@ -137,6 +138,31 @@ def test_not_a_scrapy_jobdir(tmp_path):
     assert result.exit_code == 1 and "not a Scrapy JOBDIR" in result.output
 
 
+def scrapy_runspider(job, base, *settings):
+    """``scrapy runspider`` of the test site's spider with the diskfrontier scheduler (Scrapy's own command,
+    with its exit status)."""
+    args = [sys.executable, "-m", "scrapy", "runspider", CHILD, "-a", f"base={base}", "-s", f"JOBDIR={job}",
+            "-s", "SCHEDULER=diskfrontier.scrapy.Scheduler", "-s", "TELNETCONSOLE_ENABLED=0"]
+    for setting in settings:
+        args += ["-s", setting]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+def test_a_crawl_on_scrapys_own_jobdir_stops_with_one_message_and_exit_status_1(tmp_path):
+    job = tmp_path / "job"
+    scrapy_jobdir(job)
+    with SyntheticSite(10) as site:
+        run = scrapy_runspider(job, site.base)
+        fetched = site.fetched()
+    errors = [line for line in run.stderr.splitlines() if " ERROR: " in line or " CRITICAL: " in line]
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert len(errors) == 1 and f"diskfrontier adopt-scrapy {job}" in errors[0] and "new JOBDIR" in errors[0]
+    assert "Spider closed (diskfrontier_cannot_open)" in run.stderr
+    assert not fetched and not (job / "frontier.json").exists()
+    print(f"\n{errors[0]}\nexit status {run.returncode}")
+
+
 @pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["paused", "killed"])
@@ -144,28 +170,36 @@ def test_a_real_scrapy_crawl_is_taken_over_and_finished(tmp_path, sig):
     pages = 300
     job = str(tmp_path / "job")
     stats_path = str(tmp_path / "stats.json")
+    start = "start=/page/00"  # page 0 at a URL no page links to: only the start request fetches it
     with SyntheticSite(pages, delay=0.02) as site:
-        stop_after(start_crawl(job, site, "scrapy", stats_path), site, 100, sig)
+        stop_after(start_crawl(job, site, "scrapy", stats_path, start), site, 100, sig)
         before = len(site.fetched())
-        refused = finish(start_crawl(job, site, "diskfrontier", stats_path))
-        assert "ScrapyQueueFound" in refused and "adopt-scrapy" in refused
+        assert site.fetched()["/page/00"] == 1
+        refused = finish(start_crawl(job, site, "diskfrontier", stats_path, start))
+        assert "adopt-scrapy" in refused and "Traceback" not in refused
         assert len(site.fetched()) == before
         adopted = subprocess.run([*SCRIPT, "adopt-scrapy", job, "--trust-pickle", "--json"],
                                  capture_output=True, text=True, timeout=60)
         report = json.loads(adopted.stdout)
         assert report["imported"] > 0, adopted.stderr
-        proc = start_crawl(job, site, "diskfrontier", stats_path)
+        assert os.path.exists(os.path.join(job, NOTE))
+        proc = start_crawl(job, site, "diskfrontier", stats_path, start)
         log = finish(proc)
         fetches = site.fetched()
+        assert not os.path.exists(os.path.join(job, NOTE))  # the first run after adoption has closed
+        finish(start_crawl(job, site, "diskfrontier", stats_path, start))  # and a later run: start URL seen
+        after_rerun = site.fetched()
     assert proc.returncode == 0, log[-3000:]
     assert read_stats(stats_path)["finish_reason"] == "finished"
     reached = sum(1 for n in range(pages) if fetches[f"/page/{n}"])
     print(f"\nScrapy {'paused' if sig == signal.SIGINT else 'killed'} at {before} pages; adopt-scrapy imported "
-          f"{report['imported']} requests; after the resume {reached} of {pages} pages fetched")
+          f"{report['imported']} requests; after the resume {reached} of {pages} pages fetched; the start URL "
+          f"fetched {after_rerun['/page/00']} time(s) in all")
+    assert after_rerun["/page/00"] == 1 and after_rerun == fetches
     if sig == signal.SIGINT:  # a clean pause loses nothing, and nothing is fetched twice...
         assert reached == pages
-        # ...but the start page: Scrapy's dupefilter records no fingerprint for a dont_filter start
-        # request, so Scrapy's own run queues /page/0 again when a page links to it
+        # ...but the pages Scrapy's queue held twice: a page that links to /page/0 before
+        # Scrapy fetched it from its queue
         assert {path for path, n in fetches.items() if n > 1} <= {"/page/0"}
     else:  # what Scrapy had not written (its seen file's buffer, requests in flight) is beyond recovery
         assert reached > before

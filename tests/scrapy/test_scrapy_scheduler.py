@@ -252,12 +252,18 @@ def test_without_the_engine_nothing_is_done_before_close_and_nothing_is_lost(tmp
     s.close()
 
 
-def test_a_jobdir_of_scrapys_own_scheduler_is_not_silently_taken_over(tmp_path):
+def test_a_jobdir_of_scrapys_own_scheduler_is_not_silently_taken_over(tmp_path, caplog):
     job = tmp_path / "job"
     (job / "requests.queue").mkdir(parents=True)
     (job / "requests.queue" / "0").write_bytes(b"\x00\x00\x00\x01" + b"pickled" + b"\x00\x00\x00\x07")
     with pytest.raises(ScrapyQueueFound, match="adopt-scrapy"):
-        Session(job, False)
+        Frontier(job)
+    s = Session(job, False)  # the scheduler logs the error and holds nothing; the spider is closed once open
+    assert s.scheduler.frontier is None and not s.scheduler.has_pending_requests()
+    assert s.stats()["diskfrontier/cannot_open"] == "ScrapyQueueFound"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "adopt-scrapy" in errors[0] and "new JOBDIR" in errors[0]
+    s.close()
     assert not (job / "frontier.json").exists()
 
 
