@@ -342,8 +342,8 @@ class Scheduler(BaseScheduler):
         if self.metrics is not None:
             self.metrics.close()
             self.metrics = None
-        self._wake.cancel()
         self._mark_finished(force=True)
+        self._wake.cancel()  # after: a sync that failed just now asked for a wake-up
         if self._shared is not None:
             self._acknowledge(force=True)
             self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
