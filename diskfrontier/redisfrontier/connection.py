@@ -31,6 +31,11 @@ class LeaseExpired(FrontierError):
     may be working on it now. Nothing was changed."""
 
 
+class NotReplicated(FrontierError):
+    """With ``wait_replicas=k``: a step was applied on its master, but fewer than k replicas acknowledged
+    it in time, so a failover now could still lose it."""
+
+
 class RedisMisconfigured(FrontierError):
     """The Redis server is set up in a way that would lose requests."""
 
@@ -47,18 +52,69 @@ def check_crawl_name(crawl: Any) -> str:
     return crawl
 
 
-def connect(url: str) -> Any:
-    """A redis-py client for ``url`` (bytes replies, no automatic retries: a retried pop or
-    done is not the same call)."""
+def connect(url: str, cluster: bool | None = None) -> Any:
+    """A redis-py client for ``url`` (bytes replies, no automatic retries of a plain server: a retried pop
+    or done is not the same call). ``cluster``: True, a ``RedisCluster`` (``url`` names any node of the
+    cluster); False, a plain client; None, whichever the server is (``INFO cluster``)."""
     try:
         import redis
+        import redis.cluster
     except ImportError:
         raise FrontierError("the Redis backend needs the redis package: pip install 'diskfrontier[redis]'") from None
     try:
-        return redis.Redis.from_url(url, socket_timeout=30.0, socket_connect_timeout=10.0, retry_on_timeout=False,
-                                    health_check_interval=0)
+        if cluster:
+            return _cluster_client(url)
+        client = redis.Redis.from_url(url, socket_timeout=30.0, socket_connect_timeout=10.0, retry_on_timeout=False,
+                                      health_check_interval=0)
     except ValueError as exc:
         raise FrontierError(f"{url!r} is not a Redis URL ({exc}); write redis://host:6379/0") from None
+    if cluster is None:
+        try:
+            with talking(url, "open"):
+                enabled = client.info("cluster").get("cluster_enabled")
+        except BaseException:
+            client.close()
+            raise
+        if enabled:
+            client.close()
+            return _cluster_client(url)
+    return client
+
+
+def _cluster_client(url: str) -> Any:
+    """A ``RedisCluster`` for the cluster whose node ``url`` names: it follows MOVED and ASK and finds the
+    new master of a slot after a failover."""
+    import redis.cluster
+
+    address = re.sub(r"/0*\Z", "", url)  # a cluster has one database: /0 is the only one to name
+    if re.search(r"//[^/]*/.", address):
+        raise FrontierError(f"{shown_url(url)} names a database; a Redis Cluster has database 0 only")
+    try:
+        with talking(url, "open"):
+            return redis.cluster.RedisCluster.from_url(address, socket_timeout=30.0, socket_connect_timeout=10.0)
+    except ValueError as exc:
+        raise FrontierError(f"{url!r} is not a Redis URL ({exc}); write redis://host:6379") from None
+
+
+def is_cluster(client: Any) -> bool:
+    """True if ``client`` is a ``RedisCluster``."""
+    import redis.cluster
+
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
+def servers(client: Any) -> list[Any]:
+    """A plain client of each master ``client`` talks to (one unless it is a ``RedisCluster``)."""
+    if not is_cluster(client):
+        return [client]
+    return [client.get_redis_connection(node) for node in client.get_primaries()]
+
+
+def node_client(client: Any, key: str) -> Any:
+    """A plain client of the master that holds ``key`` (``client`` itself unless it is a ``RedisCluster``)."""
+    if not is_cluster(client):
+        return client
+    return client.get_redis_connection(client.get_node_from_key(key))
 
 
 @contextlib.contextmanager
@@ -127,7 +183,12 @@ def shown_url(url: str) -> str:
 
 
 def check_server(client: Any, url: str, crawl: str) -> None:
-    """Refuse a server that may evict keys; warn when it does not log writes (AOF off)."""
+    """Refuse a server (each master of a cluster) that may evict keys; warn when it does not log writes."""
+    for server in servers(client):
+        _check_one(server, url, crawl)
+
+
+def _check_one(client: Any, url: str, crawl: str) -> None:
     with talking(url, "open"):
         memory = client.info("memory")
         persistence = client.info("persistence")

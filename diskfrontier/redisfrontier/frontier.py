@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import re
@@ -20,19 +21,25 @@ from ..errors import FrontierClosed, FrontierError
 from ..request.model import Request
 from .connection import (
     LeaseExpired,
+    NotReplicated,
     RedisMisconfigured,
     check_crawl_name,
     connect,
+    is_cluster,
     log,
+    node_client,
     shown_url,
     talking,
 )
 from .leases import Leases, Renewal
+from .merged import MergedReader
 from .opening import COPY_MARK, Settings, open_crawl
 from .reading import FOREVER, CrawlReader
 from .records import encode, pack_body, push_args
+from .shards import Router, check_shards
 from .values import Values
 
+_State = tuple[float | None, float, int, int, bool]  # a short pop's view: next event, now, pending, in flight, paused
 _CLOSE_WAIT = 30.0  # seconds close() waits for pops under way in other threads
 BATCH = 500  # requests per script call in push_many / done_many: keeps each script short
 DROP_BATCH = 1000  # requests a drop step looks at (and drops at most)
@@ -70,6 +77,14 @@ class RedisFrontier:
     ``made``); ``set_copy_mark(None)`` removes the mark at the end.
     Absolute times (``not_before``, ``block(until)``) are ``time.time()``
     values compared with the Redis server's clock; delays and leases are measured on it.
+
+    Shards and clusters: ``shards=N`` makes a new crawl of N shards (its hosts spread over N hash tags,
+    each host's requests, state and leases on one of them; fixed when the crawl is made: None opens a
+    crawl whatever its number, any other number must be the crawl's). ``cluster``: True, talk to a Redis
+    Cluster (``url`` names any of its nodes) through redis-py's ``RedisCluster``; False, a plain server;
+    None (the default), whichever ``url`` is. ``wait_replicas=k``: each step waits (Redis ``WAIT``) until
+    k replicas have it, up to ``wait_timeout`` seconds, and raises ``NotReplicated`` if fewer did (the
+    step was applied on the master). ``pop`` across shards: see its docstring.
     """
 
     def __init__(
@@ -87,8 +102,19 @@ class RedisFrontier:
         create: bool = True,
         new_order: str = "lifo",
         copy_of: str | None = None,
+        shards: int | None = None,
+        cluster: bool | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 5.0,
     ) -> None:
         self.crawl = check_crawl_name(crawl)
+        check_shards(shards)
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
+            raise ValueError(f"wait_replicas must be a whole number of at least 0, got {wait_replicas!r}")
+        if cluster not in (None, True, False):
+            raise ValueError(f"cluster must be True, False or None (whichever the server is), got {cluster!r}")
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = _seconds("wait_timeout", wait_timeout)
         self.lease = _seconds("lease", lease)
         if self.lease <= 0:
             raise ValueError("lease must be more than 0 seconds")
@@ -99,12 +125,12 @@ class RedisFrontier:
         owner = weakref.proxy(self)  # not self: a frontier dropped unclosed is freed (and disconnected) at once
         self._leases = Leases(lambda: owner._check_open(), lambda *call: owner._run(*call), BATCH, self.lease,
                               beat_on_calls=not renew)
-        self._redis = connect(url)
+        self._redis = connect(url, cluster)
+        self.cluster = is_cluster(self._redis)
         self._meta = f"df:{{{self.crawl}}}:meta"
-        self._prefix = f"df:{{{self.crawl}}}:"
         self._values = Values(url)
         try:
-            opened = open_crawl(self._redis, url, self.crawl, self._values, asked)
+            opened = open_crawl(self._redis, url, self.crawl, self._values, asked, shards)
         except BaseException:
             self._closed = True
             self._redis.close()  # the caller never gets this object to close
@@ -113,7 +139,13 @@ class RedisFrontier:
         self.order, self.delay, self.per_host, self.prefer = opened.order, opened.delay, opened.per_host, opened.prefer
         self.made, self.copy_mark = opened.made, opened.copy_mark  # made here (with copy_of: marked as a copy)
         self._seen_keys = opened.seen_keys
-        self._reader = CrawlReader(self._redis, self.url, self.crawl, self._values, self._seen_keys)
+        self._shards = opened.shards
+        self.shards = len(self._shards)
+        self._router = Router(self._shards)
+        self._readers = [CrawlReader(self._redis, self.url, self.crawl, self._values, self._seen_keys, shard.tag)
+                         for shard in self._shards]
+        self._reader = MergedReader(self._readers, self._router)
+        self.shards_looked_at: tuple[int, ...] = ()  # the shards the last pop_many looked at, in that order
         self._closed = False
         try:
             self._leases.register()
@@ -145,9 +177,49 @@ class RedisFrontier:
                 self._redis.hset(self._meta, COPY_MARK, source)
         self.copy_mark = source
 
-    def _run(self, what: str, name: str, args: list[Any]) -> Any:
+    def _run(self, what: str, name: str, args: list[Any], shard: int = 0) -> Any:
+        meta = self._shards[shard].meta
+        if self.wait_replicas:
+            return self._run_replicated(what, name, args, meta)
         with talking(self.url, what):
-            return self._scripts[name](keys=[self._meta], args=args)
+            return self._scripts[name](keys=[meta], args=args)
+
+    def _run_replicated(self, what: str, name: str, args: list[Any], meta: str) -> Any:
+        """``_run`` followed by ``WAIT`` on the same connection (WAIT counts only its own connection's
+        writes): one pipeline to the master that holds ``meta``. A redirect (the slot moved: the step did
+        not run) is followed after the cluster's layout is read again."""
+        import redis.exceptions as rx
+
+        for attempt in range(3):
+            try:
+                with talking(self.url, what):
+                    try:
+                        pipe = node_client(self._redis, meta).pipeline(transaction=False)
+                        self._scripts[name](keys=[meta], args=args, client=pipe)
+                        pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
+                        answer, acked = pipe.execute()
+                    except (rx.ConnectionError, rx.TimeoutError):
+                        self._reread_layout()
+                        raise
+            except FrontierError as exc:
+                if self.cluster and attempt < 2 and ("MOVED" in str(exc) or "ASK" in str(exc)):
+                    self._reread_layout()
+                    continue
+                raise
+            if int(acked) < self.wait_replicas:
+                raise NotReplicated(f"{what}: applied on the master of {meta} at {self._shown_url}, but only "
+                                    f"{acked} of the {self.wait_replicas} replicas asked for (wait_replicas) had it "
+                                    f"after {self.wait_timeout:g}s: a failover now could lose it")
+            return answer
+        raise AssertionError("unreachable")
+
+    def _reread_layout(self) -> None:
+        """Have a ``RedisCluster`` read which node holds which slots again (after a failover)."""
+        if self.cluster:
+            try:
+                self._redis.nodes_manager.initialize()
+            except Exception as exc:  # the cluster may still be electing a new master: the next call tries again
+                log.debug("the cluster's layout could not be read yet: %s", exc)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -170,7 +242,7 @@ class RedisFrontier:
         """``push`` for a request already encoded as ``record`` (a msgpack request record)."""
         args = push_args(request, self._seen_keys, None, record)
         self._check_open()
-        return bool(self._run("push", "PUSH", [1, *args])[0])
+        return bool(self._run("push", "PUSH", [1, *args], self._router.of_slot(request.slot))[0])
 
     def push(self, request: Request, *, not_before: float | None = None) -> bool:
         """Queue ``request``; False if its fingerprint was seen before (or True if ``dont_filter``).
@@ -183,24 +255,26 @@ class RedisFrontier:
             raise TypeError(f"push() takes a diskfrontier.Request, got {type(request).__name__}")
         args = push_args(request, self._seen_keys, None if not_before is None else _time("not_before", not_before))
         self._check_open()
-        return bool(self._run("push", "PUSH", [1, *args])[0])
+        return bool(self._run("push", "PUSH", [1, *args], self._router.of_slot(request.slot))[0])
 
     def push_many(self, requests: Iterable[Request]) -> int:
         """Push many requests, ``BATCH`` to a script call; return how many were queued.
 
         Every request is checked and encoded first: a bad one raises before anything is sent.
         """
-        args: list[Any] = []
+        by_shard: dict[int, list[Any]] = {}
         for request in requests:
             if not isinstance(request, Request):
                 raise TypeError(f"push_many() takes diskfrontier.Request objects, got {type(request).__name__}")
-            args.extend(push_args(request, self._seen_keys, None))
+            by_shard.setdefault(self._router.of_slot(request.slot), []).extend(
+                push_args(request, self._seen_keys, None))
         self._check_open()
         queued = 0
         step = BATCH * 6
-        for at in range(0, len(args), step):
-            chunk = args[at:at + step]
-            queued += sum(self._run("push_many", "PUSH", [len(chunk) // 6, *chunk]))
+        for shard, args in by_shard.items():
+            for at in range(0, len(args), step):
+                chunk = args[at:at + step]
+                queued += sum(self._run("push_many", "PUSH", [len(chunk) // 6, *chunk], shard))
         return queued
 
     def has_seen(self, fingerprint: bytes) -> bool:
@@ -208,10 +282,19 @@ class RedisFrontier:
         self._check_open()
         key, field = self._seen_keys.of(fingerprint)
         with talking(self.url, "has_seen"):
-            return bool(self._redis.hexists(self._prefix + key, field))
+            if len(self._shards) == 1:
+                return bool(self._redis.hexists(self._shards[0].prefix + key, field))
+            pipe = self._redis.pipeline(transaction=False)
+            for shard in self._shards:  # a fingerprint is kept on its host's shard, and the host is not known here
+                pipe.hexists(shard.prefix + key, field)
+            return any(pipe.execute())
 
     def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
-        """Add fingerprints to the seen set without queuing anything; return how many were new."""
+        """Add fingerprints to the seen set without queuing anything; return how many were new.
+
+        With shards, a fingerprint without its request has no host to place it by: it is marked on
+        every shard (so that a push of its request is a duplicate on whichever shard its host is), and
+        the count is shard 0's."""
         self._check_open()
         args: list[Any] = []
         for fingerprint in fingerprints:
@@ -219,6 +302,8 @@ class RedisFrontier:
         fresh = 0
         for at in range(0, len(args), BATCH * 2):
             chunk = args[at:at + BATCH * 2]
+            for shard in range(1, len(self._shards)):
+                self._run("mark_seen", "MARK_SEEN", [len(chunk) // 2, *chunk], shard)
             fresh += self._run("mark_seen", "MARK_SEEN", [len(chunk) // 2, *chunk])
         return fresh
 
@@ -264,7 +349,20 @@ class RedisFrontier:
                 return got[0]
 
     def pop_many(self, count: int) -> list[Request]:
-        """Up to ``count`` ready requests in one script call, each leased (``pop`` order)."""
+        """Up to ``count`` ready requests in one script call (one per shard looked at), each leased (``pop`` order).
+
+        With shards, a pop first reads the best ready request of every shard in one round trip (a shard
+        with a lease run out, or a request or host due by this client's clock, is brought up to date by
+        one ``LOOK`` first), then pops from the shard whose request comes first in the crawl's order
+        (priority; with ``prefer="idle"``, the host's leases first), then, if that shard had fewer than
+        ``count`` ready, from the next, and so on: it comes back short only when every shard had fewer.
+        Among shards whose best requests are equal, this client's rotation decides, and it starts one
+        shard further at each pop: a shard holding a request as good as any other shard's best is served
+        at least once in every N consecutive pops of a client (no shard starves). What a pop looked at is
+        in ``shards_looked_at``. A push or done by another client between the read and the pop may change
+        what is best; within one shard the order is the crawl's (LIFO or FIFO within a priority), between
+        shards of equal priority it is the rotation's.
+        """
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be a whole number of at least 1, got {count!r}")
         self._check_open()
@@ -273,23 +371,70 @@ class RedisFrontier:
             raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
         try:
             leases.touch()
-            answer = self._run("pop", "POP", [count, repr(self.lease), leases.client_id])
-            got = int(answer[0])
-            self._state = None
-            if got < count:
-                event, now, pending, inflight, paused = answer[1].decode().split(" ")
-                self._state = (float(event) if event else None, float(now), int(pending), int(inflight),
-                               paused == "1")
-            out = []
-            for k in range(got):
-                rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
-                out.append(leases.add(self._reader.body("req", rid, body), rid, token))
+            if len(self._shards) == 1:
+                self.shards_looked_at = (0,)
+                out, self._state = self._pop_shard(0, count)
+                return out
+            out, states, looked = [], [], []
+            for shard in self._router.order(self._peek()):
+                looked.append(shard)
+                got, state = self._pop_shard(shard, count - len(out))
+                out += got
+                if len(out) == count:
+                    break
+                states.append(state)
+            self.shards_looked_at = tuple(looked)
+            self._state = None if len(out) == count else _merged_state(states)
             return out
         finally:
             leases.end_pop()
 
+    def _peek(self) -> list[float | None]:
+        """The score of the best ready request of each shard (None: nothing ready), in one round trip; a
+        shard where something is due (a lease, a request or host waiting for a time) is brought up to
+        date by a ``LOOK`` and read again first."""
+        now = time.time()
+        due: list[int] = []
+        with talking(self.url, "pop"):
+            pipe = self._redis.pipeline(transaction=False)
+            for shard in self._shards:
+                for key in ("ready", "delayed", "wait", "lease"):
+                    pipe.zrange(shard.prefix + key, 0, 0, withscores=True)
+            answers = pipe.execute()
+        heads: list[float | None] = []
+        for index in range(len(self._shards)):
+            ready, *timed = answers[4 * index:4 * index + 4]
+            heads.append(float(ready[0][1]) if ready else None)
+            if any(first and first[0][1] <= now for first in timed):
+                due.append(index)
+        for index in due:
+            self._run("pop", "LOOK", [], index)
+        if due:
+            with talking(self.url, "pop"):
+                pipe = self._redis.pipeline(transaction=False)
+                for index in due:
+                    pipe.zrange(self._shards[index].prefix + "ready", 0, 0, withscores=True)
+                for index, ready in zip(due, pipe.execute(), strict=True):
+                    heads[index] = float(ready[0][1]) if ready else None
+        return heads
+
+    def _pop_shard(self, shard: int, count: int) -> tuple[list[Request], _State | None]:
+        """One POP of up to ``count`` requests on ``shard``: the requests, and its state if it came back short."""
+        answer = self._run("pop", "POP", [count, repr(self.lease), self._leases.client_id], shard)
+        got = int(answer[0])
+        state: _State | None = None
+        if got < count:
+            event, now, pending, inflight, paused = answer[1].decode().split(" ")
+            state = (float(event) if event else None, float(now), int(pending), int(inflight), paused == "1")
+        out = []
+        reader = self._readers[shard]
+        for k in range(got):
+            rid, body, token, _expiry = answer[2 + 4 * k: 6 + 4 * k]
+            out.append(self._leases.add(reader.body("req", rid, body), rid, token, shard))
+        return out, state
+
     # what the last short pop_many saw: next event, the server's now, pending, in flight, paused
-    _state: tuple[float | None, float, int, int, bool] | None = None
+    _state: _State | None = None
 
     def next_event_seen(self) -> float | None:
         """When something held back by time becomes ready (``time.time()`` terms), as the last
@@ -358,14 +503,22 @@ class RedisFrontier:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"requeue_failed(): limit must be None or a whole number of at least 1, got {limit!r}")
         self._check_open()
-        return int(self._run("requeue_failed", "REQUEUE_FAILED", [limit or 0]))
+        if len(self._shards) == 1:
+            return int(self._run("requeue_failed", "REQUEUE_FAILED", [limit or 0]))
+        if limit is None:
+            return sum(int(self._run("requeue_failed", "REQUEUE_FAILED", [0], shard))
+                       for shard in range(len(self._shards)))
+        oldest = sorted((entry.failed_at, shard) for shard, reader in enumerate(self._readers)
+                        for entry in reader.failed())[:limit]
+        share = collections.Counter(shard for _at, shard in oldest)  # how many of the oldest each shard has
+        return sum(int(self._run("requeue_failed", "REQUEUE_FAILED", [n], shard)) for shard, n in share.items())
 
     def record_failed(self, failed: Iterable[FailedRequest]) -> int:
         """Store requests as failed, each with its error text, ``failed_at`` time and ``request.attempts``
         as given (for a crawl copied in from elsewhere); returns how many. As ``fail`` leaves them:
         ``failed()`` lists them, each counts as done for its host, and its fingerprint is marked seen
         (no dedupe: each is stored even if it was seen)."""
-        args: list[Any] = []
+        by_shard: dict[int, list[Any]] = {}
         for entry in failed:
             if not isinstance(entry, FailedRequest):
                 raise TypeError(f"record_failed() takes FailedRequest objects, got {type(entry).__name__}")
@@ -375,15 +528,21 @@ class RedisFrontier:
             at = _time("record_failed(): failed_at", entry.failed_at)
             key, field = ("", b"") if request.dont_filter else self._seen_keys.of(request.fingerprint)
             text = entry.error.encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore").encode()
-            args += [key, field, pack_body(request, encode(request), _attempts(request.attempts), 0.0),
-                     struct.pack(">d", at) + text]
+            by_shard.setdefault(self._router.of_slot(request.slot), []).extend(
+                [key, field, pack_body(request, encode(request), _attempts(request.attempts), 0.0),
+                 struct.pack(">d", at) + text])
         self._check_open()
         stored = 0
         step = BATCH * 4
-        for at in range(0, len(args), step):
-            chunk = args[at:at + step]
-            stored += int(self._run("record_failed", "RECORD_FAILED", [len(chunk) // 4, *chunk]))
+        for shard, args in by_shard.items():
+            for at in range(0, len(args), step):
+                chunk = args[at:at + step]
+                stored += int(self._run("record_failed", "RECORD_FAILED", [len(chunk) // 4, *chunk], shard))
         return stored
+
+    def shard_of(self, request: Request) -> int:
+        """The shard (0 to ``shards - 1``) that holds ``request``: the one its slot (its host) hashes to."""
+        return self._router.of_slot(request.slot)
 
     def holds(self, request: Request) -> bool:
         """True if ``request`` is leased to this client (what ``done`` would take)."""
@@ -417,8 +576,12 @@ class RedisFrontier:
     # ------------------------------------------------------------------ state
     def _look(self) -> tuple[int, int, int, float | None, float, bool]:
         self._check_open()
-        pending, inflight, ready, event, now, paused = self._run("look", "LOOK", [])
-        return int(pending), int(inflight), int(ready), float(event) if event else None, float(now), bool(paused)
+        looks = [self._run("look", "LOOK", [], shard) for shard in range(len(self._shards))]
+        now = float(looks[0][4])
+        waits = [float(look[3]) - float(look[4]) for look in looks if look[3]]
+        return (sum(int(look[0]) for look in looks), sum(int(look[1]) for look in looks),
+                sum(int(look[2]) for look in looks), now + min(waits) if waits else None, now,
+                any(bool(look[5]) for look in looks))
 
     def __len__(self) -> int:
         """Requests pending in the crawl (not counting those leased to any client)."""
@@ -466,13 +629,13 @@ class RedisFrontier:
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), **{name: crawl[name] for name in tail},
             "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "prefer": crawl["prefer"],
-            "lease": self.lease, "seen_bucket_bits": self._seen_keys.bits,
+            "lease": self.lease, "seen_bucket_bits": self._seen_keys.bits, "shards": len(self._shards),
         }
 
     # ------------------------------------------------------------------ hosts
     def _set_host(self, host: str, field: str, value: str) -> None:
         self._check_open()
-        self._run("host setting", "SET_HOST", [host, field, value])
+        self._run("host setting", "SET_HOST", [host, field, value], self._router.of_slot(host))
 
     def set_delay(self, host: str, seconds: float | None) -> None:
         """Wait at least ``seconds`` between hand-outs of ``host`` by any client (None: the crawl's delay)."""
@@ -503,7 +666,7 @@ class RedisFrontier:
         if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done < 2**53:
             raise ValueError(f"set_done_count(): done must be a whole number from 0 to 2**53 - 1, got {done!r}")
         self._check_open()
-        self._run("set_done_count", "SET_DONE", [name, done])
+        self._run("set_done_count", "SET_DONE", [name, done], self._router.of_slot(name))
 
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl: pending, leased and done counts, delay, ready time, block and budget."""
@@ -525,12 +688,14 @@ class RedisFrontier:
         affected: they are finished, given back and taken back as ever. Pausing a paused crawl keeps
         the time of the first pause."""
         self._check_open()
-        self._run("pause", "SET_PAUSE", ["1"])
+        for shard in range(len(self._shards)):
+            self._run("pause", "SET_PAUSE", ["1"], shard)
 
     def resume(self) -> None:
         """End a pause (nothing happens if the crawl is not paused); every client hands out again."""
         self._check_open()
-        self._run("resume", "SET_PAUSE", ["0"])
+        for shard in range(len(self._shards)):
+            self._run("resume", "SET_PAUSE", ["0"], shard)
 
     @property
     def paused_since(self) -> float | None:
@@ -567,16 +732,17 @@ class RedisFrontier:
     def _drop_host(self, host: str, dry_run: bool, show: int) -> Dropped:
         # what waits for a time first: a request released meanwhile into the queue is dropped from there
         count = 0
+        shard = self._router.of_slot(host)
         urls: dict[str, list[str]] = {"d": [], "q": []}
         for phase in ("d", "q"):
             cursor = "0"
             while True:
                 answer = self._run("drop", "DROP_HOST", [host, phase, cursor, DROP_BATCH, "1" if dry_run else "0",
-                                                         max(0, show - len(urls[phase]))])
+                                                         max(0, show - len(urls[phase]))], shard)
                 count += int(answer[0])
                 shown = answer[2:]
                 for at in range(0, len(shown), 2):
-                    urls[phase].append(self._reader.body("req", shown[at], shown[at + 1]).url)
+                    urls[phase].append(self._readers[shard].body("req", shown[at], shown[at + 1]).url)
                 cursor = answer[1].decode()
                 if cursor == "0":
                     break
@@ -585,28 +751,33 @@ class RedisFrontier:
     def _drop_matching(self, pattern: re.Pattern[str], dry_run: bool, show: int) -> Dropped:
         count = 0
         urls: list[str] = []
-        counted: set[bytes] = set()  # HSCAN may return an id twice
+        counted: set[tuple[int, bytes]] = set()  # HSCAN may return an id twice
         batch: list[tuple[bytes, str]] = []
+        at_shard = 0
 
-        def flush() -> None:
+        def flush(shard: int) -> None:
             nonlocal count
-            answer = self._run("drop", "DROP_IDS", ["1" if dry_run else "0", *(rid for rid, _ in batch)])
+            answer = self._run("drop", "DROP_IDS", ["1" if dry_run else "0", *(rid for rid, _ in batch)], shard)
             for (rid, url), hit in zip(batch, answer, strict=True):
-                if hit and rid not in counted:
-                    counted.add(rid)
+                if hit and (shard, rid) not in counted:
+                    counted.add((shard, rid))
                     count += 1
                     if len(urls) < show:
                         urls.append(url)
             batch.clear()
 
-        flush()  # no ids: the crawl's checks, before the scan (a crawl that is gone is named, not scanned)
-        for rid, request in self._reader.stored_requests(DROP_BATCH):
-            if rid not in counted and pattern.search(request.url):
+        for shard in range(len(self._shards)):
+            flush(shard)  # no ids: the shard's checks, before the scan (a crawl that is gone is named, not scanned)
+        for shard, rid, request in self._reader.stored_requests(DROP_BATCH):
+            if shard != at_shard and batch:
+                flush(at_shard)
+            at_shard = shard
+            if (shard, rid) not in counted and pattern.search(request.url):
                 batch.append((rid, request.url))
                 if len(batch) >= DROP_BATCH:
-                    flush()
+                    flush(shard)
         if batch:
-            flush()
+            flush(at_shard)
         return Dropped(count, urls)
 
     def drop_crawl(self) -> int:
@@ -644,4 +815,13 @@ class RedisFrontier:
             self._redis.close()
 
 
-__all__ = ["LeaseExpired", "RedisFrontier", "RedisMisconfigured"]
+def _merged_state(states: list[_State | None]) -> _State:
+    """The view of the whole crawl from the states of every shard's short pop (times in shard 0's clock)."""
+    known = [state for state in states if state is not None]
+    now = known[0][1]
+    waits = [state[0] - state[1] for state in known if state[0] is not None]
+    return (now + min(waits) if waits else None, now, sum(state[2] for state in known),
+            sum(state[3] for state in known), any(state[4] for state in known))
+
+
+__all__ = ["LeaseExpired", "NotReplicated", "RedisFrontier", "RedisMisconfigured"]

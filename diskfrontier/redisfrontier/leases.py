@@ -20,6 +20,7 @@ reads it: a client is live while it was seen within its lease.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -44,14 +45,16 @@ class Leases:
     """This client's leased requests, by local number: (request, its id in the crawl, its lease token).
 
     ``check`` raises unless the frontier may still be used (it is closed, or this is a forked
-    child); ``run(what, script, args)`` runs one of the crawl's scripts (``what``: the call, for
-    errors); a ``FINISH`` takes at most ``batch`` requests. Neither may hold the frontier itself
-    (a weak reference will do): then a frontier dropped without ``close`` still goes at once.
+    child); ``run(what, script, args, shard)`` runs one of the crawl's scripts on one of its shards
+    (``what``: the call, for errors); a ``FINISH`` takes at most ``batch`` requests, and a request's lease
+    is ended or renewed on the shard that leased it (the client's entry is kept on shard 0). Neither
+    may hold the frontier itself (a weak reference will do): then a frontier dropped without ``close``
+    still goes at once.
     ``lease``: the client's lease, recorded with it; ``beat_on_calls``: the client has no renewal
     thread, so ``touch`` (on its pops and dones) says it is there.
     """
 
-    def __init__(self, check: Callable[[], None], run: Callable[[str, str, list[Any]], Any], batch: int,
+    def __init__(self, check: Callable[[], None], run: Callable[[str, str, list[Any], int], Any], batch: int,
                  lease: float = 30.0, beat_on_calls: bool = False) -> None:
         self._check, self._run, self._batch = check, run, batch
         self.client_id = f"{secrets.token_hex(6)}-{os.getpid()}"  # the owner the POP script writes into tokens
@@ -64,7 +67,7 @@ class Leases:
         self._pops_done = threading.Condition(self._lock)  # close() waits for the pops under way
         self._popping = 0
         self._closing = False
-        self._held: dict[int, tuple[Request, bytes, bytes]] = {}  # local number -> (request, id, lease token)
+        self._held: dict[int, tuple[Request, bytes, bytes, int]] = {}  # local number -> (request, id, token, shard)
         self._lost: set[int] = set()  # held, but their leases ran out: the renewal skips them
         self._count = 0
 
@@ -83,12 +86,13 @@ class Leases:
             self._popping -= 1
             self._pops_done.notify_all()
 
-    def add(self, request: Request, rid: bytes, token: bytes) -> Request:
-        """Hold ``request``, leased as ``rid`` with ``token``: it gets the next local number; returns it."""
+    def add(self, request: Request, rid: bytes, token: bytes, shard: int = 0) -> Request:
+        """Hold ``request``, leased as ``rid`` with ``token`` on shard ``shard``: it gets the next local
+        number; returns it."""
         with self._lock:
             self._count += 1
             request._seq = self._count
-            self._held[self._count] = (request, rid, token)
+            self._held[self._count] = (request, rid, token, shard)
         return request
 
     # ------------------------------------------------------------------ ending and renewing leases
@@ -100,13 +104,20 @@ class Leases:
         self._check()
         taken = self._take(requests, what)
         self.touch()
-        args: list[Any] = []
-        for k, (rid, token) in enumerate(taken):
-            args += [rid, token, bodies[k] if bodies else b""]
-        answer = self._run(what, "FINISH", [what, repr(seconds), len(taken), *args])
-        if what != "extend":
-            self.forget(requests)
-        return [int(x) for x in answer]
+        by_shard: dict[int, list[int]] = {}  # shard -> positions in requests
+        for k, (_rid, _token, shard) in enumerate(taken):
+            by_shard.setdefault(shard, []).append(k)
+        out = [0] * len(taken)
+        for shard, positions in by_shard.items():
+            args: list[Any] = []
+            for k in positions:
+                args += [taken[k][0], taken[k][1], bodies[k] if bodies else b""]
+            answer = self._run(what, "FINISH", [what, repr(seconds), len(positions), *args], shard)
+            for k, ok in zip(positions, answer, strict=True):
+                out[k] = int(ok)
+            if what != "extend":
+                self.forget(requests[k] for k in positions)
+        return out
 
     def renew_all(self, seconds: float) -> int:
         """Renew the lease of every request held (not those known lost) for ``seconds``, and say the
@@ -114,24 +125,40 @@ class Leases:
         A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``."""
         self._check()
         with self._lock:
-            held = [(seq, rid, token) for seq, (_r, rid, token) in self._held.items() if seq not in self._lost]
+            held = [(shard, seq, rid, token) for seq, (_r, rid, token, shard) in self._held.items()
+                    if seq not in self._lost]
         renewed = 0
-        for at in range(0, max(len(held), 1), self._batch):
-            chunk = held[at:at + self._batch]
+        first = [entry for entry in held if entry[0] == 0]  # shard 0's, with the beat (the client's entry is there)
+        for at in range(0, max(len(first), 1), self._batch):
+            chunk = first[at:at + self._batch]
             args: list[Any] = []
-            for _seq, rid, token in chunk:
+            for _shard, _seq, rid, token in chunk:
                 args += [rid, token]
             answer = self._beat("renew", "beat", seconds, len(chunk), args)
-            lost = [seq for (seq, _rid, _token), ok in zip(chunk, answer[1:], strict=True) if not int(ok)]
-            renewed += len(chunk) - len(lost)
-            with self._lock:
-                self._lost.update(seq for seq in lost if seq in self._held)
+            renewed += self._note_lost(chunk, answer[1:])
+        others = sorted((entry for entry in held if entry[0]), key=lambda entry: entry[0])
+        for _shard, group in itertools.groupby(others, key=lambda entry: entry[0]):
+            part = list(group)
+            for at in range(0, len(part), self._batch):
+                chunk = part[at:at + self._batch]
+                args = []
+                for _shard, _seq, rid, token in chunk:
+                    args += [rid, token, b""]
+                answer = self._run("renew", "FINISH", ["extend", repr(seconds), len(chunk), *args], chunk[0][0])
+                renewed += self._note_lost(chunk, answer)
         return renewed
+
+    def _note_lost(self, chunk: list[tuple[int, int, bytes, bytes]], answer: list[Any]) -> int:
+        """Mark the leases of ``chunk`` a renewal found lost (a 0 in ``answer``); how many were renewed."""
+        lost = [seq for (_shard, seq, _rid, _token), ok in zip(chunk, answer, strict=True) if not int(ok)]
+        with self._lock:
+            self._lost.update(seq for seq in lost if seq in self._held)
+        return len(chunk) - len(lost)
 
     # ------------------------------------------------------------------ saying the client is there
     def _beat(self, what: str, mode: str, seconds: float, count: int, args: list[Any]) -> Any:
         self._beat_at = time.monotonic()
-        return self._run(what, "BEAT", [self.client_id, self._info, mode, repr(seconds), count, *args])
+        return self._run(what, "BEAT", [self.client_id, self._info, mode, repr(seconds), count, *args], 0)
 
     def register(self) -> None:
         """Record this client in the crawl (and forget the clients dead for long): at open."""
@@ -144,7 +171,7 @@ class Leases:
 
     def leave(self) -> None:
         """Remove this client's entry from the crawl (a clean close, after its leases were given back)."""
-        self._run("close", "LEAVE", [self.client_id])
+        self._run("close", "LEAVE", [self.client_id], 0)
 
     def finish_many(self, what: str, requests: list[Request], seconds: float) -> list[Request]:
         """``finish`` in batches; the requests whose leases were lost."""
@@ -154,8 +181,8 @@ class Leases:
             lost += [r for r, ok in zip(chunk, self.finish(what, chunk, seconds), strict=True) if not ok]
         return lost
 
-    def _take(self, requests: Iterable[Request], what: str) -> list[tuple[bytes, bytes]]:
-        """(id, lease token) of each request, every one the very object a pop returned and still held;
+    def _take(self, requests: Iterable[Request], what: str) -> list[tuple[bytes, bytes, int]]:
+        """(id, lease token, shard) of each request, every one the very object a pop returned and still held;
         else ``NotInFlight`` naming the first that is not (``what``: the call, for the message)."""
         out = []
         with self._lock:
@@ -165,7 +192,7 @@ class Leases:
                 if held is None or held[0] is not request:
                     raise NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the "
                                       f"Request object pop() returned, once")
-                out.append((held[1], held[2]))
+                out.append((held[1], held[2], held[3]))
         return out
 
     def forget(self, requests: Iterable[Request]) -> None:

@@ -554,15 +554,17 @@ return 1
 # ARGV: format version, order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
 # default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for, and
 # the copy mark of a new crawl ('': none; a crawl made by 'copy' is marked in the same step).
-# Returns {1, order, delay, per_host, prefer, bits, changed, made}, {0} (no such crawl, not created) or
-# {-1, version} (a format this version cannot read); changed is 1 when delay, per_host or prefer
-# of an existing crawl changed, so that its hosts must be placed again (REPLACE); made is 1 when
-# this call made the crawl.
+# Then pairs of a field and its value that a new crawl's meta gets too (its shards: 'shards' and 'tags'
+# in shard 0's, 'shard' and 'crawl' in another's).
+# Returns {1, order, delay, per_host, prefer, bits, changed, made, shards, tags, shard, crawl}, {0} (no such
+# crawl, not created) or {-1, version} (a format this version cannot read); changed is 1 when delay,
+# per_host or prefer of an existing crawl changed, so that its hosts must be placed again (REPLACE);
+# made is 1 when this call made the crawl.
 OPEN = r"""
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
 local SENTINEL = P .. 'sentinel'
-local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV)
+local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV, 1, 9)
 local changed, made = 0, 0
 local kind = redis.call('TYPE', META)['ok']
 if kind ~= 'none' and kind ~= 'hash' then
@@ -577,6 +579,7 @@ if kind == 'none' then
              'sentinel', 1)
   redis.call('SET', SENTINEL, '1')
   if mark ~= '' then redis.call('HSET', META, 'copying', mark) end
+  for k = 10, #ARGV - 1, 2 do redis.call('HSET', META, ARGV[k], ARGV[k + 1]) end
   made = 1
 else
   local have = redis.call('HGET', META, 'v')
@@ -600,8 +603,9 @@ else
     changed = 1
   end
 end
-local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits')
-return {1, s[1], s[2], s[3], s[4], s[5], changed, made}
+local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits', 'shards', 'tags', 'shard',
+                    'crawl')
+return {1, s[1], s[2], s[3], s[4], s[5], changed, made, s[6], s[7], s[8], s[9]}
 """
 
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).

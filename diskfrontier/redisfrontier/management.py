@@ -12,10 +12,15 @@ it is there again with every lease renewal; ``leases.py``) and the owners of its
 of its renewal thread (two thirds of its lease; a client without one: its lease); one that holds
 leases but has no entry (a client of an older version) is live while one of its leases has not run
 out. ``release`` gives leases back at once, as if they had run out.
+
+A crawl of several shards (``shards.py``) is listed once: the ``meta`` of its shard 0 names the others,
+whose counters are summed in, whose leases are counted and released with the crawl's; the ``clients``
+hash is shard 0's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -26,6 +31,7 @@ from . import lua
 from .connection import check_crawl_name, connect, shown_url, talking
 from .opening import FORMAT
 from .reading import glob_escape
+from .shards import is_shard_tag
 
 _META = b"df:{*}:meta"
 _BATCH = 1000  # keys a SCAN step asks for; leases a release script call gives back
@@ -63,7 +69,9 @@ def crawl_names(url: str) -> list[str]:
     for key in keys:
         text = key.decode("utf-8", "replace")
         if text.startswith("df:{") and text.endswith("}:meta"):
-            names.append(text[len("df:{"):-len("}:meta")])
+            name = text[len("df:{"):-len("}:meta")]
+            if not is_shard_tag(name):  # a shard of a crawl is summed up with its crawl
+                names.append(name)
     return sorted(set(names))
 
 
@@ -76,27 +84,39 @@ def summaries(url: str, *, memory: bool = True) -> list[CrawlSummary]:
         redis.close()
 
 
-def _number(meta: dict[bytes, bytes], field: str) -> int:
-    try:
-        return int(float(meta.get(field.encode(), b"0")))
-    except ValueError:
-        return 0
+def _number(metas: list[dict[bytes, bytes]], field: str) -> int:
+    total = 0
+    for meta in metas:
+        with contextlib.suppress(ValueError):
+            total += int(float(meta.get(field.encode(), b"0")))
+    return total
+
+
+def _prefixes(redis: Any, crawl: str) -> list[str]:
+    """The key prefixes of every shard of crawl ``crawl`` (shard 0's first; one for a crawl of one shard)."""
+    tags = [crawl]
+    listed = redis.hget(f"df:{{{crawl}}}:meta", "tags")
+    if listed:
+        tags += listed.decode("utf-8", "replace").split(",")
+    return [f"df:{{{tag}}}:" for tag in tags]
 
 
 def _summary(redis: Any, url: str, name: str, memory: bool) -> CrawlSummary:
-    prefix = f"df:{{{name}}}:"
     with talking(url, f"crawl {name!r}"):
-        meta = redis.hgetall(prefix + "meta")
-        live = sum(1 for client in _client_list(redis, prefix)[1] if client.live)
+        prefixes = _prefixes(redis, name)
+        metas = [redis.hgetall(prefix + "meta") for prefix in prefixes]
+        live = sum(1 for client in _client_list(redis, prefixes)[1] if client.live)
         used: int | None = None
         if memory:
             used = 0
-            for key in redis.scan_iter(match=glob_escape(prefix) + "*", count=_BATCH):
-                used += redis.memory_usage(key, samples=0) or 0
+            for prefix in prefixes:
+                for key in redis.scan_iter(match=glob_escape(prefix) + "*", count=_BATCH):
+                    used += redis.memory_usage(key, samples=0) or 0
     return CrawlSummary(
-        name=name, pending=_number(meta, "pending"), in_flight=_number(meta, "inflight"),
-        done=_number(meta, "done"), failed=_number(meta, "failed"), seen=_number(meta, "seen"),
-        clients=live, memory=used, paused=bool(meta.get(b"paused")))
+        name=name, pending=_number(metas, "pending"), in_flight=_number(metas, "inflight"),
+        done=_number(metas, "done"), failed=_number(metas, "failed"),
+        seen=_number(metas, "seen") - _number(metas, "seen_copies"), clients=live, memory=used,
+        paused=bool(metas[0].get(b"paused")))
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,7 @@ def clients(url: str, crawl: str) -> list[ClientInfo]:
     redis = _open(url, crawl)
     try:
         with talking(url, "clients"):
-            return _client_list(redis, f"df:{{{crawl}}}:")[1]
+            return _client_list(redis, _prefixes(redis, crawl))[1]
     finally:
         redis.close()
 
@@ -160,18 +180,19 @@ def release(url: str, crawl: str, *, client: str | None = None, expired: bool = 
     if client is not None and (not isinstance(client, str) or not CLIENT_ID.match(client)):
         raise ValueError(f"{client!r} is not a client id (<hex>-<pid>, as 'diskfrontier clients' lists them)")
     redis = _open(url, crawl)
-    prefix = f"df:{{{crawl}}}:"
-    meta = prefix + "meta"
     try:
         with talking(url, "release"):
+            prefixes = _prefixes(redis, crawl)
             if client is None:
                 reclaim = redis.register_script(lua.RECLAIM)
-                step, total = _BATCH, 0
-                while step == _BATCH:
-                    step = int(reclaim(keys=[meta], args=[_BATCH]))
-                    total += step
+                total = 0
+                for prefix in prefixes:
+                    step = _BATCH
+                    while step == _BATCH:
+                        step = int(reclaim(keys=[prefix + "meta"], args=[_BATCH]))
+                        total += step
                 return Released(crawl, None, total, False)
-            owners, found = _client_list(redis, prefix)
+            owners, found = _client_list(redis, prefixes)
             known = next((c for c in found if c.client == client), None)
             if known is None:
                 raise FrontierError(f"crawl {crawl!r} has no client {client!r} (none by that id is registered or "
@@ -180,10 +201,11 @@ def release(url: str, crawl: str, *, client: str | None = None, expired: bool = 
             if known.live and not force:
                 raise ClientLive(_live_message(known, url, crawl))
             give_back = redis.register_script(lua.GIVE_BACK)
-            ids = owners.get(client, [])
             count = 0
-            for at in range(0, len(ids), _BATCH):
-                count += int(give_back(keys=[meta], args=[client, *ids[at:at + _BATCH]]))
+            for prefix in prefixes:
+                ids = [rid for where, rid in owners.get(client, []) if where == prefix]
+                for at in range(0, len(ids), _BATCH):
+                    count += int(give_back(keys=[prefix + "meta"], args=[client, *ids[at:at + _BATCH]]))
             return Released(crawl, client, count, known.live)
     finally:
         redis.close()
@@ -218,15 +240,17 @@ def _open(url: str, crawl: str) -> Any:
     return redis
 
 
-def _client_list(redis: Any, prefix: str) -> tuple[dict[str, list[bytes]], list[ClientInfo]]:
-    """(the ids of the requests each lease owner holds, every client of the crawl at ``prefix``)."""
+def _client_list(redis: Any, prefixes: list[str]) -> tuple[dict[str, list[tuple[str, bytes]]], list[ClientInfo]]:
+    """((shard prefix, request id) of each lease each owner holds, every client of the crawl whose shards
+    have the key ``prefixes``; the ``clients`` hash is shard 0's)."""
     seconds, micro = redis.time()
     now = seconds + micro / 1e6
-    owners: dict[str, list[bytes]] = {}
-    for rid, token in redis.hscan_iter(prefix + "owner", count=_BATCH):
-        owners.setdefault(token.split(b":", 1)[0].decode("utf-8", "replace"), []).append(rid)
+    owners: dict[str, list[tuple[str, bytes]]] = {}
+    for prefix in prefixes:
+        for rid, token in redis.hscan_iter(prefix + "owner", count=_BATCH):
+            owners.setdefault(token.split(b":", 1)[0].decode("utf-8", "replace"), []).append((prefix, rid))
     found = []
-    for raw_id, raw in redis.hgetall(prefix + "clients").items():
+    for raw_id, raw in redis.hgetall(prefixes[0] + "clients").items():
         client = raw_id.decode("utf-8", "replace")
         entry = _entry(raw)
         seen, lease, beat = _real(entry.get("seen")), _real(entry.get("lease")), _real(entry.get("beat"))
@@ -244,8 +268,10 @@ def _client_list(redis: Any, prefix: str) -> tuple[dict[str, list[bytes]], list[
         if client in registered:
             continue
         expiries = []
-        for at in range(0, len(ids), _BATCH):
-            expiries += redis.zmscore(prefix + "lease", ids[at:at + _BATCH])
+        for prefix in prefixes:
+            mine = [rid for where, rid in ids if where == prefix]
+            for at in range(0, len(mine), _BATCH):
+                expiries += redis.zmscore(prefix + "lease", mine[at:at + _BATCH])
         pid_text = client.rpartition("-")[2]
         found.append(ClientInfo(client=client, host=None, pid=int(pid_text) if pid_text.isdigit() else None,
                                 lease=None, started=None, last_seen=None, seen_ago=None, leases=len(ids),

@@ -11,6 +11,7 @@ from ..errors import FrontierError, IncompleteCopy
 from . import lua
 from .connection import check_server, shown_url, talking
 from .records import SeenKeys, bucket_bits
+from .shards import MAX_SHARDS, Shard, shard_tags
 from .values import Values
 
 FORMAT = "1"
@@ -52,7 +53,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Opened:
-    """A crawl as an open found it: its settings, its seen-bucket layout and the registered scripts."""
+    """A crawl as an open found it: its settings, its seen-bucket layout, its shards and the registered scripts."""
 
     scripts: dict[str, Any]
     order: str
@@ -62,10 +63,13 @@ class Opened:
     seen_keys: SeenKeys
     made: bool  # this open made the crawl
     copy_mark: str | None  # the source of the copy that is making it, if one is
+    shards: list[Shard]
 
 
-def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings) -> Opened:
-    """Open (or make) the crawl ``crawl`` on the server ``redis`` with the settings ``asked``."""
+def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings,
+               shards: int | None = None) -> Opened:
+    """Open (or make) the crawl ``crawl`` on the server ``redis`` with the settings ``asked``; a crawl made
+    here gets ``shards`` shards (None: 1), an existing one must have that many (None: any)."""
     meta = f"df:{{{crawl}}}:meta"
     check_server(redis, url, crawl)
     with talking(url, "open"):
@@ -76,18 +80,17 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
                              f"{copy_mark} (the copy was stopped before its end, or is still running): "
                              f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
     scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
+    count = shards or 1
+    layout = ["shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])] if count > 1 else []
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[meta], args=[
             FORMAT, asked.order or "", "" if asked.delay is None else repr(asked.delay),
             "" if asked.per_host is None else str(asked.per_host), asked.prefer or "",
             str(bucket_bits(asked.expected_urls)), "create" if asked.create else "open", asked.new_order,
-            asked.copy_of or ""])
+            asked.copy_of or "", *layout])
     if answer[0] == 0:
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}")
-    if answer[0] == -1:
-        raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} is of format "
-                            f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
-                            f"format {FORMAT}")
+    _check_version(answer, crawl, url)
     order = values.text(answer[1], f"{meta} field order")
     if order not in ("lifo", "fifo"):
         raise values.bad(f"{meta} field order", f"is {order!r}, not 'lifo' or 'fifo'")
@@ -97,28 +100,77 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
     made = bool(answer[7])
     if made and asked.copy_of is not None:
         copy_mark = asked.copy_of
+    layout_found = _shards_of(answer, crawl, url, values, shards)
     opened = Opened(
         scripts, order, values.real(answer[2], f"{meta} field delay", 0.0),
         values.whole(answer[3], f"{meta} field per_host", 0) or None,
         values.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority",
-        SeenKeys(values.whole(answer[5], f"{meta} field bits")), made, copy_mark)
+        SeenKeys(values.whole(answer[5], f"{meta} field bits")), made, copy_mark, layout_found)
     if answer[6]:
-        _place_hosts_again(redis, url, crawl, scripts)
+        _place_hosts_again(redis, url, layout_found[0], scripts)
+    for shard in layout_found[1:]:
+        _open_shard(redis, url, crawl, shard, scripts, values, answer)
     return opened
 
 
-def _place_hosts_again(redis: Any, url: str, crawl: str, scripts: dict[str, Any]) -> None:
-    """Place every host of the crawl again under its changed settings, ``BATCH`` hosts a script call (a
-    lowered delay wakes a host at once, a raised ``per_host`` frees a held one, a changed ``prefer`` re-keys
-    the ready hosts). If this client dies half-way, the hosts not reached are placed again when anything
-    touches them."""
-    prefix = f"df:{{{crawl}}}:"
+def _check_version(answer: list[Any], name: str, url: str) -> None:
+    if answer[0] == -1:
+        raise FrontierError(f"crawl {name!r} in Redis at {shown_url(url)} is of format "
+                            f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
+                            f"format {FORMAT}")
+
+
+def _shards_of(answer: list[Any], crawl: str, url: str, values: Values, asked: int | None) -> list[Shard]:
+    """The shards shard 0's meta (its OPEN ``answer``) names; ``FrontierError`` if ``asked`` is another count."""
+    meta = f"df:{{{crawl}}}:meta"
+    if (answer[10] is not None and answer[10] != b"0") or answer[11] is not None:
+        raise values.bad(meta, "is the meta of a shard of another crawl, not of a crawl")
+    count = 1 if answer[8] is None else values.whole(answer[8], f"{meta} field shards")
+    tags = [crawl]
+    if count > 1:
+        tags += values.text(answer[9], f"{meta} field tags").split(",")
+    if not 1 <= count <= MAX_SHARDS or len(tags) != count or any(
+            tag != f"{crawl}/{index}.{tag.rpartition('.')[2]}" for index, tag in enumerate(tags) if index):
+        raise values.bad(meta, f"names {count} shards with the tags {tags!r}, not shards of crawl {crawl!r}")
+    if asked is not None and asked != count:
+        raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} has {count} shard"
+                            f"{'s' if count > 1 else ''}; the number of shards is fixed when a crawl is made "
+                            f"(open it with shards=None or shards={count})")
+    return [Shard(index, tag) for index, tag in enumerate(tags)]
+
+
+def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[str, Any], values: Values,
+                first: list[Any]) -> None:
+    """Open (or make) shard ``shard`` of ``crawl`` with the settings shard 0's OPEN answered (``first``):
+    a shard missing (its maker stopped before it) is made here; one of another crawl is damage."""
+    def text(value: Any) -> str:
+        return "" if value is None else value.decode()
+
+    with talking(url, "open"):
+        answer = scripts["OPEN"](keys=[shard.meta], args=[
+            FORMAT, text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]), "create",
+            "lifo", "", "shard", str(shard.index), "crawl", crawl])
+    _check_version(answer, shard.tag, url)
+    if answer[11] != crawl.encode() or answer[10] != str(shard.index).encode():
+        raise values.bad(shard.meta, f"is not the meta of shard {shard.index} of crawl {crawl!r} (it names shard "
+                                     f"{answer[10]!r} of crawl {answer[11]!r})")
+    if answer[1] != first[1]:
+        raise values.bad(f"{shard.meta} field order", f"is {answer[1]!r}, not the crawl's {first[1]!r}")
+    if answer[6]:
+        _place_hosts_again(redis, url, shard, scripts)
+
+
+def _place_hosts_again(redis: Any, url: str, shard: Shard, scripts: dict[str, Any]) -> None:
+    """Place every host of a shard of the crawl again under its changed settings, ``BATCH`` hosts a script
+    call (a lowered delay wakes a host at once, a raised ``per_host`` frees a held one, a changed ``prefer``
+    re-keys the ready hosts). If this client dies half-way, the hosts not reached are placed again when
+    anything touches them."""
     batch: list[bytes] = []
     with talking(url, "open"):
-        for host in redis.sscan_iter(f"{prefix}hosts", count=BATCH):
+        for host in redis.sscan_iter(f"{shard.prefix}hosts", count=BATCH):
             batch.append(host)
             if len(batch) == BATCH:
-                scripts["REPLACE"](keys=[prefix + "meta"], args=batch)
+                scripts["REPLACE"](keys=[shard.meta], args=batch)
                 batch = []
         if batch:
-            scripts["REPLACE"](keys=[prefix + "meta"], args=batch)
+            scripts["REPLACE"](keys=[shard.meta], args=batch)

@@ -34,10 +34,11 @@ def glob_escape(text: str) -> str:
 class CrawlReader:
     """The reads of one crawl's keys that no script needs (several round trips, pipelined)."""
 
-    def __init__(self, redis: Any, url: str, crawl: str, values: Values, seen_keys: SeenKeys) -> None:
+    def __init__(self, redis: Any, url: str, crawl: str, values: Values, seen_keys: SeenKeys,
+                 tag: str | None = None) -> None:
         self.redis, self.url, self.crawl = redis, url, crawl
         self.values, self.seen_keys = values, seen_keys
-        self.prefix = f"df:{{{crawl}}}:"
+        self.prefix = f"df:{{{tag or crawl}}}:"  # tag: the hash tag of one of the crawl's shards
         self.meta = self.prefix + "meta"
 
     def body(self, key: str, rid: bytes, body: Any) -> Request:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from backends import drain
+from backends import assert_queue_order, drain
 from reference import Reference
 
 from diskfrontier import NotInFlight, Request
@@ -36,9 +36,11 @@ def test_push_many_counts_what_it_queued_and_mark_seen_what_was_new(frontier_fac
 
 def test_priority_then_lifo_order_across_hosts(frontier_factory):
     f = frontier_factory()
-    for i in range(9):
-        f.push(Request(f"https://h{i % 2}.example/{i}", priority=i % 3))
-    assert [r.url.rsplit("/", 1)[1] for r in drain(f)] == ["8", "5", "2", "7", "4", "1", "6", "3", "0"]
+    priority = {f"https://h{i % 2}.example/{i}": i % 3 for i in range(9)}
+    for url, p in priority.items():
+        f.push(Request(url, priority=p))
+    want = [f"https://h{int(n) % 2}.example/{n}" for n in ["8", "5", "2", "7", "4", "1", "6", "3", "0"]]
+    assert_queue_order(frontier_factory.kind, [r.url for r in drain(f)], want, priority)
 
 
 def test_fifo_order_is_fixed_when_made(frontier_factory):
@@ -47,17 +49,21 @@ def test_fifo_order_is_fixed_when_made(frontier_factory):
     f.close()
     f = frontier_factory()
     assert f.order == "fifo"
-    assert [r.url[-1] for r in drain(f)] == ["0", "1", "2", "3", "4", "5"]
+    want = [f"https://h{i % 3}.example/{i}" for i in range(6)]
+    assert_queue_order(frontier_factory.kind, [r.url for r in drain(f)], want, dict.fromkeys(want, 0))
 
 
 @pytest.mark.parametrize("order", ["lifo", "fifo"])
 def test_the_order_is_the_reference_models(frontier_factory, order):
     f = frontier_factory(order=order)
     model = Reference(order)
+    priorities = {}
     for i in range(30):
         url, priority = f"https://h{i % 4}.example/{i}", (i * 7) % 3 - 1
+        priorities[url] = priority
         assert f.push(Request(url, priority=priority)) == model.push(url, priority)
-    assert [r.url for r in drain(f)] == [model.pop() for _ in range(30)]
+    want = [model.pop() for _ in range(30)]
+    assert_queue_order(frontier_factory.kind, [r.url for r in drain(f)], want, priorities)
 
 
 def test_done_is_final_and_what_is_held_at_close_comes_back(frontier_factory):
