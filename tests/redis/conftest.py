@@ -24,3 +24,18 @@ def open_crawl(redis_url, crawl_name):
     for frontier in opened:
         with contextlib.suppress(FrontierError):
             frontier.close()
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory):
+    """A real Redis Cluster of 3 masters and 3 replicas, made once for the test file, stopped at its end."""
+    from rediscluster import RedisCluster
+
+    cluster = RedisCluster(str(tmp_path_factory.mktemp("cluster")))
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()

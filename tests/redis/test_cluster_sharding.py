@@ -1,0 +1,127 @@
+"""One crawl spread over a real Redis Cluster (3 masters, 3 replicas): its keys on every master, and four
+worker processes, one of them SIGKILLed twice, losing nothing and never handing a request to two live
+workers at once."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from itertools import pairwise
+
+import pytest
+from paths import KITS
+
+from diskfrontier import RedisFrontier, Request
+from diskfrontier.redisfrontier.management import crawl_names
+
+pytestmark = pytest.mark.crash
+CHILD = os.path.join(KITS, "redis_worker_child.py")
+
+
+def keys_of(client, crawl: str) -> int:
+    """How many keys of ``crawl`` (any of its shards) one node holds (SCAN of that node)."""
+    return sum(1 for key in client.scan_iter(match=f"df:{{{crawl}*", count=1000)
+               if key.decode().split("}", 1)[0][4:].split("/", 1)[0] == crawl)
+
+
+def test_the_keys_of_one_crawl_are_on_every_master(redis_cluster):
+    crawl = "spread"
+    with RedisFrontier(redis_cluster.url, crawl=crawl, shards=3) as f:
+        assert f.cluster and f.shards == 3
+        assert f.push_many(Request(f"https://h{i}.example/{i}") for i in range(300)) == 300
+        popped = f.pop_many(50)
+        f.done_many(popped)
+        stats = f.stats()
+        assert (stats["pending"], stats["done"], stats["hosts"]) == (250, 50, 300)
+    tally = {f"127.0.0.1:{m.port}": keys_of(m.client(), crawl) for m in redis_cluster.masters()}
+    print("keys of one crawl per master:", tally)
+    assert len(tally) == 3 and all(count > 50 for count in tally.values())
+    assert crawl in crawl_names(redis_cluster.url)
+    assert not [name for name in crawl_names(redis_cluster.url) if name.startswith(crawl + "/")]
+    with RedisFrontier(redis_cluster.url, crawl=crawl) as again:  # shards=None: the crawl's own number
+        assert again.shards == 3 and len(again) == 250
+        assert again.drop_crawl() > 0
+    assert sum(keys_of(m.client(), crawl) for m in redis_cluster.masters()) == 0
+
+
+def start_worker(url: str, crawl: str, log: str, hold: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, CHILD, url, crawl, log, str(hold)], stderr=subprocess.PIPE)
+
+
+def read_log(path: str) -> list[list[str]]:
+    with open(path) as f:
+        return [line.split() for line in f.read().splitlines()]
+
+
+def outstanding(lines: list[list[str]]) -> set[str]:
+    """URLs popped and not yet done in a worker's log."""
+    held: set[str] = set()
+    for line in lines:
+        if line[0] == "P":
+            held.add(line[1])
+        elif line[0] == "D":
+            held.discard(line[1])
+    return held
+
+
+def test_four_workers_on_a_cluster_one_killed_twice_lose_nothing(redis_cluster, tmp_path):
+    url, crawl, total, hosts = redis_cluster.url, "workers", 3000, 60
+    with RedisFrontier(url, crawl=crawl, shards=3, lease=2.0, order="fifo") as seed:
+        assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
+    logs = {name: str(tmp_path / f"{name}.log") for name in ("a", "b", "c")}
+    workers = [start_worker(url, crawl, logs[name], 2) for name in ("a", "b", "c")]
+    held_at_kill: list[set[str]] = []
+    dead: set[str] = set()
+    while len(held_at_kill) < 2:  # two kills of the fourth worker that land while it holds leases
+        name = f"victim-{len(dead) + 1}"
+        logs[name] = str(tmp_path / f"{name}.log")
+        victim = start_worker(url, crawl, logs[name], 8)
+        deadline = time.monotonic() + 60
+        while True:
+            lines = read_log(logs[name]) if os.path.exists(logs[name]) else []
+            if sum(1 for line in lines if line[0] == "D") >= 100 and outstanding(lines):
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
+                break
+            assert victim.poll() is None, victim.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the victim never held leases after 100 dones"
+            time.sleep(0.001)
+        dead.add(name)
+        held = outstanding(read_log(logs[name]))
+        if held:
+            held_at_kill.append(held)
+        assert len(dead) < 10
+    for worker in workers:
+        _, err = worker.communicate(timeout=180)
+        assert worker.returncode == 0, err.decode()[-3000:]
+
+    pops: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+    dones: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+    for name, path in logs.items():
+        for line in read_log(path):
+            if line[0] in "PD":
+                (pops if line[0] == "P" else dones)[line[1]].append((name, float(line[2]), float(line[3])))
+    everything = {f"https://h{i % hosts}.example/{i}" for i in range(total)}
+    missing = everything - set(dones)
+    begun = {line[1] for name in dead for line in read_log(logs[name]) if line[0] == "B"}
+    twice = 0
+    for url_, handed in pops.items():  # a live holder's time runs from its pop to its done
+        spans = sorted((start, next((d[2] for d in dones[url_] if d[0] == name), float("inf")))
+                       for name, start, _ in handed if name not in dead)
+        twice += sum(1 for (_, end1), (start2, _) in pairwise(spans) if start2 < end1)
+    reclaimed = sum(len(p) - 1 for p in pops.values())
+    served = collections.Counter(name for handed in pops.values() for name, _, _ in handed)
+    print(f"cluster workers: {total} requests, lost {len(missing - begun)}, handed to two live workers at once "
+          f"{twice}, handed out again after a kill {reclaimed}, pops per worker {dict(served)}")
+    assert missing <= begun, sorted(missing - begun)[:3]  # only a done under way at a kill may lack its line
+    assert all(len(d) == 1 for d in dones.values())
+    assert {u for u, p in pops.items() if len(p) > 1} <= set().union(*held_at_kill)
+    assert twice == 0 and reclaimed >= 1
+    with RedisFrontier(url, crawl=crawl) as check:
+        stats = check.stats()
+        assert check.finished and stats["done"] == total
