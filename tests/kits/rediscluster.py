@@ -40,7 +40,7 @@ def _free(port: int) -> bool:
 def cluster_port(taken: set[int]) -> int:
     """A free loopback port whose cluster bus port (10,000 higher, at most 65535) is free too."""
     while True:
-        port = random.randrange(20000, 55000)  # noqa: S311 (a port number, nothing secret)
+        port = random.randrange(20000, 55000)
         if port not in taken and port + 10000 not in taken and _free(port) and _free(port + 10000):
             return port
 
@@ -61,7 +61,8 @@ class RedisCluster:
             taken |= {port, port + 10000}
             self.nodes.append(RedisServer(node_folder, aof=True, fsync="everysec", extra=(
                 "--cluster-enabled", "yes", "--cluster-config-file", os.path.join(node_folder, "nodes.conf"),
-                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--appendfilename", "appendonly.aof")))
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--appendfilename", "appendonly.aof",
+                "--repl-diskless-sync-delay", "0")))  # replicas synced at once: one never synced cannot take over
             self.nodes[-1].port = port
 
     @property
@@ -76,6 +77,9 @@ class RedisCluster:
                         "--cluster-yes"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        timeout=timeout)
         self.wait_ok(timeout)
+        for node in self.nodes:
+            if node not in self.masters():
+                self.wait_replica_synced(node, timeout)
 
     def wait_ok(self, timeout: float = 60.0, *, masters: int = 3) -> float:
         """Wait until every live node says ``cluster_state:ok`` and ``masters`` masters serve the slots;
@@ -87,7 +91,7 @@ class RedisCluster:
                 if all(node.client().cluster("info")["cluster_state"] == "ok" for node in live) and len(
                         self.masters()) == masters:
                     return time.monotonic() - started
-            except Exception:  # a node still starting, or one of the cluster's views not settled yet
+            except Exception:  # noqa: S110 (a node still starting, or the cluster's views not settled yet)
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"the cluster did not reach cluster_state:ok with {masters} masters in {timeout}s")
@@ -103,6 +107,48 @@ class RedisCluster:
             if "master" in info["flags"] and "fail" not in info["flags"] and info["slots"]:
                 out.append(self.node_of_port(int(address.rsplit(":", 1)[1])))
         return out
+
+    def master_of_slot(self, slot: int) -> RedisServer:
+        """The live master that serves ``slot`` now."""
+        live = [node for node in self.nodes if node.proc is not None and node.proc.poll() is None]
+        for address, info in live[0].client().cluster("nodes").items():
+            if "master" in info["flags"] and "fail" not in info["flags"] and any(
+                    int(first) <= slot <= int(last) for first, last, *_ in info["slots"]):
+                return self.node_of_port(int(address.rsplit(":", 1)[1]))
+        raise RuntimeError(f"no live master serves slot {slot}")
+
+    def wait_failover(self, slot: int, old: RedisServer, timeout: float = 60.0) -> float:
+        """Wait until a node other than ``old`` (killed) serves ``slot`` and the cluster is ok; how long it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            try:
+                if self.master_of_slot(slot) is not old:
+                    break
+            except Exception:  # noqa: S110 (no master of the slot while the replicas elect one)
+                pass
+            time.sleep(0.02)
+        else:
+            raise RuntimeError(f"no replica took over slot {slot} in {timeout}s")
+        self.wait_ok(timeout)
+        return time.monotonic() - started
+
+    def live_url(self) -> str:
+        """The URL of a node that is running."""
+        node = next(node for node in self.nodes if node.proc is not None and node.proc.poll() is None)
+        return f"redis://127.0.0.1:{node.port}"
+
+    def wait_replica_synced(self, node: RedisServer, timeout: float = 60.0) -> None:
+        """Wait until ``node`` is a replica whose link to its master is up (its full sync is over)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                info = node.client().info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") == "up":
+                    return
+            except Exception:  # noqa: S110 (still loading its data)
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"node {node.port} did not become a synced replica in {timeout}s")
 
     def stop(self) -> None:
         for node in self.nodes:

@@ -8,6 +8,7 @@ import collections
 import pytest
 
 from diskfrontier import CrawlDamaged, FrontierError, Request
+from diskfrontier.redisfrontier.connection import NotReplicated
 from diskfrontier.redisfrontier.management import crawl_names, summaries
 from diskfrontier.redisfrontier.shards import CLUSTER_SLOTS, key_slot, shard_tags
 
@@ -158,3 +159,14 @@ def test_no_shard_starves_among_equals(open_crawl):
     windows = [set(served[at:at + 4]) for at in range(len(served) - 3)]
     print("shards of the first 12 pops:", served[:12])
     assert all(window == {0, 1, 2, 3} for window in windows)  # every shard in every 4 consecutive pops
+
+
+def test_wait_replicas_names_a_step_no_replica_acknowledged(open_crawl):
+    f = open_crawl(shards=2, wait_replicas=1, wait_timeout=0.05)  # the session's server has no replicas
+    with pytest.raises(NotReplicated, match=r"push: applied on the master of df:\{.*\}:meta at redis://.*, but only "
+                                            r"0 of the 1 replicas asked for \(wait_replicas\) had it after 0.05s"):
+        f.push(Request("https://a.example/"))
+    g = open_crawl()
+    assert len(g) == 1 and g.pop().url == "https://a.example/"  # the step itself was applied
+    with pytest.raises(ValueError, match="wait_replicas must be a whole number of at least 0"):
+        open_crawl(wait_replicas=-1)
