@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+SHARDS_OPTION = click.option(
+    "--shards", type=click.IntRange(1, 1024), default=None, metavar="N",
+    help="A Redis crawl made here gets N shards (its hosts spread over N hash tags: over the masters of a "
+         "Redis Cluster). Fixed when the crawl is made; an existing crawl must have N.")
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
@@ -259,14 +263,19 @@ def redis_call_errors() -> Iterator[None]:
         raise FrontierError(str(exc)) from None
 
 
-def open_crawl(target: str, crawl: str | None, *, create: bool = False) -> FrontierProtocol:
+def open_crawl(target: str, crawl: str | None, *, create: bool = False, shards: int | None = None) -> FrontierProtocol:
     """The frontier of a command's target: the job directory ``target`` (locked: refused while a crawl
     holds it) when ``crawl`` is None, else the crawl ``crawl`` at the Redis URL ``target``, keeping its
-    settings; ``create``: a Redis crawl is made if it does not exist (else FrontierError naming it)."""
+    settings; ``create``: a Redis crawl is made if it does not exist (else FrontierError naming it), with
+    ``shards`` shards (None: one; an existing crawl must have that many)."""
     if crawl is None:
+        if shards is not None:
+            raise TargetUsageError(f"--shards is for a Redis crawl, and {target} is a job directory")
         return open_target(target)
     with redis_call_errors():
-        return open_target(target, crawl, create=create)
+        if shards is None:
+            return open_target(target, crawl, create=create)
+        return open_target(target, crawl, create=create, shards=shards)
 
 
 def open_crawl_view(target: str, crawl: str | None, *, priority: int | None = None,

@@ -16,6 +16,7 @@ from .options import EXISTING_JOBDIR, PRIORITY
 from .support import (
     CRAWL_OPTION,
     JSON_OPTION,
+    SHARDS_OPTION,
     JobDirOrRedis,
     TargetUsageError,
     check_crawl_option,
@@ -108,16 +109,18 @@ def _copy_crawl_name(side: str, target: str, own: str | None, shared: str | None
               help="The crawl to make, when DST is a Redis URL.")
 @click.option("--crawl", metavar="NAME", default=None, callback=check_crawl_option,
               help="The crawl name on every side that is a Redis URL (--from-crawl and --to-crawl override it).")
+@SHARDS_OPTION
 @JSON_OPTION
 @one_line_errors
 def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | None, crawl: str | None,
-                 as_json: bool) -> None:
+                 shards: int | None, as_json: bool) -> None:
     """Copy a crawl from SRC to DST, each a job directory or a Redis URL.
 
     A Redis side is a URL (redis://, rediss:// or unix://) and a crawl name: --from-crawl
     for SRC, --to-crawl for DST, or --crawl for both. DST must be new or empty (a missing
     or empty folder, or a crawl that does not exist or holds nothing); the copy has its
-    source's order (LIFO or FIFO).
+    source's order (LIFO or FIFO). --shards N makes a Redis DST of N shards (see
+    'diskfrontier push --help'); a Redis Cluster is found by its URL (any node's).
 
     DST appears only when the copy is complete: a job directory is built in a hidden folder
     beside it (.NAME.diskfrontier-copy) and renamed at the end; a Redis crawl is marked
@@ -140,6 +143,7 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
     Example: diskfrontier copy crawls/shop redis://localhost:6379/0 --to-crawl shop
              diskfrontier copy redis://localhost:6379/0 crawls/shop-back --from-crawl shop
              diskfrontier copy redis://a:6379/0 redis://b:6379/0 --from-crawl shop --to-crawl shop2
+             diskfrontier copy crawls/shop redis://node1:7000 --to-crawl shop --shards 3
     """
     src_crawl = _copy_crawl_name("SRC", src, from_crawl, crawl, "--from-crawl")
     dst_crawl = _copy_crawl_name("DST", dst, to_crawl, crawl, "--to-crawl")
@@ -148,7 +152,7 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
     if src_crawl is None:
         require_jobdir(src)
     with progress_bar("copying") as progress, redis_call_errors():
-        report = copy_crawl(src, dst, from_crawl=src_crawl, to_crawl=dst_crawl, progress=progress)
+        report = copy_crawl(src, dst, from_crawl=src_crawl, to_crawl=dst_crawl, progress=progress, shards=shards)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return

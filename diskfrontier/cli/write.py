@@ -26,6 +26,7 @@ from .steer import run_command, wait_options
 from .support import (
     CRAWL_OPTION,
     JSON_OPTION,
+    SHARDS_OPTION,
     one_line_errors,
     open_crawl,
     progress_bar,
@@ -228,11 +229,12 @@ def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: 
 @click.option("--priority", type=PRIORITY, default=0, show_default=True)
 @click.option("--dont-filter", is_flag=True, help="Queue even URLs seen before.")
 @click.option("--strict", is_flag=True, help="Push nothing if any line is bad.")
+@SHARDS_OPTION
 @wait_options
 @JSON_OPTION
 @one_line_errors
 def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | None, priority: int,
-         dont_filter: bool, strict: bool, no_wait: bool, timeout: float, as_json: bool) -> None:
+         dont_filter: bool, strict: bool, shards: int | None, no_wait: bool, timeout: float, as_json: bool) -> None:
     """Seed URLs into JOBDIR (created if missing or empty); report queued and duplicates.
 
     URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
@@ -291,7 +293,7 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
             for batch in _runs(good, MAX_URLS if name is None else BATCH):
                 if frontier is None and held is None:  # a run with no good line creates nothing
                     try:
-                        frontier = open_crawl(jobdir, name, create=True)
+                        frontier = open_crawl(jobdir, name, create=True, shards=shards)
                     except JobDirLocked as exc:  # a crawl runs there: its inbox takes the URLs
                         held = exc
                 offered += len(batch)
@@ -333,9 +335,10 @@ def _source_size(source: IO[str]) -> int:
 @JOBDIR
 @click.argument("source", type=click.File("r"))
 @CRAWL_OPTION
+@SHARDS_OPTION
 @JSON_OPTION
 @one_line_errors
-def import_command(jobdir: str, source: IO[str], crawl: str | None, as_json: bool) -> None:
+def import_command(jobdir: str, source: IO[str], crawl: str | None, shards: int | None, as_json: bool) -> None:
     """Push the requests of a JSON-lines file (as written by export); - for stdin.
 
     JOBDIR is created if missing or empty (a Redis crawl, given as a URL and --crawl, if
@@ -369,7 +372,7 @@ def import_command(jobdir: str, source: IO[str], crawl: str | None, as_json: boo
                 click.echo(f"line {number}: skipped: {exc}", err=True)
 
     queued = offered = seen = 0
-    opened = open_crawl(jobdir, name, create=True)
+    opened = open_crawl(jobdir, name, create=True, shards=shards)
     guard = contextlib.nullcontext() if name is None else redis_call_errors()
     with opened as frontier, guard, progress_bar("importing", size) as progress:
         for batch in _runs(records(progress)):

@@ -293,8 +293,10 @@ class RedisFrontier:
         """Add fingerprints to the seen set without queuing anything; return how many were new.
 
         With shards, a fingerprint without its request has no host to place it by: it is marked on
-        every shard (so that a push of its request is a duplicate on whichever shard its host is), and
-        the count is shard 0's."""
+        every shard (so that a push of its request is a duplicate on whichever shard its host is). It
+        is counted once in ``stats()['seen']``: the shards count the copies they hold of fingerprints
+        another shard has as ``seen_copies`` (clients pushing meanwhile may make that count a little high).
+        """
         self._check_open()
         args: list[Any] = []
         for fingerprint in fingerprints:
@@ -302,9 +304,35 @@ class RedisFrontier:
         fresh = 0
         for at in range(0, len(args), BATCH * 2):
             chunk = args[at:at + BATCH * 2]
-            for shard in range(1, len(self._shards)):
-                self._run("mark_seen", "MARK_SEEN", [len(chunk) // 2, *chunk], shard)
-            fresh += self._run("mark_seen", "MARK_SEEN", [len(chunk) // 2, *chunk])
+            if len(self._shards) == 1:
+                fresh += self._run("mark_seen", "MARK_SEEN", [len(chunk) // 2, *chunk])
+            else:
+                fresh += self._mark_on_every_shard(chunk)
+        return fresh
+
+    def _mark_on_every_shard(self, chunk: list[Any]) -> int:
+        pairs = [(chunk[k], chunk[k + 1]) for k in range(0, len(chunk), 2)]
+        with talking(self.url, "mark_seen"):
+            pipe = self._redis.pipeline(transaction=False)
+            for key, field in pairs:
+                for each in self._shards:
+                    pipe.hexists(each.prefix + key, field)
+            found = pipe.execute()
+        count = len(self._shards)
+        new = [pair for k, pair in enumerate(pairs) if not any(found[k * count:(k + 1) * count])]
+        known = [pair for k, pair in enumerate(pairs) if any(found[k * count:(k + 1) * count])]
+        fresh = 0
+        for shard in range(count):
+            for group in (new, known):
+                if not group:
+                    continue
+                marked = int(self._run("mark_seen", "MARK_SEEN", [len(group), *(x for pair in group for x in pair)],
+                                       shard))
+                if shard == 0 and group is new:
+                    fresh = marked
+                elif marked:  # a copy of a fingerprint another shard holds
+                    with talking(self.url, "mark_seen"):
+                        self._redis.hincrby(self._shards[shard].meta, "seen_copies", marked)
         return fresh
 
     # ------------------------------------------------------------------ pop

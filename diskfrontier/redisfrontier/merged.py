@@ -56,6 +56,7 @@ class MergedReader:
         out = dict(each[0])
         for name in _SUMMED:
             out[name] = sum(stats[name] for stats in each)
+        out["seen"] -= sum(stats["seen_copies"] for stats in each)  # fingerprints mark_seen put on every shard
         return out
 
     def hosts(self) -> list[HostInfo]:

@@ -130,6 +130,7 @@ class CrawlReader:
             "retried": count["retried"], "refetch_scheduled": count["refetch_scheduled"],
             "reclaimed": count["reclaimed"], "failed": count["failed"], "dropped": count["dropped"],
             "delayed": delayed, "hosts": hosts, "ready_hosts": ready, "paused_since": self._paused(meta.get("paused")),
+            "seen_copies": v.whole(meta.get("seen_copies"), f"{key} field seen_copies", 0),  # see mark_seen
             "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # as any client last set them
             "per_host": v.whole(meta.get("per_host"), f"{key} field per_host", 0) or None,
             "prefer": v.text(meta.get("prefer", b"priority"), f"{key} field prefer"),

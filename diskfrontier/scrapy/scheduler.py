@@ -24,6 +24,10 @@ Settings::
                                                 # after a second)
     DISKFRONTIER_POLL = 1.0                     # on Redis: seconds between looks for work while this
                                                 # process has none (other processes may push)
+    DISKFRONTIER_SHARDS = None                  # on Redis: a crawl made here gets this many shards (its
+                                                # hosts spread over the masters of a Redis Cluster); fixed
+                                                # when it is made (a Redis Cluster is found by its URL)
+    DISKFRONTIER_WAIT_REPLICAS = 0              # on Redis: each step waits until this many replicas have it
     DISKFRONTIER_METRICS_PORT = None            # a port: Prometheus /metrics of the frontier, served by
                                                 # the crawl (0: a free port, logged); off by default
     DISKFRONTIER_METRICS_HOST = "127.0.0.1"     # the address /metrics is served on
@@ -181,6 +185,8 @@ class Scheduler(BaseScheduler):
         metrics_host: str = "127.0.0.1",
         done_after_items: bool = True,
         items_flush: float = 1.0,
+        shards: int | None = None,
+        wait_replicas: int = 0,
     ) -> None:
         if start_requests not in START_POLICIES:
             raise ValueError(
@@ -207,6 +213,11 @@ class Scheduler(BaseScheduler):
         self._local: LocalFrontierProtocol | None = None  # the frontier, when it is the job directory's
         self._shared: SharedFrontierProtocol | None = None  # the frontier, when it is shared in Redis
         self.url, self.crawl_name, self.lease = url, crawl, lease
+        if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 1024):
+            raise ValueError(f"DISKFRONTIER_SHARDS must be a whole number from 1 to 1024, got {shards!r}")
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
+            raise ValueError(f"DISKFRONTIER_WAIT_REPLICAS must be a whole number of at least 0, got {wait_replicas!r}")
+        self.shards, self.wait_replicas = shards, wait_replicas
         self._memory: list[ScrapyRequest] = []  # on Redis: requests that cannot be stored, this run only
         self._extended_at = 0.0
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
@@ -269,6 +280,9 @@ class Scheduler(BaseScheduler):
             metrics_host=settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
             done_after_items=settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
             items_flush=settings.getfloat("DISKFRONTIER_ITEMS_FLUSH", 1.0),
+            shards=(None if settings.get("DISKFRONTIER_SHARDS") in (None, "")
+                    else settings.getint("DISKFRONTIER_SHARDS")),
+            wait_replicas=settings.getint("DISKFRONTIER_WAIT_REPLICAS", 0),
         )
 
     # ------------------------------------------------------------------ open / close
@@ -328,7 +342,8 @@ class Scheduler(BaseScheduler):
         crawl = self.crawl_name or spider.name
         self.frontier = self._shared = open_shared(self.url or "", crawl, lease=self.lease, order=self.order,
                                                    new_order=self.default_order, prefer=self.prefer,
-                                                   per_host=self.per_slot)
+                                                   per_host=self.per_slot, shards=self.shards,
+                                                   wait_replicas=self.wait_replicas)
         _SCHEDULERS[self.crawler] = self
         stats = self.frontier.stats()
         self._resumed = stats["seen"] > 0

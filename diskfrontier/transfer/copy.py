@@ -152,7 +152,7 @@ def _copy(source: CrawlView, destination: FrontierProtocol, hosts: list[HostCopy
 
 
 def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: str | None = None,
-               progress: Progress | None = None) -> CopyReport:
+               progress: Progress | None = None, shards: int | None = None) -> CopyReport:
     """Copy the crawl at ``src`` into ``dst`` (each a job directory, or a Redis URL with its crawl
     name in ``from_crawl`` / ``to_crawl``); ``dst`` must be new or empty, or an unfinished copy
     (which is deleted and copied again).
@@ -160,7 +160,8 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
     ``dst`` appears only when the copy is complete: a job directory is built under another
     name and renamed into place, a Redis crawl is marked until the end (``IncompleteCopy`` for
     any other open of it). After an error or an interrupt a job directory's unfinished copy is
-    removed; a Redis crawl's stays marked until the copy is run again.
+    removed; a Redis crawl's stays marked until the copy is run again. ``shards``: the number of
+    shards of a Redis crawl made (None: one; see ``RedisFrontier``); a job directory has none.
 
     FrontierError for a source that cannot be read, a destination that is not empty, or a
     failure while writing.
@@ -174,11 +175,13 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
         report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
         build: Build
         if to_crawl is None:
+            if shards is not None:
+                raise ValueError(f"shards= is for a Redis destination, and {dst} is a job directory")
             build = JobDirBuild(dst, source.order, report.source)
         else:
             expected = 2 * (source.seen_estimate() + source.pending_count())
             build = RedisBuild(dst, to_crawl, order=source.order, source=report.source, settings=source.settings,
-                               expected=expected, where=report.destination)
+                               expected=expected, where=report.destination, shards=shards)
         report.notes += build.notes
         try:
             _copy(source, build.frontier, hosts, report, progress)

@@ -128,16 +128,17 @@ class JobDirBuild:
 
 
 class RedisBuild:
-    """A Redis crawl made under a copy mark, removed by ``finish``."""
+    """A Redis crawl made under a copy mark, removed by ``finish`` (of ``shards`` shards; None: one, or
+    the number an empty crawl there has)."""
 
     def __init__(self, url: str, crawl: str, *, order: str, source: str, settings: dict[str, Any] | None,
-                 expected: int, where: str) -> None:
+                 expected: int, where: str, shards: int | None = None) -> None:
         from ..redisfrontier.frontier import RedisFrontier
 
         self.notes: list[str] = []
         expected = max(_DEFAULT_EXPECTED_URLS, expected)
         frontier = RedisFrontier(url, crawl=crawl, create=True, new_order=order, expected_urls=expected,
-                                 copy_of=source)
+                                 copy_of=source, shards=shards)
         try:
             if frontier.copy_mark is not None and not frontier.made:  # an interrupted copy: redo it
                 earlier = frontier.copy_mark
@@ -145,7 +146,7 @@ class RedisBuild:
                 self.notes.append(f"{where} held an unfinished copy of {earlier}: it was deleted and the copy "
                                   f"done again")
                 frontier = RedisFrontier(url, crawl=crawl, create=True, new_order=order, expected_urls=expected,
-                                         copy_of=source)
+                                         copy_of=source, shards=shards)
             if not frontier.made:
                 _check_empty(frontier, where, order)
                 frontier.set_copy_mark(source)  # before the first write

@@ -19,6 +19,14 @@ from paths import KITS
 from diskfrontier import RedisFrontier, Request
 from diskfrontier.redisfrontier.management import crawl_names
 
+
+def drain(frontier) -> list[Request]:
+    out = []
+    while (request := frontier.pop()) is not None:
+        out.append(request)
+        frontier.done(request)
+    return out
+
 pytestmark = pytest.mark.crash
 CHILD = os.path.join(KITS, "redis_worker_child.py")
 
@@ -125,3 +133,58 @@ def test_four_workers_on_a_cluster_one_killed_twice_lose_nothing(redis_cluster, 
     with RedisFrontier(url, crawl=crawl) as check:
         stats = check.stats()
         assert check.finished and stats["done"] == total
+
+
+def test_copy_moves_a_crawl_between_a_job_directory_a_redis_server_and_a_cluster(redis_cluster, redis_url,
+                                                                                   tmp_path):
+    from click.testing import CliRunner
+
+    from diskfrontier import Frontier
+    from diskfrontier.cli import main
+
+    source = str(tmp_path / "source")
+    with Frontier(source, order="fifo") as f:
+        f.push_many(Request(f"https://h{i % 40}.example/{i}", priority=i % 3) for i in range(400))
+        for _ in range(50):
+            f.done(f.pop())
+        f.fail(f.pop(), "boom")
+        f.set_delay("h3.example", 1.5)
+    runner = CliRunner()
+    steps = [(source, redis_url, "--to-crawl", "single", ()),
+             (redis_url, redis_cluster.url, "--from-crawl", "single", ("--to-crawl", "onthecluster", "--shards", "3")),
+             (redis_cluster.url, str(tmp_path / "back"), "--from-crawl", "onthecluster", ())]
+    for src, dst, option, name, more in steps:
+        result = runner.invoke(main, ["copy", src, dst, option, name, *more])
+        assert result.exit_code == 0, result.output
+    with RedisFrontier(redis_cluster.url, crawl="onthecluster") as on_cluster:
+        stats = on_cluster.stats()
+        assert (on_cluster.shards, stats["pending"], stats["failed"], stats["seen"]) == (3, 349, 1, 400)
+        assert on_cluster.host("h3.example").delay == 1.5
+        assert on_cluster.push(Request("https://h5.example/5")) is False  # done before, still seen
+    with Frontier(str(tmp_path / "back")) as back, Frontier(source) as first:
+        assert [e.request.url for e in back.failed()] == [e.request.url for e in first.failed()]
+        assert back.stats()["seen"] == 400 and back.push(Request("https://h9.example/9")) is False
+        assert len(back) == len(first) == 349
+        def counts(frontier):  # per host: pending, done, delay (not the ready time: the last hand-out's)
+            return [(h.host, h.pending, h.done, h.delay) for h in frontier.hosts()]
+
+        assert counts(back) == counts(first)
+
+
+def test_scrapy_processes_crawl_a_site_through_a_cluster(redis_cluster, tmp_path):
+    from scrapykit import finish, start_crawl
+
+    from diskfrontier.demo import SyntheticSite
+
+    extra = (f"DISKFRONTIER_URL={redis_cluster.url}", "DISKFRONTIER_CRAWL=scrapysite", "DISKFRONTIER_SHARDS=3",
+             "DISKFRONTIER_WAIT_REPLICAS=1", "DISKFRONTIER_LEASE=5")
+    with SyntheticSite(150) as site:
+        procs = [start_crawl(str(tmp_path / f"job-{n}"), site, "diskfrontier", str(tmp_path / f"{n}.json"), *extra)
+                 for n in range(2)]
+        for proc in procs:
+            log = finish(proc, timeout=120)
+            assert proc.returncode == 0, log[-3000:]
+        fetched = site.fetched()
+    assert set(fetched) == {f"/page/{n}" for n in range(150)}
+    with RedisFrontier(redis_cluster.url, crawl="scrapysite") as f:
+        assert f.shards == 3 and f.finished
