@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import CrawlDamaged, FrontierError
 from . import lua
-from .connection import RedisMisconfigured, connect, shown_url, talking
+from .connection import RedisMisconfigured, connect, node_client, servers, shown_url, talking
 from .records import unpack_body
 
 BATCH = 500  # hosts a REPLACE script call places
@@ -385,37 +385,55 @@ class _Snapshot:
 
 
 def verify_crawl(url: str, crawl: str, *, repair: bool = False) -> RedisReport:
-    """Check the crawl ``crawl`` at ``url``; with ``repair``, rebuild its indexes and counts from
-    its stored requests (stop the crawl's clients first)."""
+    """Check the crawl ``crawl`` at ``url`` (each of its shards); with ``repair``, rebuild its indexes and
+    counts from its stored requests (stop the crawl's clients first)."""
     report = RedisReport(crawl)
     client = connect(url)
     try:
         with talking(url, "verify"):
-            policy = client.info("memory").get("maxmemory_policy", "noeviction")
-            if policy != "noeviction":
-                report.findings.append(Finding("maxmemory-policy", f"is {policy}: Redis may drop keys of the crawl; "
-                                                                   f"set noeviction"))
-                if repair:
-                    raise RedisMisconfigured(f"verify --repair: Redis has maxmemory-policy {policy} and may drop "
-                                             f"keys again; set 'maxmemory-policy noeviction' first")
-            watcher = client.pipeline(transaction=True)
-            keys = _Crawl(client, url, crawl, report)
-            if repair:
-                watcher.watch(keys.key(b"meta"), keys.key(b"req"))
-            now = float(client.time()[0])
-            keys.read_and_check(now)
-            if repair and not report.sound:
-                _rebuild(keys, watcher, now)
-                _place_all(client, keys)
-                report.repaired = True
-                report.kept = len(keys.good)
-                again = RedisReport(crawl)
-                _Crawl(client, url, crawl, again).read_and_check(float(client.time()[0]))
-                report.notes += [f"left after repair: {finding}" for finding in again.findings]
-            watcher.reset()
+            for server in servers(client):
+                policy = server.info("memory").get("maxmemory_policy", "noeviction")
+                if policy != "noeviction":
+                    report.findings.append(Finding("maxmemory-policy", f"is {policy}: Redis may drop keys of the "
+                                                                       f"crawl; set noeviction"))
+                    if repair:
+                        raise RedisMisconfigured(f"verify --repair: Redis has maxmemory-policy {policy} and may drop "
+                                                 f"keys again; set 'maxmemory-policy noeviction' first")
+            tags = [crawl]
+            listed = client.hget(f"df:{{{crawl}}}:meta", "tags")
+            if listed:  # a crawl of several shards: shard 0's meta names the others
+                tags += listed.decode("utf-8", "replace").split(",")
+            for tag in tags:
+                _verify_shard(client, url, crawl, tag, report, repair)
     finally:
         client.close()
     return report
+
+
+def _verify_shard(client: Any, url: str, crawl: str, tag: str, report: RedisReport, repair: bool) -> None:
+    """Check (and with ``repair`` rebuild) the keys of one shard of the crawl (``tag``: its hash tag)."""
+    node = node_client(client, f"df:{{{tag}}}:meta")  # every key of a shard is on one node
+    watcher = node.pipeline(transaction=True)
+    keys = _Crawl(node, url, tag, report)
+    if repair:
+        watcher.watch(keys.key(b"meta"), keys.key(b"req"))
+    now = float(node.time()[0])
+    shard = RedisReport(crawl)
+    keys.report = shard
+    keys.read_and_check(now)
+    report.findings += shard.findings
+    report.requests += shard.requests
+    report.notes += shard.notes
+    if repair and not shard.sound:
+        _rebuild(keys, watcher, now)
+        _place_all(node, keys)
+        report.repaired = True
+        report.kept += len(keys.good)
+        report.set_aside += shard.set_aside
+        again = RedisReport(crawl)
+        _Crawl(node, url, tag, again).read_and_check(float(node.time()[0]))
+        report.notes += [f"left after repair: {finding}" for finding in again.findings]
+    watcher.reset()
 
 
 def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:

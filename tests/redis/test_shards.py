@@ -170,3 +170,20 @@ def test_wait_replicas_names_a_step_no_replica_acknowledged(open_crawl):
     assert len(g) == 1 and g.pop().url == "https://a.example/"  # the step itself was applied
     with pytest.raises(ValueError, match="wait_replicas must be a whole number of at least 0"):
         open_crawl(wait_replicas=-1)
+
+
+def test_verify_checks_and_repairs_every_shard(open_crawl, redis_server, redis_url, crawl_name):
+    from diskfrontier.redisfrontier.verify import verify_crawl
+
+    f = open_crawl(shards=3)
+    f.push_many(Request(f"https://h{i}.example/{i}") for i in range(60))
+    f.close()
+    assert verify_crawl(redis_url, crawl_name).sound
+    tag = shard_tags(crawl_name, 3)[2]
+    client = redis_server.client()
+    client.delete(f"df:{{{tag}}}:ready")  # an index of shard 2 lost
+    report = verify_crawl(redis_url, crawl_name)
+    assert report.findings and all(finding.key.startswith(f"df:{{{tag}}}:") for finding in report.findings)
+    assert verify_crawl(redis_url, crawl_name, repair=True).repaired
+    assert verify_crawl(redis_url, crawl_name).sound
+    assert len(open_crawl().pop_many(60)) == 60
