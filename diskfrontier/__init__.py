@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .contract import FrontierProtocol
     from .failures import FailedRequest
     from .jobdir.frontier import Frontier
-    from .redisfrontier import LeaseExpired, RedisFrontier, RedisMisconfigured, RedisUnavailable
+    from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
     from .runs import CrawlStats, RunStats, crawl
 
@@ -46,6 +46,7 @@ _LAZY = {
     "FailedRequest": ".failures",
     "Frontier": ".jobdir.frontier",
     "LeaseExpired": ".redisfrontier",
+    "NotReplicated": ".redisfrontier",
     "RedisFrontier": ".redisfrontier",
     "RedisMisconfigured": ".redisfrontier",
     "RedisUnavailable": ".redisfrontier",
@@ -75,6 +76,7 @@ __all__ = [
     "JobDirWriteError",
     "LeaseExpired",
     "NotInFlight",
+    "NotReplicated",
     "RedisFrontier",
     "RedisMisconfigured",
     "RedisUnavailable",

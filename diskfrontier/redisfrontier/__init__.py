@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .connection import LeaseExpired, RedisMisconfigured, RedisUnavailable, is_redis_url
+from .connection import LeaseExpired, NotReplicated, RedisMisconfigured, RedisUnavailable, is_redis_url
 
 if TYPE_CHECKING:
     from .frontier import RedisFrontier
 
-__all__ = ["LeaseExpired", "RedisFrontier", "RedisMisconfigured", "RedisUnavailable", "is_redis_url"]
+__all__ = ["LeaseExpired", "NotReplicated", "RedisFrontier", "RedisMisconfigured", "RedisUnavailable", "is_redis_url"]
 
 if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise accept any name of the package
 
