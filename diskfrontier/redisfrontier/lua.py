@@ -583,7 +583,8 @@ if kind == 'none' then
   made = 1
 else
   local have = redis.call('HGET', META, 'v')
-  if have ~= version then return {-1, have or ''} end
+  -- (version .. 's': a shard of a crawl of several shards, which a client from before shards must refuse)
+  if have ~= version and have ~= version .. 's' then return {-1, have or ''} end
   -- A crawl made before the sentinel and the delayed count: both are made now. (A crawl whose
   -- sentinel went is left as it is: its first step names the damage.)
   if not redis.call('HGET', META, 'sentinel') then

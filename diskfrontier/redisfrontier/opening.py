@@ -15,6 +15,7 @@ from .shards import MAX_SHARDS, Shard, shard_tags
 from .values import Values
 
 FORMAT = "1"
+SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several shards: refused by older clients
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
            "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE")
@@ -81,7 +82,8 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
                              f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
     scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
     count = shards or 1
-    layout = ["shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])] if count > 1 else []
+    layout = (["v", SHARDED, "shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])]
+              if count > 1 else [])
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[meta], args=[
             FORMAT, asked.order or "", "" if asked.delay is None else repr(asked.delay),
@@ -149,7 +151,7 @@ def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[st
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[shard.meta], args=[
             FORMAT, text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]), "create",
-            "lifo", "", "shard", str(shard.index), "crawl", crawl])
+            "lifo", "", "v", SHARDED, "shard", str(shard.index), "crawl", crawl])
     _check_version(answer, shard.tag, url)
     if answer[11] != crawl.encode() or answer[10] != str(shard.index).encode():
         raise values.bad(shard.meta, f"is not the meta of shard {shard.index} of crawl {crawl!r} (it names shard "

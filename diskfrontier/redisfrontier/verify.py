@@ -199,7 +199,7 @@ class _Crawl:
 
     def _check_meta(self) -> None:
         meta = self.meta
-        if meta.get(b"v") != FORMAT:
+        if meta.get(b"v") not in (FORMAT, FORMAT + b"s"):  # "1s": a shard of a crawl of several shards
             self.problem(b"meta", f"field v is {meta.get(b'v')!r}, not {FORMAT.decode()}: not a crawl of this format")
         if meta.get(b"order") not in (b"lifo", b"fifo"):
             self.problem(b"meta", f"field order is {meta.get(b'order')!r}, not 'lifo' or 'fifo'")
