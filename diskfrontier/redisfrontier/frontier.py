@@ -179,7 +179,9 @@ class RedisFrontier:
 
     def _run(self, what: str, name: str, args: list[Any], shard: int = 0) -> Any:
         meta = self._shards[shard].meta
-        if self.wait_replicas:
+        # the client's entry written at open and removed at close is bookkeeping a failover may lose
+        bookkeeping = name == "LEAVE" or (name == "BEAT" and what == "open")
+        if self.wait_replicas and not bookkeeping:
             return self._run_replicated(what, name, args, meta)
         with talking(self.url, what):
             return self._scripts[name](keys=[meta], args=args)

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import FrontierError
 from . import lua
 from .connection import check_crawl_name, connect, shown_url, talking
-from .opening import FORMAT
+from .opening import FORMAT, SHARDED
 from .reading import glob_escape
 from .shards import is_shard_tag
 
@@ -233,7 +233,7 @@ def _open(url: str, crawl: str) -> Any:
         redis.close()
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}; 'diskfrontier crawls "
                             f"{shown_url(url)}' lists them")
-    if version != FORMAT.encode():
+    if version not in (FORMAT.encode(), SHARDED.encode()):
         redis.close()
         raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} is of format "
                             f"{version.decode(errors='replace')}; this version of diskfrontier reads format {FORMAT}")

@@ -190,3 +190,20 @@ def test_verify_checks_and_repairs_every_shard(open_crawl, redis_server, redis_u
     assert verify_crawl(redis_url, crawl_name, repair=True).repaired
     assert verify_crawl(redis_url, crawl_name).sound
     assert len(open_crawl().pop_many(60)) == 60
+
+
+def test_clients_and_release_cover_every_shard(open_crawl, redis_url, crawl_name):
+    from diskfrontier.redisfrontier.management import clients, release, summaries
+
+    f = open_crawl(shards=3, lease=30.0)
+    f.push_many(Request(f"https://h{i}.example/") for i in range(30))
+    worker = open_crawl(renew=False, lease=30.0)
+    held = worker.pop_many(25)  # a pop takes from the best shard first, then the next: 25 of 30 span all 3
+    assert len({worker.shard_of(r) for r in held}) == 3  # leases on every shard
+    [summary] = summaries(redis_url, memory=False)
+    assert (summary.in_flight, summary.pending, summary.seen) == (25, 5, 30)
+    mine = {c.client: c for c in clients(redis_url, crawl_name)}[worker.client_id]
+    assert mine.leases == 25 and mine.live
+    released = release(redis_url, crawl_name, client=worker.client_id, force=True)
+    assert released.released == 25
+    assert f.stats()["in_flight"] == 0 and len(f) == 30
