@@ -603,7 +603,10 @@ class Frontier:
         block, budget and consecutive failures, sorted by name."""
         with self._mutex:
             self._check_open()
-            return [self._with_failures(info) for info in self._dispatch.host_infos()]
+            infos = [self._with_failures(info) for info in self._dispatch.host_infos()]
+            listed = {info.host for info in infos}
+            more = [self._failing_only(name) for name in self._health.failures if name not in listed]
+            return sorted(infos + more, key=lambda info: info.host) if more else infos
 
     def host(self, name: str) -> HostInfo | None:
         """One host as ``hosts()`` tells of it, found without listing the others; None if it has
@@ -612,7 +615,13 @@ class Frontier:
         with self._mutex:
             self._check_open()
             info = self._dispatch.host_info(name)
-            return None if info is None else self._with_failures(info)
+            if info is None:
+                return self._failing_only(name) if self._health.count(name) else None
+            return self._with_failures(info)
+
+    def _failing_only(self, name: str) -> HostInfo:
+        """A host known only by its failures (none of its requests stored)."""
+        return HostInfo(name, 0, 0, 0, self._state.hosts.delay, None, None, None, self._health.count(name))
 
     # ------------------------------------------------------------------ counts
     def __len__(self) -> int:
