@@ -24,6 +24,7 @@ from .errors import (
     JobDirUnsafe,
     JobDirWriteError,
     NotInFlight,
+    PermanentError,
     RequestTooLarge,
     ScrapyQueueFound,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "JobDirWriteError",
     "LeaseExpired",
     "NotInFlight",
+    "PermanentError",
     "RedisFrontier",
     "RedisMisconfigured",
     "RedisUnavailable",

@@ -150,6 +150,7 @@ SHARED_STATS = {
     "failed": "requests recorded as failed (counted as pushed is)",
     "dropped": "pending requests removed by drop() (counted as pushed is)",
     "paused_since": "when the crawl was paused (time.time()); None while it runs",
+    "delay": "the frontier's delay between hand-outs of a host without a delay of its own (seconds)",
 }
 """The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""
 
