@@ -225,6 +225,92 @@ def _bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
     raise OSError(f"could not find a port free on all of {addresses}")
 
 
+class _LinkedHandler(http.server.BaseHTTPRequestHandler):
+    site: LinkedSite
+
+    def do_GET(self) -> None:
+        site = self.site
+        site.record(self.path)
+        if site.delay:
+            time.sleep(site.delay)
+        if site.status_for_all is not None:
+            self.send_error(site.status_for_all)
+            return
+        if self.path == "/robots.txt":
+            status, body = site.robots
+            if status != 200:
+                self.send_error(status)
+                return
+            self._send(body.encode(), "text/plain")
+            return
+        match = re.fullmatch(r"/docs/(\d+)\.html", self.path)
+        n = int(match.group(1)) if match else -1
+        if not 0 <= n < site.pages or n in site.missing:
+            self.send_error(404)
+            return
+        self._send(site.page(n).encode(), "text/html")
+
+    def _send(self, data: bytes, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class LinkedSite:
+    """A small site on one loopback ``address`` whose pages link with relative URLs.
+
+    Page N (``/docs/N.html``) links to ``2N+1.html`` and ``2N+2.html`` (relative to ``/docs/``),
+    to ``../docs/N//2.html`` and ``/docs/0.html`` (duplicates), and to a page of another site
+    (``http://elsewhere.invalid/``), which a same-site crawl leaves alone. Pages in ``missing``
+    answer 404. ``robots`` is the (status, text) of ``/robots.txt``; ``status_for_all`` answers
+    every request with that status (a host that is down). ``log`` keeps (path, time.monotonic())
+    of every request served.
+    """
+
+    def __init__(self, pages: int, *, address: str = "127.0.0.1", missing: frozenset[int] = frozenset(),
+                 robots: tuple[int, str] = (404, ""), status_for_all: int | None = None, delay: float = 0.0) -> None:
+        self.pages, self.missing, self.robots = pages, set(missing), robots
+        self.status_for_all, self.delay = status_for_all, delay
+        self.log: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+        handler = type("Handler", (_LinkedHandler,), {"site": self})
+        self.server = _QuietServer((address, 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        address, port = self.server.server_address[:2]
+        return f"http://{address!s}:{port}"
+
+    def page(self, n: int) -> str:
+        links = [f"{c}.html" for c in (2 * n + 1, 2 * n + 2)] + [f"../docs/{n // 2}.html", "/docs/0.html",
+                                                                  "http://elsewhere.invalid/"]
+        body = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
+        return f"<html><body><h1>page {n}</h1>\n{body}</body></html>"
+
+    def record(self, path: str) -> None:
+        with self._lock:
+            self.log.append((path, time.monotonic()))
+
+    def fetched(self) -> Counter[str]:
+        """Requests served per path so far."""
+        with self._lock:
+            return Counter(path for path, _t in self.log)
+
+    def __enter__(self) -> LinkedSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 _STOPPED = {"finished": "finished", "stalled": "finished", "duration": "time limit", "max_requests": "max requests",
             "SIGINT": "interrupted", "SIGTERM": "interrupted", "interrupted": "interrupted"}
 
