@@ -13,11 +13,13 @@ import os
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .errors import PermanentError
 from .jobdir.frontier import Frontier
 from .request.model import Request
 from .runs import crawl
@@ -319,7 +321,7 @@ def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
     on_page: Callable[[int, int], None] | None = None, *,
     workers: int = 8, every: float | None = None, times: int = 1, hosts: int = 4,
-    failing: float = 0.03, delay: float = 0.005,
+    failing: float = 0.03, delay: float = 0.005, broken: int = 2,
 ) -> DemoResult:
     """Crawl the synthetic site into ``jobdir`` with ``crawl()`` until it is exhausted, ``seconds``
     pass (a run's duration), or Ctrl-C (the pages in hand are finished; a second one stops at once).
@@ -327,7 +329,8 @@ def run_demo(
     The site is served on ``hosts`` loopback addresses (127.0.0.2, ...), half the pages on the
     first, so politeness shows (``delay`` seconds between hand-outs of a host, at most two of
     its requests at a time); ``failing`` of the pages answer 503 the first time they are asked
-    for, so retries show. ``every``/``times``: repeated runs. ``on_page(finished, pending)``
+    for, so retries show; ``broken`` links lead to pages that answer 404, which fail at once
+    (``PermanentError``). ``every``/``times``: repeated runs. ``on_page(finished, pending)``
     is called after each page with the pages finished over every run and the requests waiting.
     """
     started = time.monotonic()
@@ -340,12 +343,19 @@ def run_demo(
         # Links are stored without the site's port (a resumed run serves it on a new one), so
         # the fingerprints stay the same from run to run.
         frontier.push(Request(_portless(site.url(0)), priority=1))
+        # broken links (pages past the last one answer 404): each is tried once and recorded as failed
+        frontier.push_many(Request(_portless(site.url(pages + k))) for k in range(broken))
 
         def handler(request: Request, frontier: Frontier) -> None:
             nonlocal fetched
             host, path = request.url[7:].split("/", 1)
-            with urllib.request.urlopen(f"http://{host}:{site.port}/{path}", timeout=10) as response:
-                html = response.read().decode()
+            try:
+                with urllib.request.urlopen(f"http://{host}:{site.port}/{path}", timeout=10) as response:
+                    html = response.read().decode()
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:  # a broken link will not mend: failed at once, not retried
+                    raise PermanentError(f"HTTP 404 for /{path}") from None
+                raise
             frontier.push_many(Request(_portless(href), priority=int(prio), meta={"from": f"/{path}"})
                                for href, prio in _LINK.findall(html))
             with lock:
