@@ -91,3 +91,20 @@ def test_robots_entries_are_kept_capped_and_replaced(frontier_factory):
         g.set_robots("a.example", RobotsEntry(1000, b"", 1.0))
     with pytest.raises(TypeError, match="RobotsEntry"):
         g.set_robots("a.example", (200, b"", 1.0))  # type: ignore[arg-type]
+
+
+def test_verify_finds_a_crawl_with_failures_and_robots_sound(frontier_factory):
+    f = frontier_factory()
+    f.push_many(urls("bad.example", 2))
+    for _ in range(3):
+        f.host_failed("bad.example", block_after=2)
+    f.set_robots("bad.example", RobotsEntry(200, b"User-agent: *\nDisallow: /\n", 1_700_000_000.0))
+    f.close()
+    if frontier_factory.kind == "jobdir":
+        from diskfrontier.jobdir.maintenance.verify import verify
+
+        assert verify(frontier_factory.path).sound
+    else:
+        from diskfrontier.redisfrontier.verify import verify_crawl
+
+        assert verify_crawl(frontier_factory.url, frontier_factory.crawl).sound
