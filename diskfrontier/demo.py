@@ -77,6 +77,7 @@ class DemoResult:
     retried: int = 0
     failed: int = 0
     runs: int = 1
+    failed_at_once: int = 0  # of failed: broken links (404), failed with no retry
 
 
 class SyntheticSite:
@@ -267,7 +268,8 @@ class LinkedSite:
     """A small site on one loopback ``address`` whose pages link with relative URLs.
 
     Page N (``/docs/N.html``) links to ``2N+1.html`` and ``2N+2.html`` (relative to ``/docs/``),
-    to ``../docs/N//2.html`` and ``/docs/0.html`` (duplicates), and to a page of another site
+    to its parent ``../docs/(N-1)//2.html`` and to ``/docs/0.html`` (duplicates), so that a page is
+    found only through its parent, and to a page of another site
     (``http://elsewhere.invalid/``), which a same-site crawl leaves alone. Pages in ``missing``
     answer 404. ``robots`` is the (status, text) of ``/robots.txt``; ``status_for_all`` answers
     every request with that status (a host that is down). ``log`` keeps (path, time.monotonic())
@@ -290,7 +292,7 @@ class LinkedSite:
         return f"http://{address!s}:{port}"
 
     def page(self, n: int) -> str:
-        links = [f"{c}.html" for c in (2 * n + 1, 2 * n + 2)] + [f"../docs/{n // 2}.html", "/docs/0.html",
+        links = [f"{c}.html" for c in (2 * n + 1, 2 * n + 2)] + [f"../docs/{max(n - 1, 0) // 2}.html", "/docs/0.html",
                                                                   "http://elsewhere.invalid/"]
         body = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
         return f"<html><body><h1>page {n}</h1>\n{body}</body></html>"
@@ -370,7 +372,8 @@ def run_demo(
         stats = frontier.stats()
         pending, seen = stats["pending"] + stats["in_flight"], stats["seen"]
     return DemoResult(fetched, pending, seen, _STOPPED.get(result.stopped_by, result.stopped_by),
-                      time.monotonic() - started, result.retried, result.failed, len(result.runs))
+                      time.monotonic() - started, result.retried, result.failed, len(result.runs),
+                      result.failed_at_once)
 
 
 def _portless(url: str) -> str:

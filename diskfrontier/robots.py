@@ -114,20 +114,26 @@ class RobotsRules:
                     return self._learned(key, request, *result)
         return self._judge(known[1], request)
 
-    async def acheck(self, request: Request) -> Verdict:
-        """``check`` for asyncio tasks: an async ``fetch`` is awaited, a plain one run in a thread."""
+    async def acheck(self, request: Request,
+                     call: Callable[..., Awaitable[Any]] | None = None) -> Verdict:
+        """``check`` for asyncio tasks: an async ``fetch`` is awaited, a plain one run in a thread; the
+        frontier's calls go through ``call(function, *args)`` (an ``AsyncFrontier``'s ``call``; by
+        default ``asyncio.to_thread``), so that the loop is never blocked."""
+        hop: Callable[..., Awaitable[Any]] = call or asyncio.to_thread
         key, url = site_of(request.url)
-        known = self._known(key, request)
+        known = self._fresh(key)
+        if known is None:
+            known = await hop(self._known, key, request)
         if known is None:
             lock = self._alocks.setdefault(key, asyncio.Lock())
             async with lock:
-                known = self._known(key, request)
+                known = self._fresh(key) or await hop(self._known, key, request)
                 if known is None:
                     if inspect.iscoroutinefunction(self.fetch):
                         result = await cast(Awaitable[tuple[int, bytes]], self.fetch(url, self.user_agent))
                     else:
                         result = cast(tuple[int, bytes], await asyncio.to_thread(self.fetch, url, self.user_agent))
-                    return self._learned(key, request, *result)
+                    return cast(Verdict, await hop(self._learned, key, request, *result))
         return self._judge(known[1], request)
 
     def _judge(self, rules: Protego | None, request: Request) -> Verdict:
@@ -143,12 +149,19 @@ class RobotsRules:
                 lock = self._locks[key] = threading.Lock()
             return lock
 
+    def _fresh(self, key: str) -> tuple[float, Protego | None] | None:
+        """The rules of ``key`` if this process knows them and they are fresh (no frontier call)."""
+        known = self._rules.get(key)
+        if known is not None and time.time() - known[0] < self.ttl:
+            return known
+        return None
+
     def _known(self, key: str, request: Request) -> tuple[float, Protego | None] | None:
         """The rules of ``key`` if they are known and fresh: in memory, else as the frontier keeps them."""
-        now = time.time()
-        known = self._rules.get(key)
-        if known is not None and now - known[0] < self.ttl:
+        known = self._fresh(key)
+        if known is not None:
             return known
+        now = time.time()
         entry = self.frontier.robots(key)
         if entry is None or now - entry.fetched_at >= self.ttl:
             return None
