@@ -98,6 +98,7 @@ class RobotsRules:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._alocks: dict[str, asyncio.Lock] = {}
+        self._held: dict[str, float] = {}  # key -> until when its host is held back (a 5xx or no answer)
 
     # ------------------------------------------------------------------ deciding
     def check(self, request: Request) -> Verdict:
@@ -108,6 +109,9 @@ class RobotsRules:
             with self._lock_of(key):
                 known = self._known(key, request)
                 if known is None:
+                    hold = self._holding(key)
+                    if hold is not None:
+                        return hold
                     result = self.fetch(url, self.user_agent)
                     if inspect.isawaitable(result):
                         raise TypeError("robots: fetch_robots returned an awaitable: use acrawl() for an async fetch")
@@ -129,12 +133,24 @@ class RobotsRules:
             async with lock:
                 known = self._fresh(key) or await hop(self._known, key, request)
                 if known is None:
+                    hold = self._holding(key)
+                    if hold is not None:
+                        return hold
                     if inspect.iscoroutinefunction(self.fetch):
                         result = await cast(Awaitable[tuple[int, bytes]], self.fetch(url, self.user_agent))
                     else:
                         result = cast(tuple[int, bytes], await asyncio.to_thread(self.fetch, url, self.user_agent))
                     return cast(Verdict, await hop(self._learned, key, request, *result))
         return self._judge(known[1], request)
+
+    def _holding(self, key: str) -> Verdict | None:
+        """The hold of ``key`` while it lasts (a worker that waited for a fetch that failed does not fetch
+        again at once)."""
+        until = self._held.get(key)
+        if until is not None and until > time.time():
+            return Verdict("hold", until)
+        self._held.pop(key, None)
+        return None
 
     def _judge(self, rules: Protego | None, request: Request) -> Verdict:
         if rules is None or rules.can_fetch(request.url, self.user_agent):
@@ -175,7 +191,10 @@ class RobotsRules:
         if status == 0 or status >= 500:
             until = self.frontier.host_failed(request.slot, block_after=1, backoff=self.backoff,
                                               backoff_max=self.backoff_max)
-            return Verdict("hold", until if until is not None else time.time() + self.backoff)
+            held = until if until is not None else time.time() + self.backoff
+            self._held[key] = held
+            return Verdict("hold", held)
+        self._held.pop(key, None)
         entry = RobotsEntry(status, bytes(body[:MAX_ROBOTS]), time.time())
         self.frontier.set_robots(key, entry)
         return self._judge(self._use(key, request, entry)[1], request)

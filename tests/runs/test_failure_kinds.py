@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 import urllib.error
 import urllib.request
 
@@ -163,3 +164,32 @@ def test_acrawl_fails_404s_at_once_and_obeys_robots_with_an_async_fetch(tmp_path
         fetched = site.fetched()
     assert stats.done == 6 and stats.failed_at_once == 2 and stats.robots_disallowed == 1
     assert fetched["/docs/4.html"] == 1 and "/docs/5.html" not in fetched and fetched["/robots.txt"] == 1
+
+
+def test_over_redis_a_failing_host_is_blocked_and_robots_txt_is_kept_for_the_next_run(redis_url, crawl_name):
+    from diskfrontier import RedisFrontier
+
+    with LinkedSite(6, address="127.0.0.2", status_for_all=503) as bad, \
+            LinkedSite(4, robots=(200, "User-agent: *\nDisallow: /docs/1.html\n")) as good:
+        with RedisFrontier(redis_url, crawl=crawl_name) as frontier:
+            frontier.push_many(Request(f"{bad.base}/docs/{n}.html") for n in range(6))
+            stats = crawl(frontier, fetch, workers=2, retries=3, backoff=0.01, host_errors=3, host_backoff=30.0,
+                          duration=1.0, progress=False)
+            info = frontier.host("127.0.0.2")
+            assert stats.host_blocks >= 1 and info.failures == len(bad.log) and len(bad.log) <= 4
+            assert info.blocked_until > time.time() + 25
+            frontier.unblock("127.0.0.2")
+            frontier.push_many(Request(f"{good.base}/docs/{n}.html") for n in range(2))
+            before = time.time()
+            stats = crawl(frontier, fetch, workers=2, robots=True, user_agent="testbot", duration=1.0,
+                          host_backoff=30.0, progress=False)
+            held = frontier.host("127.0.0.2")
+        # the bad host's robots.txt answers 503: the host is held back, none of its pages asked for
+        assert stats.robots_held >= 1 and held.blocked_until >= before + 30
+        assert bad.fetched()["/robots.txt"] == 1 and len(bad.log) == info.failures + 1
+        assert stats.robots_disallowed == 1 and stats.done == 1
+        with RedisFrontier(redis_url, crawl=crawl_name) as frontier:  # another client: robots.txt is kept
+            frontier.drop(host="127.0.0.2")
+            frontier.push_many(Request(f"{good.base}/docs/{n}.html") for n in (2, 3))
+            crawl(frontier, fetch, workers=2, robots=True, user_agent="testbot", progress=False)
+        assert good.fetched()["/robots.txt"] == 1 and good.fetched()["/docs/2.html"] == 1

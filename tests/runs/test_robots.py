@@ -72,9 +72,13 @@ def test_a_5xx_robots_txt_holds_the_host_back_then_it_is_fetched_again(tmp_path)
         assert held.kind == "hold" and held.until >= before + 0.3
         assert frontier.host("127.0.0.1").blocked_until == pytest.approx(held.until)
         assert frontier.robots(site_of(site.base)[0]) is None  # nothing kept: the next try fetches it
+        assert rules.check(page(site, 2)) == held  # while the hold lasts: not fetched again
+        assert site.fetched()["/robots.txt"] == 1
+        time.sleep(max(0.0, held.until - time.time()) + 0.01)
         again = rules.check(page(site, 1))  # a second 503 in a row: the hold doubles
         assert again.kind == "hold" and again.until >= time.time() + 0.55
         site.status_for_all, site.robots = None, (200, RULES)
+        time.sleep(max(0.0, again.until - time.time()) + 0.01)
         assert rules.check(page(site, 3)) == DISALLOW
         assert site.fetched()["/robots.txt"] == 3
 
