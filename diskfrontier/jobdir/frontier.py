@@ -32,7 +32,6 @@ one codec (``records.py``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import math
@@ -594,19 +593,12 @@ class Frontier:
             self._check_open()
             self._robots.put(name, checked)
 
-    def _with_failures(self, info: HostInfo) -> HostInfo:
-        count = self._health.count(info.host)
-        return dataclasses.replace(info, failures=count) if count else info
-
     def hosts(self) -> list[HostInfo]:
         """Every host with pending, in-flight or done requests or a setting: counts, delay, ready time,
         block, budget and consecutive failures, sorted by name."""
         with self._mutex:
             self._check_open()
-            infos = [self._with_failures(info) for info in self._dispatch.host_infos()]
-            listed = {info.host for info in infos}
-            more = [self._failing_only(name) for name in self._health.failures if name not in listed]
-            return sorted(infos + more, key=lambda info: info.host) if more else infos
+            return self._health.annotate(self._dispatch.host_infos(), self._state.hosts.delay)
 
     def host(self, name: str) -> HostInfo | None:
         """One host as ``hosts()`` tells of it, found without listing the others; None if it has
@@ -614,14 +606,7 @@ class Frontier:
         name = _check_host(name)
         with self._mutex:
             self._check_open()
-            info = self._dispatch.host_info(name)
-            if info is None:
-                return self._failing_only(name) if self._health.count(name) else None
-            return self._with_failures(info)
-
-    def _failing_only(self, name: str) -> HostInfo:
-        """A host known only by its failures (none of its requests stored)."""
-        return HostInfo(name, 0, 0, 0, self._state.hosts.delay, None, None, None, self._health.count(name))
+            return self._health.annotate_one(name, self._dispatch.host_info(name), self._state.hosts.delay)
 
     # ------------------------------------------------------------------ counts
     def __len__(self) -> int:

@@ -20,6 +20,7 @@ after this file (see ``docs/format.md``, "Sidecar stores").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -29,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from ..contract import MAX_ROBOTS, MAX_TIME, RobotsEntry
+from ..contract import MAX_ROBOTS, MAX_TIME, HostInfo, RobotsEntry
 from ..files.atomic import write_atomic
 from ..files.safefs import make_dir, open_file
 
@@ -95,6 +96,26 @@ class HostHealth:
             changed = dict(self.failures)
             del changed[host]
             self._save(changed)
+
+    def annotate(self, infos: list[HostInfo], delay: float) -> list[HostInfo]:
+        """``hosts()``: each host with its failures, and the hosts known only by their failures, by name."""
+        out = [self._with(info) for info in infos]
+        listed = {info.host for info in out}
+        more = [self._alone(name, delay) for name in self.failures if name not in listed]
+        return sorted(out + more, key=lambda info: info.host) if more else out
+
+    def annotate_one(self, name: str, info: HostInfo | None, delay: float) -> HostInfo | None:
+        """``host(name)``: ``info`` with its failures; a host known only by its failures; or None."""
+        if info is None:
+            return self._alone(name, delay) if name in self.failures else None
+        return self._with(info)
+
+    def _with(self, info: HostInfo) -> HostInfo:
+        count = self.failures.get(info.host, 0)
+        return dataclasses.replace(info, failures=count) if count else info
+
+    def _alone(self, name: str, delay: float) -> HostInfo:
+        return HostInfo(name, 0, 0, 0, delay, None, None, None, self.failures[name])
 
     def _save(self, failures: dict[str, int]) -> None:
         write_atomic(self.path, _framed(HEALTH_MAGIC, failures))
