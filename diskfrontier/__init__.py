@@ -24,6 +24,7 @@ from .errors import (
     JobDirUnsafe,
     JobDirWriteError,
     NotInFlight,
+    PermanentError,
     RequestTooLarge,
     ScrapyQueueFound,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "LeaseExpired",
     "NotInFlight",
     "NotReplicated",
+    "PermanentError",
     "RedisFrontier",
     "RedisMisconfigured",
     "RedisUnavailable",

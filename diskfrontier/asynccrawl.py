@@ -24,8 +24,10 @@ from typing import Any
 from .asyncfrontier import AsyncFrontier
 from .contract import FrontierProtocol
 from .errors import FrontierError
+from .failurekinds import Classify
 from .request.model import Request
-from .runpolicy import CrawlStats, RetryPolicy, RunState, StatusLine, check_argument
+from .robots import ALLOW, Fetch, Verdict
+from .runpolicy import CrawlStats, RetryPolicy, RunState, StatusLine, check_argument, check_policy, robots_rules
 
 __all__ = ["acrawl", "run_tasks"]
 
@@ -45,6 +47,14 @@ async def acrawl(
     backoff: float = 1.0,
     progress: bool | None = None,
     setup: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+    classify: Classify | None = None,
+    host_errors: int | None = 5,
+    host_backoff: float = 60.0,
+    host_backoff_max: float = 3600.0,
+    robots: bool = False,
+    user_agent: str | None = None,
+    robots_ttl: float = 86400.0,
+    fetch_robots: Fetch | None = None,
 ) -> CrawlStats:
     """Run ``await handler(request, frontier)`` over the frontier's requests as ``workers`` tasks
     of the running event loop, until the crawl is finished; the loop's other tasks run meanwhile.
@@ -66,8 +76,15 @@ async def acrawl(
     requests stay in flight and come back (a job directory at close or next open, Redis when
     their leases run out). ``progress``: a status line on stderr (default: when it is a terminal).
     Returns a ``CrawlStats`` of one run.
+
+    Failure kinds (``PermanentError``, ``classify``), failing hosts (``host_errors``,
+    ``host_backoff``, ``host_backoff_max``) and robots.txt (``robots``, ``user_agent``,
+    ``robots_ttl``, ``fetch_robots``) are those of ``crawl()``; here ``fetch_robots`` may be a
+    coroutine function (``async def fetch(url, user_agent) -> (status, body)``, with an httpx
+    client for instance); a plain one, and the default (urllib), run in a thread.
     """
     _check_arguments("acrawl", workers, duration, max_requests, retries, backoff)
+    check_policy("acrawl", classify, host_errors, host_backoff, host_backoff_max)
     if not _is_async(handler):
         raise TypeError("acrawl(): handler must be an async def function (or an object with an async "
                         f"__call__), got {handler!r}; for a plain function use crawl()")
@@ -76,7 +93,9 @@ async def acrawl(
     borrowed = not isinstance(frontier, AsyncFrontier)
     wrapped = AsyncFrontier(frontier, threads=min(workers, 8)) if not isinstance(frontier, AsyncFrontier) \
         else frontier
-    state = RunState(wrapped.frontier, RetryPolicy(retries, backoff), duration, max_requests)
+    policy = RetryPolicy(retries, backoff, classify, host_errors, host_backoff, host_backoff_max)
+    rules = robots_rules("acrawl", wrapped.frontier, robots, user_agent, robots_ttl, fetch_robots, policy)
+    state = RunState(wrapped.frontier, policy, duration, max_requests, rules)
     show = sys.stderr.isatty() if progress is None else progress
     status = StatusLine(state) if show else None
     log.info("acrawl: %d tasks", workers)
@@ -94,8 +113,9 @@ async def acrawl(
         if borrowed:
             await wrapped.close()  # its threads only: the frontier stays the caller's
     stats = state.stats
-    log.info("acrawl ended (%s): %d handled, %d done, %d retried, %d failed, %.1f a second",
-             stats.stopped_by, stats.handled, stats.done, stats.retried, stats.failed, stats.rate)
+    log.info("acrawl ended (%s): %d handled, %d done, %d retried, %d failed (%d at once), %d host blocks, "
+             "%.1f a second", stats.stopped_by, stats.handled, stats.done, stats.retried, stats.failed,
+             stats.failed_at_once, stats.host_blocks, stats.rate)
     return CrawlStats([stats])
 
 
@@ -143,7 +163,13 @@ async def _task(state: RunState, frontier: AsyncFrontier, call: Callable[[Reques
             continue
         state.took()
         error: BaseException | None = None
+        verdict: Verdict = ALLOW
         try:
+            if state.robots is not None:
+                verdict = await state.robots.acheck(request, frontier.call)
+            if verdict is not ALLOW:
+                await frontier.call(state.settle_robots, request, verdict)
+                continue
             await call(request)
         except Exception as exc:  # any error of the handler is retried, then recorded
             error = exc

@@ -21,6 +21,7 @@ from .request.model import Request, check_slot
 __all__ = [
     "MAX_ATTEMPTS",
     "MAX_ERROR",
+    "MAX_ROBOTS",
     "MAX_SECONDS",
     "MAX_TIME",
     "SHARED_STATS",
@@ -29,12 +30,16 @@ __all__ = [
     "FrontierProtocol",
     "HostInfo",
     "LocalFrontierProtocol",
+    "RobotsEntry",
     "SharedFrontierProtocol",
     "check_attempts",
     "check_drop",
     "check_host",
+    "check_host_failed",
+    "check_robots",
     "check_seconds",
     "check_time",
+    "host_backoff",
 ]
 
 # ------------------------------------------------------------------ limits
@@ -46,6 +51,8 @@ MAX_TIME = 10**11
 """The latest ``time.time()`` value a record or a call holds (the year 5138); a block may also be +inf."""
 MAX_ERROR = 4000
 """Bytes of a failure's error text kept (cut on a character boundary)."""
+MAX_ROBOTS = 500 * 1024
+"""Bytes of a robots.txt body kept (RFC 9309 lets a crawler stop parsing at 500 KiB)."""
 
 
 # ------------------------------------------------------------------ value types
@@ -70,12 +77,54 @@ class HostInfo:
     ready_at: float | None  # when its next request may be handed out (time.time()); None: nothing pending
     blocked_until: float | None
     budget: int | None
+    failures: int = 0  # consecutive failures (``host_failed``) since its last done request
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (JSON-ready)."""
         return {"host": self.host, "pending": self.pending, "in_flight": self.in_flight, "done": self.done,
                 "delay": self.delay, "ready_at": self.ready_at, "blocked_until": self.blocked_until,
-                "budget": self.budget}
+                "budget": self.budget, "failures": self.failures}
+
+
+@dataclass(frozen=True)
+class RobotsEntry:
+    """A host's robots.txt as a frontier keeps it: the HTTP status of the fetch (0: no answer, a
+    timeout or a connection error), its body (at most ``MAX_ROBOTS`` bytes) and when it was fetched."""
+
+    status: int
+    body: bytes
+    fetched_at: float  # time.time()
+
+
+def check_robots(entry: Any) -> RobotsEntry:
+    """``entry`` as stored: a ``RobotsEntry`` with a status from 0 to 999, a time in range and the body cut
+    to ``MAX_ROBOTS`` bytes; TypeError or ValueError naming the field if not."""
+    if not isinstance(entry, RobotsEntry):
+        raise TypeError(f"set_robots(): entry must be a RobotsEntry, got {type(entry).__name__}")
+    status = entry.status
+    if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 999:
+        raise ValueError(f"RobotsEntry.status must be an HTTP status from 0 to 999 (0: no answer), got {status!r}")
+    if not isinstance(entry.body, (bytes, bytearray)):
+        raise TypeError(f"RobotsEntry.body must be bytes, got {type(entry.body).__name__}")
+    fetched_at = check_time("RobotsEntry.fetched_at", entry.fetched_at)
+    return RobotsEntry(status, bytes(entry.body[:MAX_ROBOTS]), fetched_at)
+
+
+def check_host_failed(block_after: Any, backoff: Any, backoff_max: Any) -> tuple[int, float, float]:
+    """``host_failed``'s settings, checked: (block_after, backoff, backoff_max)."""
+    if isinstance(block_after, bool) or not isinstance(block_after, int) or block_after < 1:
+        raise ValueError(f"host_failed(): block_after must be a whole number of at least 1, got {block_after!r}")
+    return block_after, check_seconds("host_failed(): backoff", backoff), check_seconds(
+        "host_failed(): backoff_max", backoff_max)
+
+
+def host_backoff(failures: int, block_after: int, backoff: float, backoff_max: float) -> float:
+    """How long a host with ``failures`` consecutive failures is blocked: 0 below ``block_after``, then
+    ``backoff`` doubled for each failure past it, at most ``backoff_max``."""
+    if failures < block_after:
+        return 0.0
+    steps = min(failures - block_after, 64)
+    return min(backoff * 2.0 ** steps, backoff_max)
 
 
 @dataclass(frozen=True)
@@ -101,6 +150,7 @@ SHARED_STATS = {
     "failed": "requests recorded as failed (counted as pushed is)",
     "dropped": "pending requests removed by drop() (counted as pushed is)",
     "paused_since": "when the crawl was paused (time.time()); None while it runs",
+    "delay": "the frontier's delay between hand-outs of a host without a delay of its own (seconds)",
 }
 """The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""
 
@@ -303,6 +353,26 @@ class FrontierProtocol(Protocol):
 
     def set_done_count(self, host: str, done: int) -> None:
         """Set how many requests of ``host`` are done (for a crawl copied in from elsewhere)."""
+        ...
+
+    def host_failed(self, host: str, *, block_after: int = 5, backoff: float = 60.0,
+                    backoff_max: float = 3600.0) -> float | None:
+        """Count one more consecutive failure of ``host`` (a timeout, a 5xx: the host, not one URL).
+
+        From ``block_after`` consecutive failures on, each one blocks the host (as ``block``, never
+        shortening a longer block) for ``backoff`` seconds, doubled for each failure past
+        ``block_after``, at most ``backoff_max``. A ``done`` of any request of the host ends the
+        streak (the count goes back to 0). Kept across restarts and crashes. Returns the time the
+        host is blocked until, or None if this failure did not block it.
+        """
+        ...
+
+    def robots(self, host: str) -> RobotsEntry | None:
+        """The robots.txt kept for ``host`` (``set_robots``); None if none is kept."""
+        ...
+
+    def set_robots(self, host: str, entry: RobotsEntry) -> None:
+        """Keep ``entry`` as the robots.txt of ``host`` (replacing any older one); kept across restarts."""
         ...
 
     def hosts(self) -> list[HostInfo]:

@@ -13,11 +13,13 @@ import os
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .errors import PermanentError
 from .jobdir.frontier import Frontier
 from .request.model import Request
 from .runs import crawl
@@ -75,6 +77,7 @@ class DemoResult:
     retried: int = 0
     failed: int = 0
     runs: int = 1
+    failed_at_once: int = 0  # of failed: broken links (404), failed with no retry
 
 
 class SyntheticSite:
@@ -225,6 +228,93 @@ def _bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
     raise OSError(f"could not find a port free on all of {addresses}")
 
 
+class _LinkedHandler(http.server.BaseHTTPRequestHandler):
+    site: LinkedSite
+
+    def do_GET(self) -> None:
+        site = self.site
+        site.record(self.path)
+        if site.delay:
+            time.sleep(site.delay)
+        if site.status_for_all is not None:
+            self.send_error(site.status_for_all)
+            return
+        if self.path == "/robots.txt":
+            status, body = site.robots
+            if status != 200:
+                self.send_error(status)
+                return
+            self._send(body.encode(), "text/plain")
+            return
+        match = re.fullmatch(r"/docs/(\d+)\.html", self.path)
+        n = int(match.group(1)) if match else -1
+        if not 0 <= n < site.pages or n in site.missing:
+            self.send_error(404)
+            return
+        self._send(site.page(n).encode(), "text/html")
+
+    def _send(self, data: bytes, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class LinkedSite:
+    """A small site on one loopback ``address`` whose pages link with relative URLs.
+
+    Page N (``/docs/N.html``) links to ``2N+1.html`` and ``2N+2.html`` (relative to ``/docs/``),
+    to its parent ``../docs/(N-1)//2.html`` and to ``/docs/0.html`` (duplicates), so that a page is
+    found only through its parent, and to a page of another site
+    (``http://elsewhere.invalid/``), which a same-site crawl leaves alone. Pages in ``missing``
+    answer 404. ``robots`` is the (status, text) of ``/robots.txt``; ``status_for_all`` answers
+    every request with that status (a host that is down). ``log`` keeps (path, time.monotonic())
+    of every request served.
+    """
+
+    def __init__(self, pages: int, *, address: str = "127.0.0.1", missing: frozenset[int] = frozenset(),
+                 robots: tuple[int, str] = (404, ""), status_for_all: int | None = None, delay: float = 0.0) -> None:
+        self.pages, self.missing, self.robots = pages, set(missing), robots
+        self.status_for_all, self.delay = status_for_all, delay
+        self.log: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+        handler = type("Handler", (_LinkedHandler,), {"site": self})
+        self.server = _QuietServer((address, 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        address, port = self.server.server_address[:2]
+        return f"http://{address!s}:{port}"
+
+    def page(self, n: int) -> str:
+        links = [f"{c}.html" for c in (2 * n + 1, 2 * n + 2)] + [f"../docs/{max(n - 1, 0) // 2}.html", "/docs/0.html",
+                                                                  "http://elsewhere.invalid/"]
+        body = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
+        return f"<html><body><h1>page {n}</h1>\n{body}</body></html>"
+
+    def record(self, path: str) -> None:
+        with self._lock:
+            self.log.append((path, time.monotonic()))
+
+    def fetched(self) -> Counter[str]:
+        """Requests served per path so far."""
+        with self._lock:
+            return Counter(path for path, _t in self.log)
+
+    def __enter__(self) -> LinkedSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 _STOPPED = {"finished": "finished", "stalled": "finished", "duration": "time limit", "max_requests": "max requests",
             "SIGINT": "interrupted", "SIGTERM": "interrupted", "interrupted": "interrupted"}
 
@@ -233,7 +323,7 @@ def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
     on_page: Callable[[int, int], None] | None = None, *,
     workers: int = 8, every: float | None = None, times: int = 1, hosts: int = 4,
-    failing: float = 0.03, delay: float = 0.005,
+    failing: float = 0.03, delay: float = 0.005, broken: int = 2,
 ) -> DemoResult:
     """Crawl the synthetic site into ``jobdir`` with ``crawl()`` until it is exhausted, ``seconds``
     pass (a run's duration), or Ctrl-C (the pages in hand are finished; a second one stops at once).
@@ -241,7 +331,8 @@ def run_demo(
     The site is served on ``hosts`` loopback addresses (127.0.0.2, ...), half the pages on the
     first, so politeness shows (``delay`` seconds between hand-outs of a host, at most two of
     its requests at a time); ``failing`` of the pages answer 503 the first time they are asked
-    for, so retries show. ``every``/``times``: repeated runs. ``on_page(finished, pending)``
+    for, so retries show; ``broken`` links lead to pages that answer 404, which fail at once
+    (``PermanentError``). ``every``/``times``: repeated runs. ``on_page(finished, pending)``
     is called after each page with the pages finished over every run and the requests waiting.
     """
     started = time.monotonic()
@@ -254,12 +345,19 @@ def run_demo(
         # Links are stored without the site's port (a resumed run serves it on a new one), so
         # the fingerprints stay the same from run to run.
         frontier.push(Request(_portless(site.url(0)), priority=1))
+        # broken links (pages past the last one answer 404): each is tried once and recorded as failed
+        frontier.push_many(Request(_portless(site.url(pages + k))) for k in range(broken))
 
         def handler(request: Request, frontier: Frontier) -> None:
             nonlocal fetched
             host, path = request.url[7:].split("/", 1)
-            with urllib.request.urlopen(f"http://{host}:{site.port}/{path}", timeout=10) as response:
-                html = response.read().decode()
+            try:
+                with urllib.request.urlopen(f"http://{host}:{site.port}/{path}", timeout=10) as response:
+                    html = response.read().decode()
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:  # a broken link will not mend: failed at once, not retried
+                    raise PermanentError(f"HTTP 404 for /{path}") from None
+                raise
             frontier.push_many(Request(_portless(href), priority=int(prio), meta={"from": f"/{path}"})
                                for href, prio in _LINK.findall(html))
             with lock:
@@ -274,7 +372,8 @@ def run_demo(
         stats = frontier.stats()
         pending, seen = stats["pending"] + stats["in_flight"], stats["seen"]
     return DemoResult(fetched, pending, seen, _STOPPED.get(result.stopped_by, result.stopped_by),
-                      time.monotonic() - started, result.retried, result.failed, len(result.runs))
+                      time.monotonic() - started, result.retried, result.failed, len(result.runs),
+                      result.failed_at_once)
 
 
 def _portless(url: str) -> str:

@@ -9,6 +9,15 @@ class FrontierError(Exception):
     """Base class of every error diskfrontier raises about a job directory."""
 
 
+class PermanentError(Exception):
+    """Raised by a ``crawl()`` handler for a failure that trying again cannot mend (a 404, a page
+    that cannot be parsed): the request is recorded as failed at once, with no retry, and its
+    host is not counted as failing. Anything else a handler raises is retried with backoff.
+
+    Not a ``FrontierError``: the handler raises it, not diskfrontier.
+    """
+
+
 class JobDirLocked(FrontierError):
     """Another process has the job directory open."""
 

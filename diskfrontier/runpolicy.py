@@ -1,10 +1,14 @@
 """What a run decides, whoever runs it: ``crawl()``'s threads and tasks and ``acrawl()``'s tasks.
 
 ``RetryPolicy.decide`` maps a request and its handler's error to an ``Action`` (done, retry after a
-backoff, fail, or nothing: the handler finished it itself); ``apply`` carries the action out on the
-frontier. ``RunState`` holds one run's counters and stop flags and decides when the run ends: after
-``max_requests``, when an idle worker finds the crawl finished or stalled, or at a stop asked for
-from outside (a duration, a signal). ``RunStats`` and ``CrawlStats`` are what a run reports.
+backoff, fail, or nothing: the handler finished it itself), by the error's kind (``failurekinds``: a
+``PermanentError`` fails at once, a ``classify`` hook may decide) and with the blame its host takes
+(a failure counted against it, or a block at once); ``apply`` carries the action out on the
+frontier. A robots.txt verdict (``robots.py``) is settled here too: a disallowed request fails, a
+held one is given back for when its host's hold ends. ``RunState`` holds one run's counters and stop
+flags and decides when the run ends: after ``max_requests``, when an idle worker finds the crawl
+finished or stalled, or at a stop asked for from outside (a duration, a signal). ``RunStats`` and
+``CrawlStats`` are what a run reports.
 
 The frontier calls here are the blocking ones of the contract: ``crawl()`` makes them on its worker
 threads, ``acrawl()`` on the thread pool of its ``AsyncFrontier``, so that both settle a request
@@ -23,11 +27,14 @@ from typing import Any, Literal
 
 from .contract import MAX_SECONDS, FrontierProtocol
 from .errors import FrontierError
+from .failurekinds import Classify, FailureKind, kind_of
 from .request.model import Request, retries_text
+from .robots import Fetch, RobotsRules, Verdict
 
 log = logging.getLogger("diskfrontier")
 
-__all__ = ["Action", "CrawlStats", "RetryPolicy", "RunState", "RunStats", "StatusLine", "apply", "check_argument"]
+__all__ = ["Action", "CrawlStats", "HostBlame", "RetryPolicy", "RunState", "RunStats", "StatusLine", "apply",
+           "check_argument", "robots_rules"]
 
 
 # ------------------------------------------------------------------ what a run reports
@@ -40,7 +47,11 @@ class RunStats:
     handled: int = 0  # requests taken from the frontier
     done: int = 0  # handler returned (acknowledged, by crawl() or by the handler itself)
     retried: int = 0  # handler raised, given back through the frontier's retry with backoff
-    failed: int = 0  # handler raised with no retries left: recorded as failed
+    failed: int = 0  # recorded as failed: no retries left, a PermanentError, a "fail", or robots.txt
+    failed_at_once: int = 0  # of failed: with no retry (a PermanentError, a "fail", robots.txt)
+    host_blocks: int = 0  # times a host was blocked for its failures (host_errors in a row, a "backoff")
+    robots_disallowed: int = 0  # requests robots.txt disallowed (recorded as failed, never fetched)
+    robots_held: int = 0  # requests given back because their site's robots.txt could not be fetched
     stopped_by: str = ""  # "finished", "stalled", "duration", "max_requests", "SIGINT", "SIGTERM", "interrupted"
 
     @property
@@ -79,31 +90,68 @@ class CrawlStats:
         return self._sum("failed")
 
     @property
+    def failed_at_once(self) -> int:
+        return self._sum("failed_at_once")
+
+    @property
+    def host_blocks(self) -> int:
+        return self._sum("host_blocks")
+
+    @property
+    def robots_disallowed(self) -> int:
+        return self._sum("robots_disallowed")
+
+    @property
+    def robots_held(self) -> int:
+        return self._sum("robots_held")
+
+    @property
     def stopped_by(self) -> str:
         return self.runs[-1].stopped_by if self.runs else ""
 
 
 # ------------------------------------------------------------------ one request after its handler
 @dataclass(frozen=True)
+class HostBlame:
+    """A failure counted against a request's host (``frontier.host_failed``): blocked from
+    ``block_after`` failures in a row on, for ``backoff`` seconds doubled each further one, at most
+    ``backoff_max``."""
+
+    block_after: int
+    backoff: float
+    backoff_max: float
+
+
+@dataclass(frozen=True)
 class Action:
     """What becomes of a request after its handler.
 
     ``kind``: "done" (acknowledge it), "retry" (give it back, ready after ``delay`` seconds),
     "fail" (record it as failed with ``error``), or "none" (the handler already finished it
-    itself, with ``done``, ``retry`` or ``fail``: counted as done).
+    itself, with ``done``, ``retry`` or ``fail``: counted as done). ``at_once``: a failure with no
+    retry. ``blame``: a failure of the request's host to count (None: the host is not blamed).
     """
 
     kind: Literal["done", "retry", "fail", "none"]
     delay: float = 0.0
     error: str = ""
+    at_once: bool = False
+    blame: HostBlame | None = None
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How a run treats a handler's error: ``retries`` retries, ``backoff`` seconds doubled each attempt."""
+    """How a run treats a handler's error: ``retries`` retries, ``backoff`` seconds doubled each attempt;
+    ``classify`` (see ``failurekinds``) may say what an error is; ``host_errors`` failures of a host in a
+    row block it for ``host_backoff`` seconds, doubled each further failure, at most ``host_backoff_max``
+    (``host_errors`` None: hosts are never blocked for their failures, but a "backoff" still blocks)."""
 
     retries: int = 3
     backoff: float = 1.0
+    classify: Classify | None = None
+    host_errors: int | None = 5
+    host_backoff: float = 60.0
+    host_backoff_max: float = 3600.0
 
     def decide(self, request: Request, error: BaseException | None, *, held: bool) -> Action:
         """The action for ``request`` after its handler returned (``error`` None) or raised ``error``;
@@ -114,20 +162,44 @@ class RetryPolicy:
             return Action("none")
         if error is None:
             return Action("done")
+        try:
+            kind = kind_of(request, error, self.classify)
+        except Exception as exc:  # a classify hook that raised or answered wrongly: the error is retried
+            log.error("classify() failed for %s (%s); the error is retried: %s", request.url, error_text(exc),
+                      error_text(error))
+            kind = FailureKind.RETRY
+        text = error_text(error)
+        if kind is FailureKind.FAIL:
+            return Action("fail", error=text, at_once=True)
+        blame = None
+        if kind is FailureKind.BACKOFF:
+            blame = HostBlame(1, self.host_backoff, self.host_backoff_max)
+        elif self.host_errors is not None:
+            blame = HostBlame(self.host_errors, self.host_backoff, self.host_backoff_max)
         if request.attempts < self.retries:
-            return Action("retry", delay=min(self.backoff * 2 ** request.attempts, MAX_SECONDS),
-                          error=error_text(error))
-        return Action("fail", error=error_text(error))
+            return Action("retry", delay=min(self.backoff * 2 ** request.attempts, MAX_SECONDS), error=text,
+                          blame=blame)
+        return Action("fail", error=text, blame=blame)
 
 
 _COUNTED = {"done": "done", "none": "done", "retry": "retried", "fail": "failed"}
 
 
-def apply(frontier: FrontierProtocol, request: Request, action: Action) -> str:
-    """Carry out ``action`` on ``frontier``; return the ``RunStats`` counter it adds to ("done",
-    "retried", "failed"), or "" if the frontier refused (closed under us, a lease lost, a request
-    changed: the request comes back, as one in flight does)."""
+def apply(frontier: FrontierProtocol, request: Request, action: Action) -> tuple[str, ...]:
+    """Carry out ``action`` on ``frontier``; return the ``RunStats`` counters it adds to ("done",
+    "retried", "failed", and "failed_at_once" and "host_blocks" beside them), none if the frontier
+    refused (closed under us, a lease lost, a request changed: the request comes back, as one in
+    flight does)."""
+    counters: tuple[str, ...] = ()
     try:
+        if action.blame is not None:  # first: a host blocked now holds back the request given back below
+            blame = action.blame
+            until = frontier.host_failed(request.slot, block_after=blame.block_after, backoff=blame.backoff,
+                                         backoff_max=blame.backoff_max)
+            if until is not None:
+                counters = ("host_blocks",)
+                log.warning("host %s blocked until %s after failures in a row: %s", request.slot,
+                            time.strftime("%H:%M:%S", time.localtime(min(until, 2**31 - 1))), action.error)
         if action.kind == "done":
             frontier.done(request)
         elif action.kind == "retry":
@@ -135,12 +207,64 @@ def apply(frontier: FrontierProtocol, request: Request, action: Action) -> str:
             log.info("retry %d of %s in %.1fs: %s", request.attempts, request.url, action.delay, action.error)
         elif action.kind == "fail":
             frontier.fail(request, action.error)
-            log.warning("failed after %s: %s: %s", retries_text(request.attempts), request.url, action.error)
+            if action.at_once:
+                counters += ("failed_at_once",)
+                log.warning("failed at once: %s: %s", request.url, action.error)
+            else:
+                log.warning("failed after %s: %s: %s", retries_text(request.attempts), request.url, action.error)
     except Exception as exc:
         log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
                     type(exc).__name__, exc)
-        return ""
-    return _COUNTED[action.kind]
+        return ()
+    return (_COUNTED[action.kind], *counters)
+
+
+def settle_robots(frontier: FrontierProtocol, request: Request, verdict: Verdict) -> tuple[str, ...]:
+    """Finish a request that robots.txt keeps from its handler: disallowed, failed with the error
+    ``robots.txt``; held (the site's robots.txt could not be fetched), given back for when its host's
+    hold ends. Returns the ``RunStats`` counters, as ``apply`` does."""
+    try:
+        if verdict.kind == "disallow":
+            frontier.fail(request, "robots.txt")
+            log.info("disallowed by robots.txt: %s", request.url)
+            return ("failed", "failed_at_once", "robots_disallowed")
+        frontier.retry(request, delay=min(max(0.0, verdict.until - time.time()), MAX_SECONDS))
+        log.info("robots.txt of %s could not be fetched: %s waits until its host's hold ends", request.slot,
+                 request.url)
+        return ("robots_held",)
+    except Exception as exc:
+        log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
+                    type(exc).__name__, exc)
+        return ()
+
+
+def robots_rules(function: str, frontier: FrontierProtocol, robots: bool, user_agent: str | None,
+                 robots_ttl: float, fetch_robots: Fetch | None, policy: RetryPolicy) -> RobotsRules | None:
+    """The ``RobotsRules`` of a run asked for ``robots=True`` (None otherwise); ValueError naming
+    ``function`` if its arguments do not fit."""
+    if not isinstance(robots, bool):
+        raise TypeError(f"{function}(): robots must be True or False, got {robots!r}")
+    check_argument(function, "robots_ttl", robots_ttl, none=False)
+    if fetch_robots is not None and not callable(fetch_robots):
+        raise TypeError(f"{function}(): fetch_robots must be a function (url, user_agent) -> (status, body), "
+                        f"got {fetch_robots!r}")
+    if not robots:
+        return None
+    if not isinstance(user_agent, str) or not user_agent.strip():
+        raise ValueError(f"{function}(): robots=True needs user_agent=, the name your crawler gives in "
+                         f"User-agent (the robots.txt rules for it are obeyed), e.g. user_agent='mybot/1.0'")
+    return RobotsRules(frontier, user_agent, ttl=robots_ttl, fetch=fetch_robots, backoff=policy.host_backoff,
+                       backoff_max=policy.host_backoff_max)
+
+
+def check_policy(function: str, classify: Any, host_errors: Any, host_backoff: Any, host_backoff_max: Any) -> None:
+    """ValueError or TypeError naming ``function`` for a bad failure setting."""
+    if classify is not None and not callable(classify):
+        raise TypeError(f"{function}(): classify must be a function (request, error) -> 'retry', 'fail', "
+                        f"'backoff' or None, got {classify!r}")
+    check_argument(function, "host_errors", host_errors, whole=True, least=1)
+    check_argument(function, "host_backoff", host_backoff, none=False)
+    check_argument(function, "host_backoff_max", host_backoff_max, none=False)
 
 
 def error_text(error: BaseException) -> str:
@@ -155,8 +279,8 @@ class RunState:
     of when to stop. Safe to use from many threads (and from an event loop's thread beside them)."""
 
     def __init__(self, frontier: FrontierProtocol, policy: RetryPolicy, duration: float | None,
-                 max_requests: int | None) -> None:
-        self.frontier, self.policy = frontier, policy
+                 max_requests: int | None, robots: RobotsRules | None = None) -> None:
+        self.frontier, self.policy, self.robots = frontier, policy, robots
         self.max_requests = max_requests
         self.stats = RunStats(time.time())
         self.deadline = None if duration is None else time.monotonic() + duration
@@ -213,20 +337,26 @@ class RunState:
         except Exception as exc:  # as in apply(): the request comes back
             log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
                         type(exc).__name__, exc)
-            counter = ""
+            counters: tuple[str, ...] = ()
         else:
-            counter = apply(frontier, request, self.policy.decide(request, error, held=held))
-        self.count(counter)
+            counters = apply(frontier, request, self.policy.decide(request, error, held=held))
+        self.count(*counters)
 
-    def count(self, counter: str) -> None:
-        """One request in hand settled, adding to ``counter`` (none if ""); stop at max_requests,
-        and look whether the crawl is over if it was the last one in hand."""
+    def settle_robots(self, request: Request, verdict: Verdict) -> None:
+        """Finish ``request`` that robots.txt kept from its handler (disallowed, or held) and count it.
+
+        Blocking: makes the frontier's calls."""
+        self.count(*settle_robots(self.frontier, request, verdict))
+
+    def count(self, *counters: str) -> None:
+        """One request in hand settled, adding to each of ``counters``; stop at max_requests, and
+        look whether the crawl is over if it was the last one in hand."""
         with self.lock:
             self.busy -= 1
             idle = self.busy == 0
             self.stats.handled += 1
             reached = self.max_requests is not None and self.stats.handled >= self.max_requests
-            if counter:
+            for counter in counters:
                 setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         if reached:
             self.halt("max_requests")

@@ -21,8 +21,19 @@ from typing import Any
 
 from .contract import FrontierProtocol
 from .errors import FrontierError
+from .failurekinds import Classify
 from .request.model import Request
-from .runpolicy import CrawlStats, RetryPolicy, RunState, RunStats, StatusLine, check_argument
+from .robots import ALLOW, Fetch, RobotsRules, Verdict
+from .runpolicy import (
+    CrawlStats,
+    RetryPolicy,
+    RunState,
+    RunStats,
+    StatusLine,
+    check_argument,
+    check_policy,
+    robots_rules,
+)
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again
@@ -38,9 +49,9 @@ class _Run(RunState):
     """One run of ``crawl()``: the shared state and decisions (``RunState``), and the loops of its
     worker threads or tasks around the handler."""
 
-    def __init__(self, frontier: FrontierProtocol, handler: Handler, retries: int, backoff: float,
-                 duration: float | None, max_requests: int | None) -> None:
-        super().__init__(frontier, RetryPolicy(retries, backoff), duration, max_requests)
+    def __init__(self, frontier: FrontierProtocol, handler: Handler, policy: RetryPolicy,
+                 duration: float | None, max_requests: int | None, robots: RobotsRules | None) -> None:
+        super().__init__(frontier, policy, duration, max_requests, robots)
         self.handler = handler
 
     # ------------------------------------------------------------------ threads
@@ -66,7 +77,13 @@ class _Run(RunState):
                 continue
             self.took()
             error: BaseException | None = None
+            verdict: Verdict = ALLOW
             try:
+                if self.robots is not None:
+                    verdict = self.robots.check(request)  # fetches the site's robots.txt the first time
+                if verdict is not ALLOW:
+                    self.settle_robots(request, verdict)
+                    continue
                 result = self.handler(request, frontier)
                 if inspect.isawaitable(result):
                     if inspect.iscoroutine(result):
@@ -95,15 +112,38 @@ def crawl(
     retries: int = 3,
     backoff: float = 1.0,
     progress: bool | None = None,
+    classify: Classify | None = None,
+    host_errors: int | None = 5,
+    host_backoff: float = 60.0,
+    host_backoff_max: float = 3600.0,
+    robots: bool = False,
+    user_agent: str | None = None,
+    robots_ttl: float = 86400.0,
+    fetch_robots: Fetch | None = None,
 ) -> CrawlStats:
     """Run ``handler(request, frontier)`` over the frontier's requests on ``workers`` threads
     (or asyncio tasks, when ``handler`` is a coroutine function), until the crawl is finished.
 
     A handler that returns acknowledges its request (``done``), unless it called
     ``frontier.retry`` or ``frontier.done(..., refetch_after=...)`` itself. One that raises
-    is retried through the frontier (so politeness and crash safety hold) after ``backoff``
+    ``PermanentError`` has its request recorded as failed at once. One that raises anything
+    else is retried through the frontier (so politeness and crash safety hold) after ``backoff``
     seconds, doubled each attempt, up to ``retries`` times; then the request is recorded as
     failed with the error text (``frontier.failed()``, ``diskfrontier failed JOBDIR``).
+    ``classify(request, error)`` may say instead: "retry", "fail", "backoff" or None (see
+    ``diskfrontier.failurekinds``).
+
+    Failing hosts: each retried error (and each "backoff") counts against the request's host;
+    after ``host_errors`` in a row (None: never; a "backoff": at once) the host is blocked for
+    ``host_backoff`` seconds, doubled for each further failure, at most ``host_backoff_max``; a
+    done of any of its requests ends the streak (``frontier.host_failed``).
+
+    ``robots=True``: each site's robots.txt is fetched once before its first request (by
+    ``fetch_robots(url, user_agent) -> (status, body)``, default urllib), kept in the frontier
+    (fetched again after ``robots_ttl`` seconds) and obeyed for ``user_agent``: a disallowed
+    request is recorded as failed (``robots.txt``), its Crawl-delay becomes the host's delay
+    (never below the frontier's), a 4xx allows all, a 5xx or no answer holds the host back and
+    the request waits for it (``diskfrontier.robots``).
 
     A run stops when the crawl is finished, after ``duration`` seconds, after
     ``max_requests`` requests, or on SIGINT or SIGTERM: no new request is taken, and those in
@@ -120,8 +160,11 @@ def crawl(
     _check("times", times, whole=True, least=1, none=False)
     _check("retries", retries, whole=True, none=False)
     _check("backoff", backoff, none=False)
+    check_policy("crawl", classify, host_errors, host_backoff, host_backoff_max)
     if not callable(handler):
         raise TypeError(f"crawl(): handler must be callable, got {type(handler).__name__}")
+    policy = RetryPolicy(retries, backoff, classify, host_errors, host_backoff, host_backoff_max)
+    rules = robots_rules("crawl", frontier, robots, user_agent, robots_ttl, fetch_robots, policy)
     is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         type(handler).__call__)  # an object with an async __call__
     _refuse_a_running_loop()
@@ -137,13 +180,14 @@ def crawl(
                             number + 1, -wait, every)
             if wait > 0 and _sleep_unless_signalled(wait):
                 break
-        run = _Run(frontier, handler, retries, backoff, duration, max_requests)
+        run = _Run(frontier, handler, policy, duration, max_requests, rules)
         log.info("run %d of %d: %d %s", number + 1, times, workers, "tasks" if is_async else "threads")
         _run_once(run, workers, is_async, show)
         result.runs.append(run.stats)
         stats = run.stats
-        log.info("run %d ended (%s): %d handled, %d done, %d retried, %d failed, %.1f a second",
-                 number + 1, stats.stopped_by, stats.handled, stats.done, stats.retried, stats.failed, stats.rate)
+        log.info("run %d ended (%s): %d handled, %d done, %d retried, %d failed (%d at once), %d host blocks, "
+                 "%.1f a second", number + 1, stats.stopped_by, stats.handled, stats.done, stats.retried,
+                 stats.failed, stats.failed_at_once, stats.host_blocks, stats.rate)
         if stats.stopped_by in ("SIGINT", "SIGTERM", "interrupted") or stats.stopped_by.startswith("error"):
             break
     return result

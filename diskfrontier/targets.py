@@ -247,7 +247,7 @@ class RedisView:
     def host_rows(self) -> list[HostRow]:
         crawl_delay = self.frontier.delay
         return [HostRow(info.host, info.pending, info.done, None if info.delay == crawl_delay else info.delay,
-                        info.blocked_until, info.budget, info.in_flight)
+                        info.blocked_until, info.budget, info.in_flight, info.failures)
                 for info in self.frontier.hosts()]
 
     def close(self) -> None:

@@ -61,7 +61,8 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     else:
         runs = f" in {result.runs} runs" if result.runs > 1 else ""
         click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages{runs} in {result.seconds:.1f}s "
-                   f"({result.retried:,} retries, {result.failed:,} failed); {result.pending:,} pending, "
+                   f"({result.retried:,} retries, {result.failed:,} failed, {result.failed_at_once:,} of them at "
+                   f"once: broken links); {result.pending:,} pending, "
                    f"{result.seen:,} seen. Inspect it: diskfrontier inspect {jobdir}")
     if result.stopped_by == "interrupted":
         sys.exit(EXIT_INTERRUPTED)

@@ -6,12 +6,14 @@ import heapq
 import itertools
 import json
 import operator
+import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
 
+from ..jobdir.hostmeta import HEALTH_NAME, read_health
 from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
 from ..request.model import Request, retries_text
@@ -56,9 +58,11 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         _inspect_live(jobdir, live, as_json)
         return
     info = inspect_jobdir(jobdir)
+    failing = failing_hosts(jobdir)
     if as_json:
         data = info.as_dict()
         data["pending_by_priority"] = {str(k): v for k, v in info.pending_by_priority.items()}
+        data["failing_hosts"] = failing
         click.echo(json.dumps(data, indent=2))
         return
     rows = [
@@ -85,7 +89,21 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         rows.append(("in flight", f"unknown while pid {info.holder_pid} holds it (counted in pending)"))
     if info.paused_since is not None:
         rows.append(("paused", f"since {_local(info.paused_since)}: nothing is handed out until resume"))
+    rows += _failing_rows(failing)
     click.echo(table(rows))
+
+
+def failing_hosts(path: str) -> dict[str, int]:
+    """The hosts of a job directory with consecutive failures (its ``hosts.health``), most first."""
+    counts = read_health(os.path.join(path, HEALTH_NAME))
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _failing_rows(failing: dict[str, int]) -> list[tuple[str, Any]]:
+    if not failing:
+        return []
+    worst = ", ".join(f"{host} ({count})" for host, count in list(failing.items())[:3])
+    return [("failing hosts", f"{len(failing):,} with consecutive failures: {worst} (see hosts --sort failures)")]
 
 
 def _local(moment: float) -> str:
@@ -97,8 +115,10 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
     stats = live["stats"]
     age = max(0.0, time.time() - live["taken"])
     state = f"running, held by pid {live['pid']} on {live.get('machine', '?')} (published {age:.1f}s ago)"
+    failing = failing_hosts(path)
     if as_json:
-        click.echo(json.dumps({"path": path, "state": state, "live": True, **live}, indent=2, default=str))
+        click.echo(json.dumps({"path": path, "state": state, "live": True, **live, "failing_hosts": failing},
+                              indent=2, default=str))
         return
     rows: list[tuple[str, Any]] = [("job directory", path), ("state", state),
                                    ("pending", f"{stats.get('pending', 0):,}")]
@@ -122,6 +142,7 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
         rows.append(("next ready", "now" if ready <= max(live["taken"], time.time()) else when(ready)))
     if stats.get("journal_bytes") is not None:
         rows.append(("journal", human_bytes(stats["journal_bytes"])))
+    rows += _failing_rows(failing)
     click.echo(table(rows))
 
 
@@ -248,7 +269,8 @@ def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json:
 
 
 HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.done, r.host),
-              "host": lambda r: r.host, "blocked": lambda r: (-(r.blocked_until or 0), r.host)}
+              "host": lambda r: r.host, "blocked": lambda r: (-(r.blocked_until or 0), r.host),
+              "failures": lambda r: (-r.failures, r.host)}
 
 
 @click.command()
@@ -261,7 +283,8 @@ HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.d
 @JSON_OPTION
 @one_line_errors
 def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
-    """List the hosts of JOBDIR: pending and done requests, delay, block and budget (read-only).
+    """List the hosts of JOBDIR: pending and done requests, delay, budget, consecutive failures and block
+    (read-only).
 
     With a Redis URL and --crawl, the JSON form also gives each host's requests in flight.
 
@@ -281,11 +304,12 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) 
         click.echo("no hosts")
         return
     width = max(len(r.host) for r in shown)
-    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  blocked until")
+    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  {'failures':>8}  "
+               f"blocked until")
     for r in shown:
         delay = "default" if r.delay is None else f"{r.delay:g}s"
         budget = "-" if r.budget is None else f"{r.budget:,}"
-        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  "
+        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  {r.failures:>8,}  "
                    f"{when(r.blocked_until) if r.blocked_until else '-'}")
     if len(shown) < len(rows):
         click.echo(f"... and {len(rows) - len(shown):,} more (-n 0 shows all)")

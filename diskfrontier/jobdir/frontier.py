@@ -43,7 +43,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ..contract import Dropped, check_drop
+from ..contract import MAX_TIME as _MAX_TIME
+from ..contract import Dropped, RobotsEntry, check_drop, check_host_failed, check_robots, host_backoff
 from ..contract import check_attempts as _attempts
 from ..contract import check_host as _check_host
 from ..contract import check_seconds as _check_seconds
@@ -57,6 +58,7 @@ from ..snapshot import LATEST_FAILURES, TOP_HOSTS, snapshot
 from . import commands, inbox, steering
 from .closing import Closing
 from .dispatch import Dispatch
+from .hostmeta import HostHealth, RobotsStore
 from .journal import REFETCH, RETRY, cap_error
 from .layout import Layout
 from .ledger import Ledger
@@ -119,6 +121,8 @@ class Frontier:
         self._dispatch = Dispatch(state)
         self._closing = Closing(state, self._dispatch)
         self._lock = Opening(state).open_locked(order, progress, self._closing.release_files)
+        self._health = HostHealth(self.path)  # sidecars (hostmeta.py): read once the lock is held
+        self._robots = RobotsStore(self.path)
         self.order: str = state.order
         self.recovery: str = state.recovery
         self._closed = False
@@ -290,10 +294,15 @@ class Frontier:
         """
         if refetch_after is not None:
             self._requeue(request, "done", REFETCH, _check_seconds("refetch_after", refetch_after), 0)
+            with self._mutex:
+                if self._health.failures:
+                    self._health.succeeded(request.slot)
             return
         with self._mutex:
             self._check_open()
             self._ledger.done(request)
+            if self._health.failures:
+                self._health.succeeded(request.slot)
             if self._state.waiters:
                 self._cond.notify_all()
 
@@ -319,6 +328,9 @@ class Frontier:
         with self._mutex:
             self._check_open()
             self._ledger.done_many(batch)
+            if self._health.failures:
+                for request in batch:
+                    self._health.succeeded(request.slot)
             if batch:
                 self._wake()
 
@@ -541,12 +553,52 @@ class Frontier:
             self._ledger.set_done_count(self._ledger.host(name), done)
             self._wake()
 
-    def hosts(self) -> list[HostInfo]:
-        """Every host with pending, in-flight or done requests or a setting: counts, delay, ready time,
-        block and budget, sorted by name."""
+    def host_failed(self, host: str, *, block_after: int = 5, backoff: float = 60.0,
+                    backoff_max: float = 3600.0) -> float | None:
+        """Count one more consecutive failure of ``host``; from ``block_after`` on, block it for
+        ``backoff`` seconds doubled for each failure past ``block_after``, at most ``backoff_max``.
+
+        A ``done`` of any request of the host ends the streak. The count is kept in
+        ``hosts.health`` (replaced whole, fsynced) before the block is written to the journal as
+        a HOST record: a kill between the two keeps the count and loses that one block, which
+        the host's next failure sets again. Returns the time the host is blocked until, or None.
+        """
+        name = _check_host(host)
+        block_after, backoff, backoff_max = check_host_failed(block_after, backoff, backoff_max)
         with self._mutex:
             self._check_open()
-            return self._dispatch.host_infos()
+            count = self._health.failed(name)
+            seconds = host_backoff(count, block_after, backoff, backoff_max)
+            if not seconds:
+                return None
+            entry = self._ledger.host(name)
+            until = max(entry.blocked_until, min(time.time() + seconds, float(_MAX_TIME)))
+            if until != entry.blocked_until:
+                self._ledger.set_host(entry, entry.delay, until, entry.budget)
+            return until
+
+    def robots(self, host: str) -> RobotsEntry | None:
+        """The robots.txt kept for ``host`` (in ``robots/``); None if none is kept."""
+        name = _check_host(host)
+        with self._mutex:
+            self._check_open()
+            return self._robots.get(name)
+
+    def set_robots(self, host: str, entry: RobotsEntry) -> None:
+        """Keep ``entry`` as the robots.txt of ``host``: one file of ``robots/``, replaced whole and fsynced
+        (losing it only means fetching it again)."""
+        name = _check_host(host)
+        checked = check_robots(entry)
+        with self._mutex:
+            self._check_open()
+            self._robots.put(name, checked)
+
+    def hosts(self) -> list[HostInfo]:
+        """Every host with pending, in-flight or done requests or a setting: counts, delay, ready time,
+        block, budget and consecutive failures, sorted by name."""
+        with self._mutex:
+            self._check_open()
+            return self._health.annotate(self._dispatch.host_infos(), self._state.hosts.delay)
 
     def host(self, name: str) -> HostInfo | None:
         """One host as ``hosts()`` tells of it, found without listing the others; None if it has
@@ -554,7 +606,7 @@ class Frontier:
         name = _check_host(name)
         with self._mutex:
             self._check_open()
-            return self._dispatch.host_info(name)
+            return self._health.annotate_one(name, self._dispatch.host_info(name), self._state.hosts.delay)
 
     # ------------------------------------------------------------------ counts
     def __len__(self) -> int:

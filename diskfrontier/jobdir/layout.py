@@ -12,6 +12,8 @@ Format 4 (docs/format.md describes every file)::
       requests.urls        the journal: every accepted push and done (journal.py)
       requests.cursor      the checkpoint (checkpoint.py)
       requests.hosts       the host table and delayed requests at the last clean close (jobdir/hostfile.py)
+      hosts.health         sidecar: each failing host's consecutive failures (jobdir/hostmeta.py)
+      robots/              sidecar: each host's robots.txt, one file a host (jobdir/hostmeta.py)
 
 Format 1, 2 and 3 directories are upgraded in place when they are opened (maintenance/upgrade.py).
 
@@ -96,14 +98,19 @@ class Layout:
         return os.path.join(self.root, "status.json")
 
     @property
+    def health(self) -> str:
+        return os.path.join(self.root, "hosts.health")
+
+    @property
     def compacting(self) -> str:
         return os.path.join(self.root, "requests.urls.compact")
 
     def entries(self) -> dict[str, str]:
         """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
         files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.seen.index",
-                 "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts", "status.json")
-        return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY, "inbox": DIRECTORY}
+                 "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts", "status.json",
+                 "hosts.health")
+        return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY, "inbox": DIRECTORY, "robots": DIRECTORY}
 
 
 _META_HINT = (

@@ -87,6 +87,7 @@ class Opening:
         remove_stale_temps(layout.seen_index)
         remove_stale_temps(layout.hosts)
         remove_stale_temps(layout.status)  # a holder killed while it replaced status.json
+        remove_stale_temps(layout.health)
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:

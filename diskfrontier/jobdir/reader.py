@@ -8,6 +8,7 @@ checked scan (``jobdir/replay.py``) and each request with the one crc-checked re
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -22,6 +23,7 @@ from ..files.safefs import open_fd, open_file
 from ..request.model import Request
 from . import checkpoint
 from .hostfile import HostFileUnusable, HostState, load_host_state
+from .hostmeta import read_health
 from .journal import MAGIC, read_fail, read_record, record_end
 from .layout import FORMAT_VERSION, SALTED_FROM, Layout, journal_format, probe_lock, read_meta, salt_of
 from .queues import distrust_reason, queue_offsets
@@ -340,6 +342,7 @@ class HostRow:
     blocked_until: float | None
     budget: int | None
     in_flight: int | None = None  # None: not known (a job directory read without its lock counts them as pending)
+    failures: int = 0  # consecutive failures (``host_failed``) since the host's last done request
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a dict; ``in_flight`` only when it is known."""
@@ -350,8 +353,18 @@ class HostRow:
 
 
 def host_table(path: str) -> list[HostRow]:
-    """Every host of the job directory at ``path`` with pending or done requests or a setting
-    (read-only: from ``requests.hosts`` after a clean close, else from one scan of the journal)."""
+    """Every host of the job directory at ``path`` with pending or done requests, a setting or
+    failures (read-only: from ``requests.hosts`` after a clean close, else from one scan of the
+    journal; the failures from ``hosts.health``)."""
+    rows = _host_rows(path)
+    failing = read_health(Layout(path).health)
+    if not failing:
+        return rows
+    out = [dataclasses.replace(row, failures=failing.pop(row.host)) if row.host in failing else row for row in rows]
+    return out + [HostRow(host, 0, 0, None, None, None, failures=count) for host, count in sorted(failing.items())]
+
+
+def _host_rows(path: str) -> list[HostRow]:
     layout = Layout(path)
     meta = _require_jobdir(layout)
     if meta["version"] < 3:

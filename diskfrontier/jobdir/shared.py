@@ -122,6 +122,7 @@ class Shared:
             "hosts": len(self.hosts.counts),
             "buffered": self.hosts.buffered,
             "politeness": self.hosts.active,
+            "delay": self.hosts.delay,
             "paused_since": self.paused_since,
         }
 

@@ -12,7 +12,20 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..contract import MAX_ATTEMPTS, MAX_ERROR, Dropped, FailedRequest, HostInfo, check_drop
+import msgpack
+
+from ..contract import (
+    MAX_ATTEMPTS,
+    MAX_ERROR,
+    MAX_ROBOTS,
+    Dropped,
+    FailedRequest,
+    HostInfo,
+    RobotsEntry,
+    check_drop,
+    check_host_failed,
+    check_robots,
+)
 from ..contract import check_attempts as _attempts
 from ..contract import check_host as _host
 from ..contract import check_seconds as _seconds
@@ -697,6 +710,50 @@ class RedisFrontier:
             raise ValueError(f"set_done_count(): done must be a whole number from 0 to 2**53 - 1, got {done!r}")
         self._check_open()
         self._run("set_done_count", "SET_DONE", [name, done], self._router.of_slot(name))
+
+    def host_failed(self, host: str, *, block_after: int = 5, backoff: float = 60.0,
+                    backoff_max: float = 3600.0) -> float | None:
+        """Count one more consecutive failure of ``host`` (its hash's field ``f``), and from
+        ``block_after`` on block it for ``backoff`` seconds doubled for each failure past
+        ``block_after``, at most ``backoff_max``, in one script call. A ``done`` of any of its
+        requests ends the streak. Returns the time it is blocked until (the server's clock), or None."""
+        name = _host(host)
+        block_after, backoff, backoff_max = check_host_failed(block_after, backoff, backoff_max)
+        self._check_open()
+        _, until = self._run("host_failed", "HOST_FAILED", [name, block_after, repr(backoff), repr(backoff_max)],
+                             self._router.of_slot(name))
+        if not until:
+            return None
+        value = float(until)
+        return math.inf if value >= FOREVER else value
+
+    @property
+    def _robots_key(self) -> str:
+        return self._shards[0].prefix + "robots"  # one hash for the crawl, on shard 0 (no step needs it with a host)
+
+    def robots(self, host: str) -> RobotsEntry | None:
+        """The robots.txt kept for ``host`` (the crawl's ``robots`` hash); None if none is kept."""
+        name = _host(host)
+        self._check_open()
+        with talking(self.url, "robots"):
+            raw = self._redis.hget(self._robots_key, name)
+        if raw is None:
+            return None
+        try:
+            status, fetched_at, body = msgpack.unpackb(raw, raw=False, max_bin_len=MAX_ROBOTS)
+            return check_robots(RobotsEntry(status, body, fetched_at))
+        except Exception:  # msgpack and the checks raise several types: a value diskfrontier did not write
+            raise self._values.bad(f"{self._robots_key} field {name}",
+                                   "is not a robots.txt entry diskfrontier stored") from None
+
+    def set_robots(self, host: str, entry: RobotsEntry) -> None:
+        """Keep ``entry`` as the robots.txt of ``host``, for every client (the crawl's ``robots`` hash)."""
+        name = _host(host)
+        checked = check_robots(entry)
+        self._check_open()
+        value = msgpack.packb([checked.status, checked.fetched_at, checked.body], use_bin_type=True)
+        with talking(self.url, "set_robots"):
+            self._redis.hset(self._robots_key, name, value)
 
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl: pending, leased and done counts, delay, ready time, block and budget."""

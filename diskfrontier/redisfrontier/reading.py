@@ -21,7 +21,7 @@ from .records import SeenKeys, unpack_body
 from .values import Values
 
 FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
-_HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t")  # a host hash's fields, in the order host_info reads them
+_HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t", "f")  # a host hash's fields, in the order host_info reads them
 _COUNTERS = ("pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled",
              "reclaimed", "failed", "dropped")
 
@@ -206,6 +206,7 @@ def host_info(name: str, row: list[Any], default_delay: float, bad: Callable[[st
     if pending:
         last = numbers[6] if numbers[6] is not None and delay > 0 else 0.0
         ready_at = max(last + delay if last else 0.0, blocked or 0.0)
-    if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None:
-        return HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget)
+    failures = int(numbers[7] or 0)
+    if pending or inflight or done or row[3] is not None or blocked is not None or budget is not None or failures:
+        return HostInfo(name, pending, inflight, done, delay, ready_at, blocked, budget, failures)
     return None

@@ -35,11 +35,11 @@ _LIFO_BASE = 2**48
 # The kind of each fixed key; None: a key the crawl may lack.
 _KINDS = {b"meta": b"hash", b"req": b"hash", b"ready": b"zset", b"wait": b"zset", b"delayed": b"zset",
           b"lease": b"zset", b"owner": b"hash", b"hosts": b"set", b"sentinel": b"string", b"failed": b"hash",
-          b"failinfo": b"hash", b"bad": b"hash", b"clients": b"hash"}
+          b"failinfo": b"hash", b"bad": b"hash", b"clients": b"hash", b"robots": b"hash"}
 _DERIVED = {b"ready", b"wait", b"delayed", b"lease", b"owner", b"hosts", b"sentinel"}  # rebuilt from req
 _COUNTERS = (b"pending", b"inflight", b"delayed", b"seq", b"done", b"seen", b"pushed", b"duplicates", b"retried",
              b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped")
-_HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t")
+_HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t", b"f")
 
 
 @dataclass

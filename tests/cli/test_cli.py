@@ -194,6 +194,10 @@ def test_demo_runs_to_completion(tmp_path):
     data = json.loads(result.stdout)
     assert data["fetched"] == 120 and data["pending"] == 0 and data["stopped_by"] == "finished"
     assert set(_fetch_counts(job).values()) == {1}
+    # the demo's two broken links (404) fail at once: one try each, no retry
+    with Frontier(job) as frontier:
+        broken = [f for f in frontier.failed() if "404" in f.error]
+    assert data["failed_at_once"] == len(broken) == 2 and all(f.request.attempts == 0 for f in broken)
 
 
 @pytest.mark.slow

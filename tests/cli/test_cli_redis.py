@@ -321,10 +321,10 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
     assert result.exit_code == 2 and "2**53 - 1" in result.output
     rows = {r["host"]: r for r in json.loads(run("hosts", url, "--crawl", crawl_name, "--json").output)}
     assert rows["a.example"] == {"host": "a.example", "pending": 2, "done": 0, "delay": 3.0, "blocked_until": None,
-                                 "budget": 10, "in_flight": 0}
+                                 "budget": 10, "in_flight": 0, "failures": 0}
     assert rows["b.example"]["blocked_until"] == "forever" and rows["b.example"]["delay"] is None
     table = run("hosts", url, "--crawl", crawl_name).output.splitlines()
-    assert table[1].split() == ["a.example", "2", "0", "3s", "10", "-"]
+    assert table[1].split() == ["a.example", "2", "0", "3s", "10", "0", "-"]
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
         assert r.pop().url == "https://a.example/top"  # b.example is blocked
 

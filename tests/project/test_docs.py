@@ -141,24 +141,51 @@ def test_readme_names_the_command_that_serves_the_docs():
     assert "mkdocs build --strict" in _read(os.path.join(ROOT, ".ci", "run"))
 
 
-def test_the_docs_crawler_is_short_and_crawls_a_whole_site(tmp_path):
-    """The crawl() guide's crawler (stdlib HTTP) crawls a site served on four loopback addresses."""
+def _crawl_one_site(tmp_path, block: str) -> None:
+    """Run a documented one-site crawler against a loopback site whose pages link with relative URLs:
+    robots.txt fetched once and obeyed, 404s failed at once (one try each), other sites left alone, at most
+    5 links deep."""
     import subprocess
     import sys
 
-    from diskfrontier.demo import MultiHostSite
+    from diskfrontier.demo import LinkedSite
 
-    (block,) = [b for b in _blocks(_page(os.path.join("guide", "crawl.md")), "py") if "crawl(frontier, fetch" in b]
-    assert len([line for line in block.splitlines() if line.strip()]) < 20
     script = tmp_path / "crawler.py"
     script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
-    with MultiHostSite(120, hosts=4, share=0.5) as site:
-        out = subprocess.run([sys.executable, str(script), site.url(0)], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120)
+    pages, missing, disallowed = 120, {4, 9, 22}, 6
+    robots = (200, f"User-agent: *\nDisallow: /docs/{disallowed}.html\n")
+    with LinkedSite(pages, missing=frozenset(missing), robots=robots) as site:
+        out = subprocess.run([sys.executable, str(script), site.base + "/docs/0.html"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
         fetched = site.fetched()
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("120 pages, 0 failed: []"), out.stdout
-    assert set(fetched) == {f"/page/{n}" for n in range(120)} and set(fetched.values()) == {1}
+    # page m is linked from its parent (m - 1) // 2 only (and from page 0 and its children, after it): found
+    # when its parent was fetched and m is at most 5 links deep
+    ok: set[int] = set()
+    failed: set[int] = set()
+    for m in range(2**6 - 1):  # depth 0 to 5
+        if m and (m - 1) // 2 not in ok:
+            continue
+        (failed if m in missing or m == disallowed else ok).add(m)
+    urls = sorted(f"{site.base}/docs/{m}.html" for m in failed)
+    assert out.stdout.strip() == f"{len(ok)} pages, {len(failed)} failed: {urls}", out.stdout
+    assert fetched["/robots.txt"] == 1
+    assert set(fetched) == {"/robots.txt"} | {f"/docs/{m}.html" for m in (ok | failed) - {disallowed}}
+    assert set(fetched.values()) == {1}  # a 404 is asked for once: failed at once, not retried
+
+
+def test_the_docs_crawler_crawls_one_site_obeying_robots_with_404s_and_a_depth_limit(tmp_path):
+    """The crawl() guide's crawler (threads, stdlib HTTP)."""
+    (block,) = [b for b in _blocks(_page(os.path.join("guide", "crawl.md")), "py") if "crawl(frontier, fetch" in b]
+    assert len([line for line in block.splitlines() if line.strip()]) < 30
+    _crawl_one_site(tmp_path, block)
+
+
+def test_the_readme_crawler_crawls_one_site_obeying_robots_with_404s_and_a_depth_limit(tmp_path):
+    """The README's crawler (acrawl, httpx), extracted from README.md and run as written."""
+    (block,) = [b for b in _blocks(_read(README), "py") if "await acrawl(" in b]
+    assert len([line for line in block.splitlines() if line.strip()]) < 32
+    _crawl_one_site(tmp_path, block)
 
 
 def test_docs_install_extras_from_the_checkout():

@@ -16,12 +16,13 @@ PACKAGE = os.path.dirname(diskfrontier.__file__)
 LAYERS = [
     ("errors", 1),
     ("files", 2),
-    ("request", 3), ("failures", 3), ("contract", 3), ("snapshot", 3),
+    ("request", 3), ("failures", 3), ("contract", 3), ("snapshot", 3), ("failurekinds", 3),
     ("politeness", 4),
     ("scrapyfiles", 5),
     ("jobdir", 6), ("redisfrontier.leases", 6), ("redisfrontier", 6),
     ("transfer", 7), ("targets", 7), ("asyncfrontier", 7),
-    ("runs", 8), ("runpolicy", 8), ("asynccrawl", 8), ("demo", 8), ("scrapy", 8), ("cli", 8), ("live", 8),
+    ("runs", 8), ("runpolicy", 8), ("asynccrawl", 8), ("robots", 8), ("demo", 8), ("scrapy", 8), ("cli", 8),
+    ("live", 8),
     ("frontier", 9), ("jobinfo", 9), ("verify", 9), ("__init__", 9), ("__main__", 9),  # old paths, the package
 ]
 

@@ -481,7 +481,7 @@ def async_crawler(path: str) -> str:
     return block
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/guide/crawl.md"])
+@pytest.mark.parametrize("path", ["docs/guide/crawl.md"])  # the README's: tests/project/test_docs.py
 def test_the_documented_async_crawler_crawls_a_whole_site(tmp_path, path):
     from diskfrontier.demo import MultiHostSite
 
