@@ -414,6 +414,11 @@ class SharedFrontierProtocol(FrontierProtocol, Protocol):
         """Delete every key of the crawl and close; how many keys were deleted."""
         ...
 
+    def push_each(self, requests: Iterable[Request], records: Iterable[bytes] | None = None) -> list[bool]:
+        """``push_many`` answering for each request (True: queued; False: a duplicate); ``records``:
+        their msgpack records if already encoded."""
+        ...
+
     def pop_many(self, count: int) -> list[Request]:
         """Up to ``count`` ready requests in one round trip, each leased (``pop`` order)."""
         ...

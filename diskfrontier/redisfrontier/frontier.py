@@ -292,6 +292,32 @@ class RedisFrontier:
                 queued += sum(self._run("push_many", "PUSH", [len(chunk) // 6, *chunk], shard))
         return queued
 
+    def push_each(self, requests: Iterable[Request], records: Iterable[bytes] | None = None) -> list[bool]:
+        """``push_many`` that answers for each request: True if it was queued, False if a duplicate.
+
+        ``records``: the requests' msgpack records, one per request, if they are already encoded.
+        """
+        requests = list(requests)
+        encoded: list[bytes | None] = [None] * len(requests) if records is None else list(records)
+        if len(encoded) != len(requests):
+            raise ValueError(f"push_each() got {len(requests)} requests and {len(encoded)} records")
+        by_shard: dict[int, tuple[list[int], list[Any]]] = {}
+        for index, (request, record) in enumerate(zip(requests, encoded, strict=True)):
+            if not isinstance(request, Request):
+                raise TypeError(f"push_each() takes diskfrontier.Request objects, got {type(request).__name__}")
+            places, args = by_shard.setdefault(self._router.of_slot(request.slot), ([], []))
+            places.append(index)
+            args.extend(push_args(request, self._seen_keys, None, record))
+        self._check_open()
+        answers = [False] * len(requests)
+        for shard, (places, args) in by_shard.items():
+            for at in range(0, len(places), BATCH):
+                chunk = args[at * 6:(at + BATCH) * 6]
+                replies = self._run("push_many", "PUSH", [len(chunk) // 6, *chunk], shard)
+                for index, reply in zip(places[at:at + BATCH], replies, strict=True):
+                    answers[index] = bool(reply)
+        return answers
+
     def has_seen(self, fingerprint: bytes) -> bool:
         """True if ``fingerprint`` is in the crawl's seen set."""
         self._check_open()

@@ -28,6 +28,8 @@ Settings::
                                                 # hosts spread over the masters of a Redis Cluster); fixed
                                                 # when it is made (a Redis Cluster is found by its URL)
     DISKFRONTIER_WAIT_REPLICAS = 0              # on Redis: each step waits until this many replicas have it
+    DISKFRONTIER_PUSH_BATCH = 500               # on Redis: enqueued requests stored together, in one
+                                                # script call (1: each as it is enqueued)
     DISKFRONTIER_METRICS_PORT = None            # a port: Prometheus /metrics of the frontier, served by
                                                 # the crawl (0: a free port, logged); off by default
     DISKFRONTIER_METRICS_HOST = "127.0.0.1"     # the address /metrics is served on
@@ -63,6 +65,12 @@ done together (``itemsafe.py``, ``feeds.py``). Killed at any moment, a crawl res
 every request that was not done, and fetches again only what was in progress or waiting for
 a sync: an item may be written twice, never be missing.
 
+On Redis, enqueued requests are stored in batches (``pushbuffer.py``): ``enqueue_request``
+returns True at once, and a duplicate is logged, counted (``dupefilter/filtered``) and
+signalled (``request_dropped``) when its batch is stored. A request is marked done only once
+every request it produced is stored, so a kill loses none: the parent of a request that was
+still buffered is fetched again, and yields it again.
+
 On Redis (``DISKFRONTIER_URL``) any number of ``scrapy crawl`` processes share one crawl:
 one seen set, one queue per slot, leases instead of in-flight records. A process killed
 at any moment loses nothing: its requests come back to the others when their leases run
@@ -87,7 +95,7 @@ import weakref
 from typing import Any
 
 from scrapy import Request as ScrapyRequest
-from scrapy import Spider
+from scrapy import Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter
@@ -106,6 +114,7 @@ from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .itemsafe import ItemsGate, open_gate
 from .metrics import MetricsServer
+from .pushbuffer import PushBuffer, Waiting
 from .refusal import refuse_to_start
 from .serialize import RequestDicts
 from .wake import EngineWake
@@ -122,6 +131,7 @@ _DEQUEUED_DISK = ("scheduler/dequeued/disk", "scheduler/dequeued")
 _DEQUEUED_MEMORY = ("scheduler/dequeued/memory", "scheduler/dequeued")
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, Scheduler] = weakref.WeakKeyDictionary()  # crawler -> its scheduler
 _DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+PUSH_PIECE = 500  # buffered requests stored per script call
 
 
 def scheduler_for(crawler: Any) -> Scheduler | None:
@@ -181,6 +191,7 @@ class Scheduler(BaseScheduler):
         lease: float = 30.0,
         prefetch: int = 16,
         poll: float = 1.0,
+        push_batch: int = 500,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         done_after_items: bool = True,
@@ -226,6 +237,10 @@ class Scheduler(BaseScheduler):
         if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
             raise ValueError(f"DISKFRONTIER_POLL must be a number of seconds above 0, got {poll!r}")
         self.poll = float(poll)
+        if isinstance(push_batch, bool) or not isinstance(push_batch, int) or push_batch < 1:
+            raise ValueError(f"DISKFRONTIER_PUSH_BATCH must be a whole number of at least 1, got {push_batch!r}")
+        self.push_batch = push_batch
+        self._pushes: PushBuffer | None = None  # on Redis with push_batch > 1: requests waiting to be stored
         if metrics_port is not None and (isinstance(metrics_port, bool) or not isinstance(metrics_port, int)
                                          or not 0 <= metrics_port <= 65535):
             raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {metrics_port!r}")
@@ -276,6 +291,7 @@ class Scheduler(BaseScheduler):
             lease=settings.getfloat("DISKFRONTIER_LEASE", 30.0),
             prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
             poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
+            push_batch=settings.getint("DISKFRONTIER_PUSH_BATCH", 500),
             metrics_port=_port(settings.get("DISKFRONTIER_METRICS_PORT")),
             metrics_host=settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
             done_after_items=settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
@@ -345,6 +361,8 @@ class Scheduler(BaseScheduler):
                                                    per_host=self.per_slot, shards=self.shards,
                                                    wait_replicas=self.wait_replicas)
         _SCHEDULERS[self.crawler] = self
+        if self.push_batch > 1:
+            self._pushes = PushBuffer(self.push_batch)
         stats = self.frontier.stats()
         self._resumed = stats["seen"] > 0
         logger.info("crawl %r in Redis: %d pending, %d leased by its processes, %d done", crawl,
@@ -360,6 +378,7 @@ class Scheduler(BaseScheduler):
         self._mark_finished(force=True)
         self._wake.cancel()  # after: a sync that failed just now asked for a wake-up
         if self._shared is not None:
+            self._store_buffered()
             self._acknowledge(force=True)
             self.frontier.close()  # leases of what the engine did not finish, and prefetched, are given back
             self._flush_counts()
@@ -383,6 +402,7 @@ class Scheduler(BaseScheduler):
         if self._shared is not None:  # other processes' requests in progress may yield more
             if self._memory or self._prefetched:
                 return True
+            self._store_buffered()
             self._acknowledge(force=True)
             return not self._shared.finished
         return len(self) > 0
@@ -390,16 +410,22 @@ class Scheduler(BaseScheduler):
     def __len__(self) -> int:
         if self.frontier is None:  # not open, or refused to open (the spider is being closed)
             return 0
-        return len(self.frontier) + len(self._memory) + len(self._prefetched)
+        buffered = len(self._pushes) if self._pushes is not None else 0
+        return len(self.frontier) + len(self._memory) + len(self._prefetched) + buffered
 
     def enqueue_request(self, request: ScrapyRequest) -> bool:
-        """Store ``request``; False if it is a duplicate (or a start request not wanted again)."""
+        """Store ``request``; False if it is a duplicate (or a start request not wanted again).
+
+        On Redis with ``DISKFRONTIER_PUSH_BATCH`` above 1 the request is buffered and True returned:
+        a duplicate is reported when the buffer is stored (logged, counted, ``request_dropped`` sent).
+        """
         frontier = self.frontier
         assert frontier is not None, "the scheduler is not open"
         if self.retry_in_frontier and "retry_times" in request.meta and self._retry(request):
             return True
         fingerprint = self._fingerprint(request)
         dont_filter = request.dont_filter
+        again = False  # a buffered request queued even if it turns out to be seen
         if self._is_start_request(request):
             if self._resumed and self.start_policy == "skip":
                 self._count("diskfrontier/start_requests_skipped")
@@ -407,7 +433,10 @@ class Scheduler(BaseScheduler):
             if self._adopted and self.start_policy == "dedupe" and not frontier.has_seen(fingerprint):
                 self._skip_adopted_start(request, fingerprint)
                 return False
-            if self.start_policy != "keep":
+            if self.start_policy != "keep" and self._pushes is not None:
+                # as below, without a round trip: pushed with the filter, and again without if it was seen
+                again, dont_filter = dont_filter and not self._resumed, False
+            elif self.start_policy != "keep":
                 # remembered on the first run, filtered on a resumed one
                 dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
         try:  # the push dedupes: a duplicate costs this encoding, every request one dedupe fewer
@@ -418,6 +447,12 @@ class Scheduler(BaseScheduler):
                 self._log_duplicate(request)
                 return False
             self._keep_in_memory(request, fingerprint, dont_filter, exc)
+            return True
+        if self._pushes is not None:
+            if not self._pushes:
+                self._wake.at(time.time() + self._pushes.interval)  # the engine calls in: stored by then
+            if self._pushes.add(Waiting(request, stored, record, again)) or self._pushes.due():
+                self._store_buffered()
             return True
         if not frontier.push_record(stored, record):
             self._log_duplicate(request)
@@ -434,6 +469,8 @@ class Scheduler(BaseScheduler):
             self._count(_DEQUEUED_MEMORY)
             return self._memory.pop()
         if self._shared is not None:
+            if self._pushes is not None and self._pushes.due():
+                self._store_buffered()
             self._renew_leases()
         while (stored := self._pop()) is not None:
             request = stored.meta.get(_LIVE)
@@ -497,6 +534,7 @@ class Scheduler(BaseScheduler):
             assert self.frontier is not None
             return self.frontier.pop()
         if not self._prefetched:
+            self._store_buffered()  # this process's own new requests are among those to lease
             self._prefetched.extend(self._shared.pop_many(self.prefetch))
         return self._prefetched.popleft() if self._prefetched else None
 
@@ -545,6 +583,7 @@ class Scheduler(BaseScheduler):
         now = time.monotonic()
         if not self._unacked or (not force and len(self._unacked) < self.prefetch and now - self._acked_at < 1.0):
             return
+        self._store_buffered()  # what these requests produced is stored before they are done
         batch, self._unacked, self._acked_at = self._unacked, [], now
         assert self.frontier is not None
         try:
@@ -553,6 +592,39 @@ class Scheduler(BaseScheduler):
             self._count("diskfrontier/lease_lost")
             logger.warning("%s", exc, extra={"spider": self.spider})
         self._count("diskfrontier/done", len(batch))
+
+    def _store_buffered(self) -> None:
+        """Store the buffered requests (one script call a piece); report the duplicates among them.
+
+        A piece leaves the buffer only once stored: if Redis fails, the requests stay buffered and
+        the error goes to the caller (their parents are not marked done meanwhile)."""
+        pushes, shared = self._pushes, self._shared
+        if not pushes or shared is None:
+            return
+        while piece := pushes.first(PUSH_PIECE):
+            answers = shared.push_each([waiting.stored for waiting in piece], [waiting.record for waiting in piece])
+            seen_starts = [waiting for waiting, queued in zip(piece, answers, strict=True)
+                           if not queued and waiting.again]
+            if seen_starts:
+                self._push_again(seen_starts)
+            pushes.forget(len(piece))
+            queued = 0
+            for waiting, answer in zip(piece, answers, strict=True):
+                if answer or waiting.again:
+                    queued += 1
+                else:
+                    self._log_duplicate(waiting.request)
+                    self.crawler.signals.send_catch_log(signal=signals.request_dropped, request=waiting.request,
+                                                        spider=self.spider)
+            self._count(_ENQUEUED_DISK, queued)
+
+    def _push_again(self, starts: list[Waiting]) -> None:
+        """Queue first-run start requests with ``dont_filter`` whose fingerprints were seen: Scrapy
+        queues them again, as the one-at-a-time path does."""
+        assert self._shared is not None
+        stored = [self._dicts.to_stored(waiting.request, waiting.stored.fingerprint, dont_filter=True,
+                                        slot=waiting.stored.slot) for waiting in starts]
+        self._shared.push_each(stored, [encode_request(request) for request in stored])
 
     def _renew_leases(self) -> None:
         """Renew the leases of the requests Scrapy is working on, a third of a lease apart."""

@@ -8,7 +8,8 @@ NAME=VALUE pairs are Scrapy settings (values parsed as JSON when they can be), e
 ``start=PATH``, the path of the start URL (default ``/page/0``; ``/page/00`` serves page 0 at a
 URL no page links to),
 and ``heartbeat=S``, which sets the seconds between the engine's own looks at the scheduler.
-At close the crawl's stats are written to STATS_FILE as JSON.
+At close the crawl's stats are written to STATS_FILE as JSON, with ``test/request_dropped``: how many
+``request_dropped`` signals the crawl sent.
 """
 
 from __future__ import annotations
@@ -80,7 +81,12 @@ def main() -> None:
         with open(stats_file, "w") as f:
             json.dump(stats, f)
 
+    def dropped(request, spider):  # Scrapy's arguments of request_dropped, checked by the tests
+        crawler.stats.inc_value("test/request_dropped")
+        crawler.stats.inc_value(f"test/request_dropped_by/{spider.name}")
+
     crawler.signals.connect(write_stats, signal=signals.spider_closed)
+    crawler.signals.connect(dropped, signal=signals.request_dropped)
     process.crawl(crawler, base=base, **spider_args)
     process.start()
 
