@@ -15,7 +15,8 @@ every run, and stops it at the end.
   ``scrapy_redis.scheduler.Scheduler`` (its ``PriorityQueue`` and ``RFPDupeFilter``).
   Each is built with ``from_crawler`` on a real Crawler and opened; N distinct
   ``scrapy.Request`` objects (callback a spider method, over 100 hosts) go through
-  ``enqueue_request``, then ``next_request`` runs until the queue is empty. Once in one
+  ``enqueue_request`` (and the scheduler's ``close``, timed too: diskfrontier stores its last
+  buffered requests there), then ``next_request`` runs until the queue is empty. Once in one
   process, once in ``--workers`` processes at once on the same crawl (each enqueues its
   share, then each drains): aggregate = requests / (last end - first start). Another
   row drains with a stand-in engine, so that diskfrontier marks each request done.
@@ -231,15 +232,14 @@ def child_worker(url: str) -> None:
         if phase == "enqueue":
             for request in requests:
                 count += bool(scheduler.enqueue_request(request))
+            scheduler.close("finished")  # timed: diskfrontier stores its last buffered requests here
         else:
             while scheduler.next_request() is not None:
                 count += 1
             if phase == "drain-engine":
                 scheduler.has_pending_requests()  # as the engine asks at the end: the last dones go out
         ended = time.monotonic()
-        if phase == "enqueue":
-            scheduler.close("finished")
-        else:
+        if phase != "enqueue":
             previous = scheduler
         print(json.dumps({"start": started, "end": ended, "count": count}), flush=True)
     del previous
@@ -578,7 +578,8 @@ def print_scheduler(result: dict[str, dict[str, float]], n: int, repeat: int, wo
     print(f"\n1. Scrapy schedulers driven directly: {n:,} distinct scrapy.Request (callback=spider.parse_item, "
           f"priorities 0..-5) over {HOSTS} hosts; requests/s, median of {repeat}")
     print("   diskfrontier.scrapy.Scheduler: DISKFRONTIER_URL, DISKFRONTIER_CRAWL, its defaults otherwise (LIFO, "
-          "prefer idle, lease 300 s)")
+          "prefer idle, lease 30 s,\n   prefetch 16, push batch 500); enqueue rows time enqueue_request and then "
+          "close (which stores diskfrontier's\n   last buffered requests)")
     print("   scrapy_redis.scheduler.Scheduler: SCHEDULER_QUEUE_CLASS scrapy_redis.queue.PriorityQueue, "
           "DUPEFILTER_CLASS scrapy_redis.dupefilter.RFPDupeFilter, REDIS_URL, SCHEDULER_PERSIST")
     print(header_row("figure"))
@@ -595,7 +596,8 @@ def print_scheduler(result: dict[str, dict[str, float]], n: int, repeat: int, wo
           "   the engine finishes requests (scrapy-redis keeps no lease: a popped request whose process dies is\n"
           "   lost).\n"
           "   * a stand-in engine that has finished each request by the next call: diskfrontier's scheduler marks\n"
-          "     it done (a done_many of one request before each pop), as in a crawl; scrapy-redis: the figure above.\n"
+          "     it done (a done_many of 16 finished requests at a time, as in a crawl); scrapy-redis: the figure\n"
+          "     above.\n"
           f"   {workers} processes: each enqueues its N/{workers} share into the same crawl / key, then each drains "
           f"it (a new\n   scheduler each) until empty; aggregate = N / (last worker's end - first worker's start). "
           f"Worker\n   processes are started once; each run's workers start together once their schedulers are "
@@ -665,7 +667,9 @@ def scheduler_table(result: dict[str, dict[str, float]], n: int, repeat: int, wo
         f"{HOSTS} hosts; requests/s, median of {repeat}", SPEED_COLUMNS, rows,
         ["No engine (every row but *): diskfrontier's next_request is pop + lease + rebuilding the Scrapy request, "
          "without the done a crawl adds; scrapy-redis keeps no lease (a popped request whose process dies is lost).",
-         "* a stand-in engine that has finished each request by the next call, so diskfrontier marks it done.",
+         "* a stand-in engine that has finished each request by the next call, so diskfrontier marks it done "
+         "(16 at a time).",
+         "enqueue rows time enqueue_request and then close, which stores diskfrontier's last buffered requests.",
          f"{workers} processes: each enqueues its share into the same crawl, then each drains it; aggregate = N / "
          f"(last worker's end - first worker's start)."])
 

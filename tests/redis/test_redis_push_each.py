@@ -34,5 +34,5 @@ def test_push_each_takes_the_records_already_encoded(open_crawl):
         "https://a.example/1": {"k": 1}, "https://a.example/2": {}}
     with pytest.raises(ValueError, match="2 requests and 1 records"):
         frontier.push_each(requests, [encode_request(requests[0])])
-    with pytest.raises(TypeError, match="diskfrontier.Request"):
+    with pytest.raises(TypeError, match=r"diskfrontier\.Request"):
         frontier.push_each(["https://a.example/3"])

@@ -15,14 +15,86 @@ import signal
 import time
 
 import pytest
-from scrapykit import finish, read_stats, start_crawl, stop_after
+import scrapy
+from scrapy import signals
+from scrapy.utils.test import get_crawler
+from scrapykit import finish, read_stats, start_crawl
 
 from diskfrontier import RedisFrontier
 from diskfrontier.demo import SyntheticSite
 from diskfrontier.request.fingerprint import request_fingerprint
+from diskfrontier.scrapy import Scheduler
 
 pytestmark = pytest.mark.crash
 SEED = int(os.environ.get("DISKFRONTIER_KILL_SEED", "20261206"))  # another seed: other kill points
+
+
+class HandSpider(scrapy.Spider):
+    name = "hand"
+
+
+def open_scheduler(url: str, batch: int, dropped: list | None = None):
+    """(crawler, scheduler): the scheduler of a crawler with no engine, driven by the test."""
+    crawler = get_crawler(HandSpider, {"DISKFRONTIER_URL": url, "DISKFRONTIER_PUSH_BATCH": batch})
+    if dropped is not None:
+        crawler.signals.connect(lambda request, spider: dropped.append((request.url, spider.name)),
+                                signal=signals.request_dropped, weak=False)
+    scheduler = Scheduler.from_crawler(crawler)
+    scheduler.open(HandSpider())
+    return crawler, scheduler
+
+
+def stored(url: str) -> int:
+    with RedisFrontier(url, crawl="hand") as frontier:
+        return len(frontier)
+
+
+def test_buffered_requests_are_pending_and_stored_by_batch_or_when_the_crawl_needs_them(redis_url):
+    dropped: list = []
+    crawler, scheduler = open_scheduler(redis_url, 3, dropped)
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/1"))
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/1"))  # a duplicate: told at the store
+    assert len(scheduler) == 2 and scheduler.has_pending_requests() is True
+    assert stored(redis_url) == 1  # has_pending_requests stored them: the crawl is not over
+    assert dropped == [("https://a.example/1", "hand")]
+    for n in (2, 3):
+        assert scheduler.enqueue_request(scrapy.Request(f"https://a.example/{n}"))
+    assert stored(redis_url) == 1 and len(scheduler) == 3
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/4"))  # a batch of 3: stored
+    assert stored(redis_url) == 4
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/5"))
+    handed = []
+    while (request := scheduler.next_request()) is not None:  # nothing prefetched: the buffer is stored first
+        handed.append(request.url)
+    assert sorted(handed) == [f"https://a.example/{n}" for n in range(1, 6)]
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/6"))
+    assert scheduler.enqueue_request(scrapy.Request("https://a.example/2"))
+    scheduler.close("finished")  # stores the buffer; the five handed out (no engine: not done) are given back
+    assert stored(redis_url) == 6
+    assert dropped == [("https://a.example/1", "hand"), ("https://a.example/2", "hand")]
+    assert crawler.stats.get_value("dupefilter/filtered") == 2
+    assert crawler.stats.get_value("scheduler/enqueued") == 6
+
+
+def start_request(url: str) -> scrapy.Request:
+    return scrapy.Request(url, dont_filter=True, meta={"is_start_request": True})
+
+
+@pytest.mark.parametrize("batch", [500, 1])
+def test_start_requests_are_treated_as_without_the_buffer(redis_url, batch):
+    """A first run queues a dont_filter start request twice, as Scrapy does; a resumed run ("dedupe")
+    drops those stored and queues one that never reached Redis (a kill lost it from the buffer)."""
+    crawler, scheduler = open_scheduler(redis_url, batch)
+    for url in ("https://a.example/", "https://a.example/", "https://b.example/"):
+        assert scheduler.enqueue_request(start_request(url))
+    scheduler.close("finished")
+    assert stored(redis_url) == 3
+    crawler, scheduler = open_scheduler(redis_url, batch)
+    for url in ("https://a.example/", "https://b.example/", "https://c.example/"):
+        scheduler.enqueue_request(start_request(url))
+    scheduler.close("finished")
+    assert stored(redis_url) == 4
+    assert crawler.stats.get_value("dupefilter/filtered") == 2
 
 
 def links(n: int, pages: int) -> list[int]:
