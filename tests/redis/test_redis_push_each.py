@@ -36,3 +36,11 @@ def test_push_each_takes_the_records_already_encoded(open_crawl):
         frontier.push_each(requests, [encode_request(requests[0])])
     with pytest.raises(TypeError, match=r"diskfrontier\.Request"):
         frontier.push_each(["https://a.example/3"])
+
+
+def test_push_each_on_a_sharded_crawl_answers_each_request_in_its_place(open_crawl):
+    frontier = open_crawl(shards=3)
+    frontier.push_many(Request(f"https://h{i % 5}.example/{i}") for i in range(0, 700, 2))
+    answers = frontier.push_each(Request(f"https://h{i % 5}.example/{i}") for i in range(700))
+    assert answers == [i % 2 == 1 for i in range(700)]
+    assert len(frontier) == 700
