@@ -150,17 +150,23 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
     with open_crawl(url, crawl) as frontier:
         stats = frontier.stats()
         ready = frontier.next_ready()
+        failing = dict(sorted(((h.host, h.failures) for h in frontier.hosts() if h.failures),
+                              key=lambda item: (-item[1], item[0])))
     for own in ("leased_here", "lease"):  # this command's own client, not the crawl's
         stats.pop(own, None)
     if as_json:
-        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready}, indent=2))
+        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready, "failing_hosts": failing},
+                              indent=2))
         return
     per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
     rows: list[tuple[str, Any]] = [
         ("redis", shown_url(url)), ("crawl", crawl), ("order", stats["order"]),
         ("settings", f"delay {stats['delay']:g}s, per host {per_host}, prefer {stats['prefer']}"),
         ("pending", f"{stats['pending']:,}"), ("in flight", f"{stats['in_flight']:,} leased by clients"),
-        ("done", f"{stats['done']:,}"), ("seen", f"{stats['seen']:,}"),
+        ("done", f"{stats['done']:,}"),
+        ("failed", f"{stats['failed']:,}" + (f" (diskfrontier failed {shown_url(url)} --crawl {crawl} lists them)"
+                                             if stats["failed"] else "")),
+        ("seen", f"{stats['seen']:,}"),
         ("hosts", f"{stats['hosts']:,} ({stats['ready_hosts']:,} ready now)"),
     ]
     if stats["delayed"]:
@@ -174,6 +180,7 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
         rows.append(("next ready", "now" if ready <= time.time() else when(ready)))
     elif stats["pending"]:
         rows.append(("next ready", "not by waiting (blocked until unblocked, or held by per-host or budget limits)"))
+    rows += _failing_rows(failing)
     click.echo(table(rows))
 
 

@@ -46,9 +46,13 @@ def test_hosts_and_inspect_show_failures_of_a_job_directory(tmp_path):
             f.close()
 
 
-def test_hosts_shows_failures_of_a_redis_crawl(redis_url, crawl_name):
+def test_hosts_and_inspect_show_failures_of_a_redis_crawl(redis_url, crawl_name):
     with RedisFrontier(redis_url, crawl=crawl_name) as f:
         fill(f)
     rows = {r["host"]: r for r in json.loads(run("hosts", redis_url, "--crawl", crawl_name, "--json").output)}
     assert rows["bad.example"]["failures"] == 3 and rows["bad.example"]["blocked_until"] is not None
     assert rows["gone.example"]["failures"] == 1 and rows["ok.example"]["failures"] == 0
+    text = run("inspect", redis_url, "--crawl", crawl_name).output
+    assert "failing hosts" in text and "bad.example (3), gone.example (1)" in text, text
+    assert json.loads(run("inspect", redis_url, "--crawl", crawl_name, "--json").output)["failing_hosts"] == {
+        "bad.example": 3, "gone.example": 1}
