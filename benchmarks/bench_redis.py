@@ -501,8 +501,9 @@ def df_memory(server: RedisServer, n: int, urls: list[str], priorities: list[int
         assert frontier.finished and frontier.stats()["seen"] == n
     seen = settle(server) - before
     buckets = 0
-    for key in server.client.scan_iter(match=f"df:{{{CRAWL}}}:s:*", count=1000):
-        buckets += server.client.memory_usage(key, samples=0) or 0
+    for pattern in ("s:*", "k:*"):  # the hash buckets of crawls made before, the sets of new ones
+        for key in server.client.scan_iter(match=f"df:{{{CRAWL}}}:{pattern}", count=1000):
+            buckets += server.client.memory_usage(key, samples=0) or 0
     server.flush()
     return {"seen": seen / n, "buckets": buckets / n, "pending": pending / n}
 
@@ -629,7 +630,7 @@ def print_memory(result: dict[str, Any], n: int, repeat: int) -> None:
     print(f"{'per pending request':<44}{result['df pending']:>13.1f}{result['sr pending']:>14.1f}{ratio:>8.2f}x  "
           f"(no target)")
     print(f"   per seen URL, diskfrontier: N pushed (push_many), then all popped and done (pop_many/done_many):\n"
-          f"     what remains is the seen buckets (expected_urls=N: about 100 fingerprints to a listpack hash;\n"
+          f"     what remains is the seen buckets (64-bit keys in intset buckets that grow with the crawl;\n"
           f"     MEMORY USAGE of the buckets alone: {result['df buckets']:.1f} B/URL), the crawl's meta hash, its "
           f"host set and\n     per-host hashes (done counts).\n"
           f"   per seen URL, scrapy-redis: its dupefilter SET after N request_seen (40-character hex sha1s),\n"

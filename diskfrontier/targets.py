@@ -95,6 +95,8 @@ class CrawlView(Protocol):
 
     order: str
     settings: dict[str, Any] | None  # the crawl's own delay, per_host and prefer; None: it keeps none
+    dedupe: str  # "exact", or "bloom" (a seen set that cannot be listed)
+    seen_bits: int | None  # bits of each fingerprint the seen set keeps (None: all of it)
 
     def pending_count(self) -> int:
         """About how many requests ``pending_requests()`` gives."""
@@ -150,6 +152,8 @@ class JobDirView:
         self.order: str = meta["order"]
         self.version: int = meta["version"]
         self.settings: dict[str, Any] | None = None  # a job directory keeps no crawl settings
+        self.dedupe: str = "exact"
+        self.seen_bits: int | None = None
         self._priority, self._push_order = priority, not pop_order
         self._pending: PendingRequests | None = None
         self._failed: FailedRequests | None = None
@@ -217,6 +221,8 @@ class RedisView:
         self.order = self.frontier.order
         self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
                                                 "prefer": self.frontier.prefer}
+        self.dedupe: str = self.frontier.dedupe
+        self.seen_bits: int | None = 64 if self.frontier.stats()["seen_layout"] == "set64" else None
 
     def pending_count(self) -> int:
         """Every request not done, or not leased (of every priority: counting one priority takes a scan)."""

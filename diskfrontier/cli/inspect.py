@@ -146,6 +146,14 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
     click.echo(table(rows))
 
 
+def _seen_layout(stats: dict[str, Any]) -> str:
+    """How a Redis crawl keeps its seen set, in a few words."""
+    if stats.get("seen_layout") == "bloom":
+        return f"Bloom filters: {stats.get('bloom_filters', 0)}; a new URL may be taken for seen"
+    kind = "64-bit keys" if stats.get("seen_layout") == "set64" else "whole fingerprints, earlier layout"
+    return f"{kind} in {stats.get('seen_buckets', 0):,} buckets"
+
+
 def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
     with open_crawl(url, crawl) as frontier:
         stats = frontier.stats()
@@ -166,7 +174,7 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
         ("done", f"{stats['done']:,}"),
         ("failed", f"{stats['failed']:,}" + (f" (diskfrontier failed {shown_url(url)} --crawl {crawl} lists them)"
                                              if stats["failed"] else "")),
-        ("seen", f"{stats['seen']:,}"),
+        ("seen", f"{stats['seen']:,} ({_seen_layout(stats)})"),
         ("hosts", f"{stats['hosts']:,} ({stats['ready_hosts']:,} ready now)"),
     ]
     if stats["delayed"]:

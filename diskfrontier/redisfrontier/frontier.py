@@ -81,9 +81,17 @@ class RedisFrontier:
 
     Crawl settings (``order``, ``delay``, ``per_host``, ``prefer``) belong to the crawl:
     ``None`` keeps what the crawl has (the job directory's defaults for a new one); a value
-    sets it for every client. ``per_host=0`` means no limit. ``expected_urls`` sizes the
-    seen buckets when the crawl is made (about 100 fingerprints a bucket keeps each a small
-    listpack hash); ``new_order`` is the order of a crawl made here when ``order`` is None.
+    sets it for every client. ``per_host=0`` means no limit. ``new_order`` is the order of a crawl
+    made here when ``order`` is None.
+
+    Dedupe (``dedupe``, fixed when the crawl is made; None keeps the crawl's, ``"exact"`` for a new
+    one): ``"exact"`` keeps each fingerprint's 64-bit key in Redis sets whose number grows with the
+    crawl (about 10 bytes a URL, nothing to size in advance; two URLs share a key with odds of about
+    n**2 / 2**65). ``"bloom"`` keeps a series of Bloom filters that grows with the crawl (6.5 to 8
+    bytes a URL at ``error_rate=1e-7``): a new URL is taken for a duplicate, and never queued, with
+    probability about ``error_rate``, and ``has_seen`` means "maybe". ``"hash"`` makes a crawl in the
+    layout of earlier versions, whose bucket count ``expected_urls`` fixes (for comparison; crawls
+    made before keep working in it whatever is asked).
     A crawl that ``diskfrontier copy`` is making (or was making when it was stopped) is refused
     with ``IncompleteCopy``. ``copy_of`` is for the copy itself: it opens such a crawl, and a crawl
     made by this open is marked as a copy of ``copy_of`` in the same step (``copy_mark``,
@@ -119,6 +127,8 @@ class RedisFrontier:
         cluster: bool | None = None,
         wait_replicas: int = 0,
         wait_timeout: float = 5.0,
+        dedupe: str | None = None,
+        error_rate: float = 1e-7,
     ) -> None:
         self.crawl = check_crawl_name(crawl)
         check_shards(shards)
@@ -131,7 +141,8 @@ class RedisFrontier:
         self.lease = _seconds("lease", lease)
         if self.lease <= 0:
             raise ValueError("lease must be more than 0 seconds")
-        asked = Settings(delay, per_host, order, prefer, expected_urls, create, new_order, copy_of).checked()
+        asked = Settings(delay, per_host, order, prefer, expected_urls, create, new_order, copy_of, dedupe,
+                         error_rate).checked()
         self.url = url
         self._closed = True
         self._pid = os.getpid()
@@ -319,16 +330,17 @@ class RedisFrontier:
         return answers
 
     def has_seen(self, fingerprint: bytes) -> bool:
-        """True if ``fingerprint`` is in the crawl's seen set."""
+        """True if ``fingerprint`` is in the crawl's seen set (with ``dedupe="bloom"``: maybe, as a
+        Bloom filter answers; False is always sure)."""
         self._check_open()
-        key, field = self._seen_keys.of(fingerprint)
-        with talking(self.url, "has_seen"):
-            if len(self._shards) == 1:
-                return bool(self._redis.hexists(self._shards[0].prefix + key, field))
-            pipe = self._redis.pipeline(transaction=False)
-            for shard in self._shards:  # a fingerprint is kept on its host's shard, and the host is not known here
-                pipe.hexists(shard.prefix + key, field)
-            return any(pipe.execute())
+        pair = list(self._seen_keys.of(fingerprint))
+        # a fingerprint is kept on its host's shard, and the host is not known here: any shard may have it
+        return any(self._run("has_seen", "HAS_SEEN", pair, shard)[0] for shard in range(len(self._shards)))
+
+    @property
+    def dedupe(self) -> str:
+        """How the crawl dedupes: ``"exact"`` or ``"bloom"`` (fixed when it was made)."""
+        return "exact" if self._seen_keys.exact else "bloom"
 
     def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
         """Add fingerprints to the seen set without queuing anything; return how many were new.
@@ -353,15 +365,10 @@ class RedisFrontier:
 
     def _mark_on_every_shard(self, chunk: list[Any]) -> int:
         pairs = [(chunk[k], chunk[k + 1]) for k in range(0, len(chunk), 2)]
-        with talking(self.url, "mark_seen"):
-            pipe = self._redis.pipeline(transaction=False)
-            for key, field in pairs:
-                for each in self._shards:
-                    pipe.hexists(each.prefix + key, field)
-            found = pipe.execute()
         count = len(self._shards)
-        new = [pair for k, pair in enumerate(pairs) if not any(found[k * count:(k + 1) * count])]
-        known = [pair for k, pair in enumerate(pairs) if any(found[k * count:(k + 1) * count])]
+        found = [self._run("mark_seen", "HAS_SEEN", chunk, shard) for shard in range(count)]  # one list per shard
+        new = [pair for k, pair in enumerate(pairs) if not any(answer[k] for answer in found)]
+        known = [pair for k, pair in enumerate(pairs) if any(answer[k] for answer in found)]
         fresh = 0
         for shard in range(count):
             for group in (new, known):
@@ -375,6 +382,15 @@ class RedisFrontier:
                     with talking(self.url, "mark_seen"):
                         self._redis.hincrby(self._shards[shard].meta, "seen_copies", marked)
         return fresh
+
+    def _seen_stats(self) -> dict[str, Any]:
+        """The seen set's layout, and its buckets or filters summed over the shards."""
+        parts = [reader.seen_layout_stats() for reader in self._readers]
+        out = dict(parts[0])
+        for name in ("seen_buckets", "bloom_filters"):
+            if name in out:
+                out[name] = sum(part[name] for part in parts)
+        return out
 
     # ------------------------------------------------------------------ pop
     def pop(self, timeout: float | None = 0.0) -> Request | None:
@@ -698,7 +714,7 @@ class RedisFrontier:
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), **{name: crawl[name] for name in tail},
             "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "prefer": crawl["prefer"],
-            "lease": self.lease, "seen_bucket_bits": self._seen_keys.bits, "shards": len(self._shards),
+            "lease": self.lease, "dedupe": self.dedupe, **self._seen_stats(), "shards": len(self._shards),
         }
 
     # ------------------------------------------------------------------ hosts

@@ -296,22 +296,216 @@ local function audit(pending)
 end
 """
 
+# The crawl's seen set, in whichever layout the crawl has (meta field seen_layout; absent: 'hash').
+# Each fingerprint comes as two ARGV values: 'hash' bucket key and field; 'set64' the 64-bit key
+# (signed decimal) and its low 32 bits; 'bloom' two 48-bit hashes. See docs/format.md, "Seen set".
+_SEEN = r"""
+local SEEN = nil
+local BLOOM_PART = 8388608  -- at most this many bits in one bitmap key of a Bloom filter (1 MiB)
+local BLOOM_FIRST, BLOOM_GROWTH, BLOOM_TIGHTEN = 100000, 2, 0.8
+
+-- A Bloom filter's settings as meta keeps them ('capacity bits hashes'); its bits are split in
+-- ``parts`` bitmap keys of ``pb`` bits each, and all the bits of one fingerprint are in one part.
+local function bloom_filter(i, text)
+  local cap, m, k = string.match(text or '', '^(%d+) (%d+) (%d+)$')
+  if not cap then damaged(META .. ' field bloom_' .. i .. ' is not a Bloom filter diskfrontier made') end
+  m = tonumber(m)
+  local parts = math.ceil(m / BLOOM_PART)
+  return {cap = tonumber(cap), m = m, k = tonumber(k), parts = parts, pb = math.ceil(m / parts), made = {}}
+end
+
+local function seen_open()
+  local s = call('HMGET', META, 'seen_layout', 'seen_level', 'seen_split', 'seen_fill', 'seen',
+                 'bloom_rate', 'bloom_filters', 'bloom_last')
+  SEEN = {layout = s[1] or 'hash', count = num(s[5], META .. ' field seen', true) or 0, fresh = 0}
+  if SEEN.layout == 'set64' then
+    SEEN.level = num(s[2], META .. ' field seen_level')
+    SEEN.split = num(s[3], META .. ' field seen_split')
+    SEEN.fill = num(s[4], META .. ' field seen_fill')
+  elseif SEEN.layout == 'bloom' then
+    SEEN.rate = num(s[6], META .. ' field bloom_rate')
+    SEEN.n = num(s[7], META .. ' field bloom_filters')
+    SEEN.last = num(s[8], META .. ' field bloom_last')
+    SEEN.f = {}
+    if SEEN.n > 0 then
+      local names = {}
+      for i = 1, SEEN.n do names[i] = 'bloom_' .. i end
+      local got = call('HMGET', META, unpack(names))
+      for i = 1, SEEN.n do SEEN.f[i] = bloom_filter(i, got[i]) end
+    end
+  elseif SEEN.layout ~= 'hash' then
+    damaged(META .. ' field seen_layout is ' .. SEEN.layout .. ', a layout this version of diskfrontier does not know')
+  end
+end
+
+-- set64: the bucket of a key whose low 32 bits are ``low`` (linear hashing).
+local function set_bucket(low)
+  local b = low % (2 ^ SEEN.level)
+  if b < SEEN.split then b = low % (2 ^ (SEEN.level + 1)) end
+  return P .. 'k:' .. string.format('%x', b)
+end
+
+-- The low 32 bits of a key kept as a signed decimal integer (exact in doubles: at most 2**36).
+local function low32(member)
+  local neg = string.byte(member, 1) == 45
+  local r = 0
+  for i = neg and 2 or 1, #member do r = (r * 10 + string.byte(member, i) - 48) % 4294967296 end
+  if neg and r > 0 then r = 4294967296 - r end
+  return r
+end
+
+local function add_all(key, members)
+  for at = 1, #members, 1000 do
+    call('SADD', key, unpack(members, at, math.min(at + 999, #members)))
+  end
+end
+
+-- set64: split bucket ``split`` into itself and ``split + 2**level`` (the members whose bit
+-- ``level`` is set move). Both are written anew, so each is an intset again however it was kept.
+local function split_one()
+  local bit = 2 ^ SEEN.level
+  local from = P .. 'k:' .. string.format('%x', SEEN.split)
+  local to = P .. 'k:' .. string.format('%x', SEEN.split + bit)
+  local stay, move = {}, {}
+  for _, member in ipairs(call('SMEMBERS', from)) do
+    if math.floor(low32(member) / bit) % 2 == 1 then move[#move + 1] = member else stay[#stay + 1] = member end
+  end
+  if #move > 0 then
+    call('DEL', from)
+    add_all(from, stay)
+    add_all(to, move)
+  end
+  SEEN.split = SEEN.split + 1
+  if SEEN.split == bit then
+    SEEN.level = SEEN.level + 1
+    SEEN.split = 0
+  end
+end
+
+-- bloom: a new filter, the last of the series (capacity and error rate from its place in it).
+local function bloom_grow()
+  local i = SEEN.n + 1
+  local cap = BLOOM_FIRST * BLOOM_GROWTH ^ (i - 1)
+  local p = SEEN.rate * (1 - BLOOM_TIGHTEN) * BLOOM_TIGHTEN ^ (i - 1)
+  local m = math.ceil(cap * -math.log(p) / (math.log(2) ^ 2))
+  local k = math.max(1, math.floor(-math.log(p) / math.log(2) + 0.5))
+  local text = string.format('%d %d %d', cap, m, k)
+  SEEN.f[i] = bloom_filter(i, text)
+  SEEN.n, SEEN.last = i, 0
+  call('HSET', META, 'bloom_' .. i, text, 'bloom_filters', i, 'bloom_last', 0)
+end
+
+-- bloom: the part key of (h1, h2) in filter i, and its k bit offsets in it (enhanced double hashing
+-- within the part); ``each(offset)`` is called for each until it returns false.
+local function bloom_walk(i, h1, h2, each)
+  local f = SEEN.f[i]
+  local pb = f.pb
+  local key = P .. 'b:' .. i .. ':' .. (h1 % f.parts)
+  local x, y = h2 % pb, math.floor(h1 / f.parts) % pb
+  for j = 0, f.k - 1 do
+    if each(key, x) == false then return false end
+    x = (x + y) % pb
+    y = (y + j + 1) % pb
+  end
+  return key
+end
+
+-- bloom: true if every bit of (h1, h2) is set in filter i (GETBIT until the first 0: a fingerprint
+-- not in the filter costs about two reads).
+local function bloom_in(i, h1, h2)
+  return bloom_walk(i, h1, h2, function(key, x) return call('GETBIT', key, x) == 1 end) ~= false
+end
+
+-- bloom: set the bits of (h1, h2) in filter i, in one BITFIELD. A part is made whole at its first
+-- write (a string of its size), as SETBIT and BITFIELD would grow it by doubling.
+local function bloom_set(i, h1, h2)
+  local f = SEEN.f[i]
+  local args = {''}
+  local key = bloom_walk(i, h1, h2, function(_, x)
+    args[#args + 1] = 'SET'
+    args[#args + 1] = 'u1'
+    args[#args + 1] = x
+    args[#args + 1] = 1
+  end)
+  args[1] = key
+  if not f.made[key] then
+    if call('EXISTS', key) == 0 then call('SET', key, string.rep('\0', math.ceil(f.pb / 8))) end
+    f.made[key] = true
+  end
+  call('BITFIELD', unpack(args))
+end
+
+local function bloom_has(h1, h2)
+  for i = SEEN.n, 1, -1 do
+    if bloom_in(i, h1, h2) then return true end
+  end
+  return false
+end
+
+-- 1 if the fingerprint (its two ARGV values) was not in the seen set and is now, 0 if it was.
+local function seen_add(a, b)
+  local added
+  if SEEN.layout == 'hash' then
+    added = call('HSETNX', P .. a, b, '')
+  elseif SEEN.layout == 'set64' then
+    added = call('SADD', set_bucket(tonumber(b)), a)
+  else
+    local h1, h2 = tonumber(a), tonumber(b)
+    if bloom_has(h1, h2) then return 0 end
+    if SEEN.n == 0 or SEEN.last >= SEEN.f[SEEN.n].cap then bloom_grow() end
+    bloom_set(SEEN.n, h1, h2)
+    SEEN.last = SEEN.last + 1
+    added = 1
+  end
+  SEEN.fresh = SEEN.fresh + added
+  return added
+end
+
+-- 1 if the fingerprint is in the seen set (bloom: may be a false positive), 0 if not.
+local function seen_has(a, b)
+  if SEEN.layout == 'hash' then return call('HEXISTS', P .. a, b) end
+  if SEEN.layout == 'set64' then return call('SISMEMBER', set_bucket(tonumber(b)), a) end
+  if bloom_has(tonumber(a), tonumber(b)) then return 1 end
+  return 0
+end
+
+-- After the adds of a step: the seen counter, and (set64) the buckets split while they are over
+-- their fill on average, a bounded number a step (the rest in later steps); (bloom) the last
+-- filter's count.
+local function seen_close()
+  if SEEN.fresh == 0 then return end
+  call('HINCRBY', META, 'seen', SEEN.fresh)
+  if SEEN.layout == 'set64' then
+    local count = SEEN.count + SEEN.fresh
+    local limit = 2 + math.floor(SEEN.fresh / SEEN.fill)
+    local level, split = SEEN.level, SEEN.split
+    while limit > 0 and count > SEEN.fill * (2 ^ SEEN.level + SEEN.split) do
+      split_one()
+      limit = limit - 1
+    end
+    if level ~= SEEN.level or split ~= SEEN.split then
+      call('HSET', META, 'seen_level', SEEN.level, 'seen_split', SEEN.split)
+    end
+  elseif SEEN.layout == 'bloom' then
+    call('HSET', META, 'bloom_last', SEEN.last)
+  end
+end
+"""
+
 # ARGV: count, then per request: seen key ('' for dont_filter), seen field, host, priority,
 # body, not_before. Returns 1 (queued) or 0 (a duplicate) per request.
-PUSH = _COMMON + r"""
+PUSH = _COMMON + _SEEN + r"""
 local cs = crawl_settings()
 local now = cs.now
+seen_open()
 local n = tonumber(ARGV[1])
-local out, touched, added, fresh_seen, dups = {}, {}, 0, 0, 0
+local out, touched, added, dups = {}, {}, 0, 0
 local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
 for k = 0, n - 1 do
   local a = 2 + k * 6
   local seen_key, host = ARGV[a], ARGV[a + 2]
   local fresh = true
-  if seen_key ~= '' then
-    fresh = call('HSETNX', P .. seen_key, ARGV[a + 1], '') == 1
-    if fresh then fresh_seen = fresh_seen + 1 end
-  end
+  if seen_key ~= '' then fresh = seen_add(seen_key, ARGV[a + 1]) == 1 end
   if fresh then
     seq = seq + 1
     local id = id_of(seq, cs.lifo)
@@ -333,7 +527,7 @@ if added > 0 then
   call('HINCRBY', META, 'pending', added)
   call('HINCRBY', META, 'pushed', added)
 end
-if fresh_seen > 0 then call('HINCRBY', META, 'seen', fresh_seen) end
+seen_close()
 if dups > 0 then call('HINCRBY', META, 'duplicates', dups) end
 place_all(touched, now, cs)
 return out
@@ -527,28 +721,38 @@ if ready == 0 then audit(tonumber(c[1])) end
 return {tonumber(c[1]), tonumber(c[2]), ready, next_event(), tostring(now), cs.paused and 1 or 0}
 """
 
-# ARGV: count, then seen key and field per fingerprint. Marks them seen; returns how many were new.
-MARK_SEEN = _COMMON + r"""
+# ARGV: count, then the two seen values per fingerprint. Marks them seen; returns how many were new.
+MARK_SEEN = _COMMON + _SEEN + r"""
 crawl_settings()
-local n, fresh = tonumber(ARGV[1]), 0
-for k = 0, n - 1 do
-  fresh = fresh + call('HSETNX', P .. ARGV[2 + k * 2], ARGV[3 + k * 2], '')
-end
-if fresh > 0 then call('HINCRBY', META, 'seen', fresh) end
-return fresh
+seen_open()
+local n = tonumber(ARGV[1])
+for k = 0, n - 1 do seen_add(ARGV[2 + k * 2], ARGV[3 + k * 2]) end
+seen_close()
+return SEEN.fresh
+"""
+
+# ARGV: the two seen values of each fingerprint. Returns per fingerprint 1 if it is in the seen set (with a
+# Bloom filter: maybe), 0 if not. Reads only (no check of the crawl's counters: a lookup, as HEXISTS was).
+HAS_SEEN = _COMMON + _SEEN + r"""
+if call('EXISTS', META) == 0 then error({err = 'DFNOCRAWL'}) end
+seen_open()
+local out = {}
+for k = 1, #ARGV - 1, 2 do out[#out + 1] = seen_has(ARGV[k], ARGV[k + 1]) end
+return out
 """
 
 # ARGV: count, then per request: seen key and field ('' and '': dont_filter), body (attempts set), and
 # its failinfo (the time, f64, and the error text). Stores each as a failed request under a new id, marks
 # its fingerprint seen and counts it in its host's done count, as FINISH's 'fail' does. Returns the count.
-RECORD_FAILED = _COMMON + r"""
+RECORD_FAILED = _COMMON + _SEEN + r"""
 local cs = crawl_settings()
+seen_open()
 local n = tonumber(ARGV[1])
 local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
-local fresh, touched = 0, {}
+local touched = {}
 for k = 0, n - 1 do
   local key, field, body, info = ARGV[2 + k * 4], ARGV[3 + k * 4], ARGV[4 + k * 4], ARGV[5 + k * 4]
-  if key ~= '' then fresh = fresh + call('HSETNX', P .. key, field, '') end
+  if key ~= '' then seen_add(key, field) end
   seq = seq + 1
   local id = id_of(seq, cs.lifo)
   local _, host = head(body)
@@ -562,7 +766,7 @@ if n > 0 then
   call('HSET', META, 'seq', seq)
   call('HINCRBY', META, 'failed', n)
 end
-if fresh > 0 then call('HINCRBY', META, 'seen', fresh) end
+seen_close()
 place_all(touched, clock(), cs)  -- a budget counts done requests
 return n
 """
@@ -588,6 +792,9 @@ return 1
 # crawl, not created) or {-1, version} (a format this version cannot read); changed is 1 when delay,
 # per_host or prefer of an existing crawl changed, so that its hosts must be placed again (REPLACE);
 # made is 1 when this call made the crawl.
+# A new crawl's seen layout comes in these pairs too: 'seen_layout' ('set64' or 'bloom'; none: 'hash')
+# with 'seen_level', 'seen_split', 'seen_fill' (set64) or 'bloom_rate', 'bloom_filters', 'bloom_last'.
+# The answer ends with seen_layout, seen_fill and bloom_rate.
 OPEN = r"""
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
@@ -633,8 +840,8 @@ else
   end
 end
 local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits', 'shards', 'tags', 'shard',
-                    'crawl')
-return {1, s[1], s[2], s[3], s[4], s[5], changed, made, s[6], s[7], s[8], s[9]}
+                    'crawl', 'seen_layout', 'seen_fill', 'bloom_rate')
+return {1, s[1], s[2], s[3], s[4], s[5], changed, made, s[6], s[7], s[8], s[9], s[10], s[11], s[12]}
 """
 
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).

@@ -11,6 +11,7 @@ from ..errors import FrontierError, IncompleteCopy
 from . import lua
 from .connection import check_server, shown_url, talking
 from .records import SeenKeys, bucket_bits
+from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, layout_of, new_layout
 from .shards import MAX_SHARDS, Shard, shard_tags
 from .values import Values
 
@@ -18,7 +19,7 @@ FORMAT = "1"
 SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several shards: refused by older clients
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
-           "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED")
+           "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN")
 BATCH = 500  # hosts per REPLACE call
 
 
@@ -34,6 +35,8 @@ class Settings:
     create: bool = True
     new_order: str = "lifo"
     copy_of: str | None = None
+    dedupe: str | None = None  # None: the crawl's ("exact" for a new one)
+    error_rate: float = DEFAULT_ERROR_RATE
 
     def checked(self) -> Settings:
         """These settings, each checked (``ValueError`` naming the one that is wrong)."""
@@ -49,7 +52,9 @@ class Settings:
         urls = self.expected_urls
         if isinstance(urls, bool) or not isinstance(urls, int) or urls < 1:
             raise ValueError(f"expected_urls must be a whole number of at least 1, got {urls!r}")
-        return Settings(delay, per_host, self.order, self.prefer, urls, self.create, self.new_order, self.copy_of)
+        check_dedupe(self.dedupe, self.error_rate)
+        return Settings(delay, per_host, self.order, self.prefer, urls, self.create, self.new_order, self.copy_of,
+                        self.dedupe, float(self.error_rate))
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class Opened:
     delay: float
     per_host: int | None
     prefer: str
-    seen_keys: SeenKeys
+    seen_keys: SeenLayout | SeenKeys  # the seen set's layout (seen.py)
     made: bool  # this open made the crawl
     copy_mark: str | None  # the source of the copy that is making it, if one is
     shards: list[Shard]
@@ -89,7 +94,7 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
             FORMAT, asked.order or "", "" if asked.delay is None else repr(asked.delay),
             "" if asked.per_host is None else str(asked.per_host), asked.prefer or "",
             str(bucket_bits(asked.expected_urls)), "create" if asked.create else "open", asked.new_order,
-            asked.copy_of or "", *layout])
+            asked.copy_of or "", *layout, *_new_seen(asked, redis)])
     if answer[0] == 0:
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}")
     _check_version(answer, crawl, url)
@@ -100,6 +105,14 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
         raise FrontierError(f"crawl {crawl!r} is {order.upper()}; its order is fixed when it is made "
                             f"(open it with order=None or order={order!r})")
     made = bool(answer[7])
+    seen_layout = values.text(answer[12], f"{meta} field seen_layout") if answer[12] is not None else "hash"
+    bits = values.whole(answer[5], f"{meta} field bits") if seen_layout == "hash" else None
+    seen = layout_of(seen_layout, bits)
+    if asked.dedupe is not None and asked.dedupe != ("bloom" if seen_layout == "bloom" else "exact") and not (
+            asked.dedupe == "hash" and seen_layout == "hash"):
+        have = "a Bloom filter" if seen_layout == "bloom" else "exact"
+        raise FrontierError(f"crawl {crawl!r} dedupes with {have}; its dedupe is fixed when it is made (open it "
+                            f"with dedupe=None)")
     if made and asked.copy_of is not None:
         copy_mark = asked.copy_of
     layout_found = _shards_of(answer, crawl, url, values, shards)
@@ -107,7 +120,7 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
         scripts, order, values.real(answer[2], f"{meta} field delay", 0.0),
         values.whole(answer[3], f"{meta} field per_host", 0) or None,
         values.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority",
-        SeenKeys(values.whole(answer[5], f"{meta} field bits")), made, copy_mark, layout_found)
+        seen, made, copy_mark, layout_found)
     if answer[6]:
         _place_hosts_again(redis, url, layout_found[0], scripts)
     for shard in layout_found[1:]:
@@ -151,13 +164,15 @@ def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[st
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[shard.meta], args=[
             FORMAT, text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]), "create",
-            "lifo", "", "v", SHARDED, "shard", str(shard.index), "crawl", crawl])
+            "lifo", "", "v", SHARDED, "shard", str(shard.index), "crawl", crawl, *_shard_seen(first)])
     _check_version(answer, shard.tag, url)
     if answer[11] != crawl.encode() or answer[10] != str(shard.index).encode():
         raise values.bad(shard.meta, f"is not the meta of shard {shard.index} of crawl {crawl!r} (it names shard "
                                      f"{answer[10]!r} of crawl {answer[11]!r})")
     if answer[1] != first[1]:
         raise values.bad(f"{shard.meta} field order", f"is {answer[1]!r}, not the crawl's {first[1]!r}")
+    if answer[12] != first[12]:
+        raise values.bad(f"{shard.meta} field seen_layout", f"is {answer[12]!r}, not the crawl's {first[12]!r}")
     if answer[6]:
         _place_hosts_again(redis, url, shard, scripts)
 
@@ -176,3 +191,42 @@ def _place_hosts_again(redis: Any, url: str, shard: Shard, scripts: dict[str, An
                 batch = []
         if batch:
             scripts["REPLACE"](keys=[shard.meta], args=batch)
+
+
+def _intset_entries(client: Any) -> int | None:
+    """The server's ``set-max-intset-entries`` (None where ``CONFIG`` is refused, as on some managed servers)."""
+    import redis.exceptions as rx
+
+    try:
+        got = client.config_get("set-max-intset-entries")
+    except rx.ResponseError:
+        return None
+    value = next(iter(got.values()), None) if got else None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _new_seen(asked: Settings, client: Any) -> list[str]:
+    """The OPEN pairs of a new crawl's seen layout (docs/format.md, "Seen set")."""
+    layout = new_layout(asked.dedupe or "exact")
+    if layout == "set64":
+        return ["seen_layout", layout, "seen_level", "0", "seen_split", "0",
+                "seen_fill", str(intset_fill(_intset_entries(client)))]
+    if layout == "bloom":
+        return ["seen_layout", layout, "bloom_rate", repr(asked.error_rate), "bloom_filters", "0", "bloom_last", "0"]
+    return []
+
+
+def _shard_seen(first: list[Any]) -> list[str]:
+    """The OPEN pairs of the seen layout of a shard made after shard 0 (whose OPEN answer is ``first``): the
+    same layout, each shard with a seen set of its own."""
+    layout = first[12]
+    if layout == b"set64":
+        fill = (first[13] or b"128").decode()
+        return ["seen_layout", "set64", "seen_level", "0", "seen_split", "0", "seen_fill", fill]
+    if layout == b"bloom":
+        return ["seen_layout", "bloom", "bloom_rate", (first[14] or b"1e-07").decode(), "bloom_filters", "0",
+                "bloom_last", "0"]
+    return []

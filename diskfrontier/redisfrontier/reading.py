@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..contract import FailedRequest, HostInfo
+from ..errors import FrontierError
 from ..request.model import Request
-from .connection import repair_hint, talking
+from .connection import repair_hint, shown_url, talking
 from .records import SeenKeys, unpack_body
+from .seen import SeenLayout, SeenSets
 from .values import Values
 
 FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
@@ -34,7 +36,7 @@ def glob_escape(text: str) -> str:
 class CrawlReader:
     """The reads of one crawl's keys that no script needs (several round trips, pipelined)."""
 
-    def __init__(self, redis: Any, url: str, crawl: str, values: Values, seen_keys: SeenKeys,
+    def __init__(self, redis: Any, url: str, crawl: str, values: Values, seen_keys: SeenLayout | SeenKeys,
                  tag: str | None = None) -> None:
         self.redis, self.url, self.crawl = redis, url, crawl
         self.values, self.seen_keys = values, seen_keys
@@ -83,7 +85,19 @@ class CrawlReader:
                 yield rid, self.body("req", rid, body)
 
     def seen_fingerprints(self) -> Iterator[bytes]:
-        """Every fingerprint in the crawl's seen set (SCAN over its buckets, then HSCAN of each)."""
+        """Every fingerprint in the crawl's seen set (SCAN over its buckets, then the members of each).
+        A ``set64`` crawl keeps 64 bits of each: its fingerprints come as those 8 bytes and 12 zero bytes,
+        which both backends key as they key the whole fingerprint. A Bloom filter cannot be listed:
+        ``FrontierError``."""
+        seen = self.seen_keys
+        if not seen.exact:
+            raise FrontierError(f"crawl {self.crawl!r} at {shown_url(self.url)} dedupes with a Bloom filter, whose "
+                                f"fingerprints cannot be listed: its seen set cannot be copied or exported (export "
+                                f"its pending requests without --seen)")
+        if isinstance(seen, SeenSets):
+            yield from self._set_fingerprints(seen)
+            return
+        assert isinstance(seen, SeenKeys)
         p = self.prefix
         with talking(self.url, "seen_fingerprints"):
             for pattern in ("s:*", "x:*"):
@@ -91,10 +105,34 @@ class CrawlReader:
                     suffix = key.decode(errors="replace")[len(p):]
                     for field in self.redis.hkeys(key):
                         try:
-                            yield self.seen_keys.fingerprint(suffix, field)
+                            yield seen.fingerprint(suffix, field)
                         except ValueError:
                             raise self.values.bad(key.decode(errors="replace"), "is not a seen bucket "
                                                   "diskfrontier made") from None
+
+    def _set_fingerprints(self, seen: SeenSets) -> Iterator[bytes]:
+        with talking(self.url, "seen_fingerprints"):
+            for key in self.redis.scan_iter(match=glob_escape(self.prefix) + "k:*", count=1000):
+                try:
+                    yield from seen.fingerprints_of(self.redis.sscan_iter(key, count=1000))
+                except ValueError:
+                    raise self.values.bad(key.decode(errors="replace"), "holds a member that is not a 64-bit key "
+                                          "(not a seen bucket diskfrontier made)") from None
+
+    def seen_layout_stats(self) -> dict[str, Any]:
+        """The seen set's layout and size as ``stats()`` tells them: ``seen_layout``, and ``seen_buckets``
+        (the bucket count: fixed for ``hash``, grown for ``set64``) or ``bloom_filters``."""
+        seen = self.seen_keys
+        if isinstance(seen, SeenKeys):
+            return {"seen_layout": "hash", "seen_buckets": 2 ** seen.bits}
+        with talking(self.url, "stats"):
+            level, split, filters = self.redis.hmget(self.meta, "seen_level", "seen_split", "bloom_filters")
+        where = f"{self.meta} field "
+        if seen.name == "bloom":
+            return {"seen_layout": "bloom", "bloom_filters": self.values.whole(filters, where + "bloom_filters", 0)}
+        whole = self.values.whole
+        buckets = 2 ** whole(level, where + "seen_level", 0) + whole(split, where + "seen_split", 0)
+        return {"seen_layout": seen.name, "seen_buckets": buckets}
 
     def pending(self) -> int:
         """Requests pending in the crawl (not counting those leased to any client)."""

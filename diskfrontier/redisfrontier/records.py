@@ -27,9 +27,10 @@ def pack_body(request: Request, record: bytes, attempts: int, not_before: float)
         bytes((len(slot),)), slot, bytes((len(fingerprint),)), fingerprint, record))
 
 
-def push_args(request: Request, seen_keys: SeenKeys, not_before: float | None,
+def push_args(request: Request, seen_keys: Any, not_before: float | None,
               record: bytes | None = None) -> list[Any]:
-    """The PUSH script's arguments for ``request``: its seen bucket and field (none if ``dont_filter``),
+    """The PUSH script's arguments for ``request``: the two seen values of its fingerprint in the crawl's
+    seen layout ``seen_keys`` (none if ``dont_filter``),
     slot, priority, body and ``not_before`` (None: the request's own). Its own ``attempts`` are kept
     too, as a request read back from an export or another crawl carries them. ``record``: its msgpack
     record if it is already encoded."""
@@ -96,8 +97,12 @@ class SeenKeys:
     A 20-byte fingerprint's first ``bits`` bits pick its bucket; the field is the
     fingerprint without its whole leading bytes, so the bucket and field give it back.
     Other fingerprints (another fingerprinter's) go to ``x:`` buckets picked by a hash of
-    them, whole.
+    them, whole. This is the ``hash`` layout of crawls made before the seen layout was versioned
+    (``seen.py`` has the others).
     """
+
+    name = "hash"
+    exact = True
 
     def __init__(self, bits: int) -> None:
         if not 4 <= bits <= 32:

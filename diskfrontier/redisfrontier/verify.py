@@ -151,6 +151,7 @@ class _Crawl:
         queues = {s[2:]: snap.zset(s) for s in self.types if s.startswith(b"q:")}
         host_hashes = {s[2:]: snap.hash(s) for s in self.types if s.startswith(b"h:")}
         buckets = [snap.size(s) for s, kind in self.types.items() if s.startswith((b"s:", b"x:")) and kind == b"hash"]
+        buckets += [snap.cardinality(s) for s, kind in self.types.items() if s.startswith(b"k:") and kind == b"set"]
         got = snap.run()
         self.meta, self.bodies, self.owner, self.failed, self.failinfo = (got(x, {}) for x in (
             meta, bodies, owner, failed, failinfo))
@@ -166,6 +167,10 @@ class _Crawl:
             return b"zset"
         if suffix.startswith((b"h:", b"s:", b"x:")):
             return b"hash"
+        if suffix.startswith(b"k:"):
+            return b"set"
+        if suffix.startswith(b"b:"):
+            return b"string"
         return None
 
 
@@ -328,16 +333,66 @@ class _Crawl:
             have = _number(meta.get(name, b"0"))
             if have is not None and have != want:
                 self.problem(b"meta", f"field {name.decode()} counts {have:g}; the crawl holds {want}")
-        seen = _number(meta.get(b"seen", b"0"))
-        if seen is not None and seen != self.seen:
-            self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the seen buckets hold {self.seen}"
-                                  + (" (buckets were evicted or deleted: the URLs they held would be accepted "
-                                     "again, and repair cannot bring them back)" if seen > self.seen else ""))
+        self._check_seen(_number(meta.get(b"seen", b"0")))
         self.max_seq = max((self._seq(rid) for rid in [*self.good, *self.failed] if _ID.match(rid)), default=0)
         seq = _number(meta.get(b"seq", b"0"))
         if seq is not None and seq < self.max_seq:
             self.problem(b"meta", f"field seq is {seq:g}, behind request number {self.max_seq}: new requests "
                                   f"would overwrite stored ones")
+
+    def _check_seen(self, seen: float | None) -> None:
+        layout = self.meta.get(b"seen_layout")
+        if layout == b"bloom":
+            self._check_bloom(seen)
+            return
+        if layout == b"set64":
+            self._check_set_buckets()
+        if seen is not None and seen != self.seen:
+            self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the seen buckets hold {self.seen}"
+                                  + (" (buckets were evicted or deleted: the URLs they held would be accepted "
+                                     "again, and repair cannot bring them back)" if seen > self.seen else ""))
+
+    def _check_set_buckets(self) -> None:
+        """The linear-hashing state of a ``set64`` seen set: numbers, and no bucket past the last one (its
+        fingerprints would never be looked up)."""
+        level, split = _number(self.meta.get(b"seen_level")), _number(self.meta.get(b"seen_split"))
+        fill = _number(self.meta.get(b"seen_fill"))
+        if level is None or split is None or fill is None or not 0 <= split < 2 ** level or fill < 1:
+            self.problem(b"meta", "fields seen_level, seen_split and seen_fill are not a seen set's state (repair "
+                                  "cannot rebuild it)")
+            return
+        count = 2 ** int(level) + int(split)
+        for suffix in sorted(self.types):
+            if not suffix.startswith(b"k:"):
+                continue
+            try:
+                number = int(suffix[2:], 16)
+            except ValueError:
+                number = -1
+            if not 0 <= number < count:
+                self.problem(suffix, f"is not one of the {count} seen buckets (seen_level {level:g}, seen_split "
+                                     f"{split:g}): the fingerprints it holds are never looked up")
+
+    def _check_bloom(self, seen: float | None) -> None:
+        """A Bloom filter cannot be counted: ``seen`` is checked against the filters' own counts (each full
+        filter holds its capacity), and each filter's settings against what the scripts write."""
+        meta = self.meta
+        filters = _number(meta.get(b"bloom_filters"))
+        last = _number(meta.get(b"bloom_last"))
+        if filters is None or last is None or _number(meta.get(b"bloom_rate")) is None:
+            self.problem(b"meta", "fields bloom_rate, bloom_filters and bloom_last are not all numbers: the Bloom "
+                                  "filters cannot be read (repair cannot rebuild them)")
+            return
+        held = 0.0
+        for i in range(1, int(filters) + 1):
+            parts = meta.get(b"bloom_%d" % i, b"").split()
+            if len(parts) != 3 or not all(part.isdigit() for part in parts):
+                self.problem(b"meta", f"field bloom_{i} is {meta.get(b'bloom_%d' % i)!r}, not a Bloom filter's "
+                                      f"settings (capacity, bits, hashes)")
+                return
+            held += last if i == filters else int(parts[0])
+        if seen is not None and seen != held:
+            self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the Bloom filters count {held:g}")
 
     def _seq(self, rid: bytes) -> int:
         number = int(rid, 16)
@@ -370,6 +425,9 @@ class _Snapshot:
 
     def size(self, suffix: bytes) -> int | None:
         return self._queue(suffix, b"hash", self.pipe.hlen)
+
+    def cardinality(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"set", self.pipe.scard)
 
     def run(self) -> Any:
         """Run the reads; returns ``got(place, empty)``, the answer of the read at ``place``."""
@@ -486,7 +544,9 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
         pipe.hdel(k(b"h:" + host), b"r", *garbage)
     failed = len(keys.failed) - len(keys.bad_failed) if b"failed" not in keys.renamed else 0
     counts: dict[bytes, Any] = {b"pending": len(keys.pending), b"inflight": len(keys.leased), b"delayed": delayed,
-                                b"failed": failed, b"sentinel": 1, b"seen": keys.seen}
+                                b"failed": failed, b"sentinel": 1}
+    if keys.meta.get(b"seen_layout") != b"bloom":
+        counts[b"seen"] = keys.seen
     seq = _number(keys.meta.get(b"seq"))
     if seq is None or seq < keys.max_seq:
         counts[b"seq"] = keys.max_seq

@@ -170,6 +170,11 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
         raise ValueError("give from_crawl exactly when src is a Redis URL, and to_crawl when dst is one")
     source = open_view(src, from_crawl)
     try:
+        if source.dedupe == "bloom":
+            raise FrontierError(f"{describe(src, from_crawl)} dedupes with a Bloom filter, whose fingerprints cannot "
+                                f"be listed: a copy would lose its seen set, and the URLs already crawled would be "
+                                f"crawled again. Export its pending requests instead (diskfrontier export, without "
+                                f"--seen) and import them where you want them")
         hosts = source.host_copies()
         _check_hosts(hosts, to_crawl is not None)
         report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
@@ -195,6 +200,11 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
                     else "it is marked unfinished: run the same copy again to redo it")
             raise FrontierError(f"{what} (the copy to {report.destination} did not finish; {left})") from None
         _settings_note(report, source, to_crawl is None)
+        if source.seen_bits is not None and to_crawl is None:
+            report.notes.append(f"the source's seen set keeps {source.seen_bits} bits of each fingerprint: those of "
+                                f"requests no longer stored were written to requests.seen as their {source.seen_bits} "
+                                f"bits and zero bytes, which dedupe exactly as the whole fingerprints did (the job "
+                                f"directory's index keys by the same {source.seen_bits} bits)")
         return report
     finally:
         source.close()

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from diskfrontier import Frontier, FrontierError, RedisFrontier, Request
 from diskfrontier.cli import main
 from diskfrontier.jobdir.reader import host_table, pending_requests, seen_fingerprints
+from diskfrontier.redisfrontier.seen import key64, reduced_fingerprint
 
 SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the installed console script
 DOWN = "redis://127.0.0.1:1/0"  # nothing listens there
@@ -102,6 +103,12 @@ def build_job(job: str) -> None:
         f.block("d.example", math.inf)
 
 
+
+def reduced(fingerprint):
+    """A fingerprint as a set64 seen set keeps it (its 64-bit key)."""
+    return reduced_fingerprint(key64(fingerprint))
+
+
 EXPECTED_URLS = sorted(["https://a.example/1", "https://a.example/1", "https://a.example/2", "https://b.example/x",
                         "https://c.example/later", "https://c.example/retried", "https://e.example/held"])
 EXPECTED_SEEN = {fp(u) for u in ("https://a.example/1", "https://b.example/x", "https://b.example/done",
@@ -145,7 +152,7 @@ def test_copy_job_to_redis_and_back_keeps_requests_seen_set_and_hosts(live_job, 
     with RedisFrontier(redis_url, crawl=crawl_name, create=False) as r:
         assert r.order == "lifo"
         assert sorted(map(key, r.pending_requests())) == original
-        assert set(r.seen_fingerprints()) == EXPECTED_SEEN
+        assert set(r.seen_fingerprints()) == {reduced(x) for x in EXPECTED_SEEN}  # 64 bits of each
         assert redis_host_settings(r) == EXPECTED_HOSTS
         assert r.stats()["done"] == 2
 
@@ -155,7 +162,12 @@ def test_copy_job_to_redis_and_back_keeps_requests_seen_set_and_hosts(live_job, 
     assert result.exit_code == 0, result.output
     assert f"copied crawl '{crawl_name}' at {redis_url} to {back} (lifo)" in result.output
     assert sorted(map(key, pending_requests(back))) == original
-    assert set(seen_fingerprints(back)) == EXPECTED_SEEN
+    # the pending requests' fingerprints whole (from their bodies), the others as their 64 bits: the same keys
+    came_back = list(seen_fingerprints(back))
+    pending_fps = {r.fingerprint for r in pending_requests(back)}
+    assert set(came_back) == pending_fps | {reduced(x) for x in EXPECTED_SEEN - pending_fps}
+    assert sorted(key64(x) for x in came_back) == sorted(key64(x) for x in EXPECTED_SEEN)
+    assert "keeps 64 bits of each fingerprint" in result.output
     assert host_settings(host_table(back)) == EXPECTED_HOSTS
 
     # after the crash: the request in flight comes over as pending
@@ -172,7 +184,7 @@ def test_copy_job_to_redis_and_back_keeps_requests_seen_set_and_hosts(live_job, 
     assert result.exit_code == 0, result.output
     with RedisFrontier(redis_url, crawl=crawl_name + "-2", create=False) as r:
         assert sorted(map(key, r.pending_requests())) == original
-        assert set(r.seen_fingerprints()) == EXPECTED_SEEN
+        assert set(r.seen_fingerprints()) == {reduced(x) for x in EXPECTED_SEEN}
         assert redis_host_settings(r) == EXPECTED_HOSTS
 
     with Frontier(back) as f:  # the copy works as a crawl: done stays done, settings hold
@@ -302,6 +314,7 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
     assert data["next_ready"] is not None and "leased_here" not in data
     text = run("inspect", url, "--crawl", crawl_name).output
     assert "pending     3" in text and "next ready  now" in text
+    assert "seen        3 (64-bit keys in 1 buckets)" in text and data["dedupe"] == "exact"
 
     result = run("peek", url, "--crawl", crawl_name, "-n", "2")
     lines = result.output.splitlines()
@@ -395,8 +408,8 @@ def test_redis_export_and_import_round_trip(tmp_path, redis_url, crawl_name):
     urls = sorted(line["url"] for line in lines if "url" in line)
     assert urls == sorted({"https://a.example/done", "https://a.example/x", "https://b.example/y",
                            "https://c.example/later"} - {done.url})
-    assert {bytes.fromhex(line["$seen"]) for line in lines if "$seen" in line} == {
-        fp(u) for u in ("https://a.example/done", "https://a.example/x", "https://b.example/y",
+    assert {bytes.fromhex(line["$seen"]) for line in lines if "$seen" in line} == {  # the 64 bits a crawl keeps
+        reduced(fp(u)) for u in ("https://a.example/done", "https://a.example/x", "https://b.example/y",
                         "https://c.example/later")}
     assert any(line.get("not_before") == LATER for line in lines)
     other = crawl_name + "-in"

@@ -231,10 +231,14 @@ def test_a_garbage_value_is_named_with_its_key(crawl, client, crawl_name, redis_
     assert "verify" in str(caught.value)
 
 
-def test_a_seen_bucket_of_the_wrong_type_is_named(crawl, client, crawl_name):
-    f = crawl(expected_urls=100)
+SEEN_BUCKETS = {"hash": ("s:*", "hlen"), "exact": ("k:*", "scard")}  # a layout's bucket keys, and their size
+
+
+@pytest.mark.parametrize("dedupe", sorted(SEEN_BUCKETS))
+def test_a_seen_bucket_of_the_wrong_type_is_named(crawl, client, crawl_name, dedupe):
+    f = crawl(expected_urls=100, dedupe=dedupe)
     pushed(f, URLS[:1])
-    (bucket,) = client.keys(key(crawl_name, "s:*"))
+    (bucket,) = client.keys(key(crawl_name, SEEN_BUCKETS[dedupe][0]))
     client.delete(bucket)
     client.set(bucket, "x")
     with pytest.raises(CrawlDamaged, match=bucket.decode().replace("{", r"\{").replace("}", r"\}")):
@@ -368,11 +372,14 @@ def test_verify_names_an_evicting_server_and_repair_refuses_it(crawl, client, cr
     assert result.output.startswith("Error: verify --repair: Redis has maxmemory-policy volatile-lru")
 
 
-def test_verify_names_seen_buckets_that_went_and_repair_counts_what_is_left(crawl, client, crawl_name, redis_url):
-    f = crawl(expected_urls=100)
+@pytest.mark.parametrize("dedupe", sorted(SEEN_BUCKETS))
+def test_verify_names_seen_buckets_that_went_and_repair_counts_what_is_left(crawl, client, crawl_name, redis_url,
+                                                                           dedupe):
+    f = crawl(expected_urls=100, dedupe=dedupe)
     pushed(f)
-    buckets = client.keys(key(crawl_name, "s:*"))
-    gone = client.hlen(buckets[0])
+    pattern, size = SEEN_BUCKETS[dedupe]
+    buckets = client.keys(key(crawl_name, pattern))
+    gone = getattr(client, size)(buckets[0])
     client.delete(buckets[0])
     report = verify_crawl(redis_url, crawl_name, repair=True)
     assert [str(x) for x in report.findings] == [
