@@ -217,3 +217,21 @@ def test_verify_names_a_bucket_past_the_last_and_bloom_counts_that_do_not_add_up
             f"{key(crawl_name + '-b', 'meta')}: field seen counts 1000 fingerprints; the Bloom filters count 990"]
     finally:
         bloom.close()
+
+
+@pytest.mark.parametrize("dedupe", ["exact", "bloom", "hash"])
+def test_each_shard_keeps_a_seen_set_of_the_crawl_s_layout(redis_server, crawl_name, dedupe):
+    client = redis_server.client()
+    with RedisFrontier(redis_server.url, crawl=crawl_name, shards=3, dedupe=dedupe) as f:
+        requests = [Request(f"https://h{i % 40}.example/{i}") for i in range(3_000)]
+        assert f.push_many(requests) == 3_000 and f.push_many(requests) == 0
+        marked = fingerprints(1_000, "s")
+        assert f.mark_seen(marked) == 1_000 and f.mark_seen(marked) == 0
+        assert all(f.has_seen(r.fingerprint) for r in requests[::10]) and all(f.has_seen(x) for x in marked[::10])
+        assert not any(f.has_seen(x) for x in fingerprints(300, "never"))
+        stats = f.stats()
+        assert stats["seen"] == 4_000 and stats["dedupe"] == ("bloom" if dedupe == "bloom" else "exact")
+        tags = [crawl_name, *client.hget(key(crawl_name, "meta"), "tags").decode().split(",")]
+    layouts = {client.hget(f"df:{{{tag}}}:meta", "seen_layout") for tag in tags}
+    assert layouts == {None if dedupe == "hash" else {"exact": b"set64", "bloom": b"bloom"}[dedupe]}
+    assert verify_crawl(redis_server.url, crawl_name).sound
