@@ -783,7 +783,8 @@ place(ARGV[1], cs.now, cs)  -- a budget counts done requests
 return 1
 """
 
-# ARGV: format version, order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
+# ARGV: the format versions this client reads (space-separated; the first is a new crawl's unless a pair
+# below sets 'v'), order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
 # default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for, and
 # the copy mark of a new crawl ('': none; a crawl made by 'copy' is marked in the same step).
 # Then pairs of a field and its value that a new crawl's meta gets too (its shards: 'shards' and 'tags'
@@ -801,6 +802,9 @@ local P = string.sub(META, 1, -5)
 local SENTINEL = P .. 'sentinel'
 local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV, 1, 9)
 local changed, made = 0, 0
+local readable = {}
+for each in string.gmatch(version, '%S+') do readable[each] = true end
+version = string.match(version, '%S+')
 local kind = redis.call('TYPE', META)['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   error({err = 'DFDAMAGED ' .. META .. ' is a ' .. kind .. ', not a hash'})
@@ -818,8 +822,9 @@ if kind == 'none' then
   made = 1
 else
   local have = redis.call('HGET', META, 'v')
-  -- (version .. 's': a shard of a crawl of several shards, which a client from before shards must refuse)
-  if have ~= version and have ~= version .. 's' then return {-1, have or ''} end
+  -- ('1s', '2s': a shard of a crawl of several shards, which a client from before shards must refuse; '2':
+  -- a seen set of 64-bit keys or a Bloom filter, which a client from before them must refuse)
+  if not have or not readable[have] then return {-1, have or ''} end
   -- A crawl made before the sentinel and the delayed count: both are made now. (A crawl whose
   -- sentinel went is left as it is: its first step names the damage.)
   if not redis.call('HGET', META, 'sentinel') then

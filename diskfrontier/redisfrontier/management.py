@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import FrontierError
 from . import lua
 from .connection import check_crawl_name, connect, shown_url, talking
-from .opening import FORMAT, SHARDED
+from .opening import READABLE
 from .reading import glob_escape
 from .shards import is_shard_tag
 
@@ -233,10 +233,11 @@ def _open(url: str, crawl: str) -> Any:
         redis.close()
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}; 'diskfrontier crawls "
                             f"{shown_url(url)}' lists them")
-    if version not in (FORMAT.encode(), SHARDED.encode()):
+    if version.decode(errors="replace") not in READABLE:
         redis.close()
         raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} is of format "
-                            f"{version.decode(errors='replace')}; this version of diskfrontier reads format {FORMAT}")
+                            f"{version.decode(errors='replace')}; this version of diskfrontier reads formats "
+                            f"{', '.join(READABLE)}")
     return redis
 
 

@@ -15,8 +15,18 @@ from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, lay
 from .shards import MAX_SHARDS, Shard, shard_tags
 from .values import Values
 
-FORMAT = "1"
+FORMAT = "1"  # a crawl of one shard whose seen set is hash buckets: what every version reads
 SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several shards: refused by older clients
+# The meta field v of a crawl whose seen set is kept another way (64-bit keys or a Bloom filter), one shard or
+# several: a version from before these layouts refuses it (it would look for the seen set under other keys).
+NEW_SEEN, NEW_SEEN_SHARDED = "2", "2s"
+READABLE = (FORMAT, SHARDED, NEW_SEEN, NEW_SEEN_SHARDED)
+
+
+def format_of(seen_layout: str, shards: int) -> str:
+    """The meta field v of a new crawl with this seen layout and number of shards."""
+    base = FORMAT if seen_layout == "hash" else NEW_SEEN
+    return base + ("s" if shards > 1 else "")
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
            "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN")
@@ -87,14 +97,16 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
                              f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
     scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
     count = shards or 1
-    layout = (["v", SHARDED, "shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])]
-              if count > 1 else [])
+    seen_pairs = _new_seen(asked, redis)
+    layout = ["v", format_of(_layout_in(seen_pairs), count)]
+    if count > 1:
+        layout += ["shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])]
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[meta], args=[
-            FORMAT, asked.order or "", "" if asked.delay is None else repr(asked.delay),
+            " ".join(READABLE), asked.order or "", "" if asked.delay is None else repr(asked.delay),
             "" if asked.per_host is None else str(asked.per_host), asked.prefer or "",
             str(bucket_bits(asked.expected_urls)), "create" if asked.create else "open", asked.new_order,
-            asked.copy_of or "", *layout, *_new_seen(asked, redis)])
+            asked.copy_of or "", *layout, *seen_pairs])
     if answer[0] == 0:
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}")
     _check_version(answer, crawl, url)
@@ -132,7 +144,7 @@ def _check_version(answer: list[Any], name: str, url: str) -> None:
     if answer[0] == -1:
         raise FrontierError(f"crawl {name!r} in Redis at {shown_url(url)} is of format "
                             f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
-                            f"format {FORMAT}")
+                            f"formats {', '.join(READABLE)}")
 
 
 def _shards_of(answer: list[Any], crawl: str, url: str, values: Values, asked: int | None) -> list[Shard]:
@@ -163,8 +175,9 @@ def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[st
 
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[shard.meta], args=[
-            FORMAT, text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]), "create",
-            "lifo", "", "v", SHARDED, "shard", str(shard.index), "crawl", crawl, *_shard_seen(first)])
+            " ".join(READABLE), text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]),
+            "create", "lifo", "", "v", format_of(text(first[12]) or "hash", 2), "shard", str(shard.index),
+            "crawl", crawl, *_shard_seen(first)])
     _check_version(answer, shard.tag, url)
     if answer[11] != crawl.encode() or answer[10] != str(shard.index).encode():
         raise values.bad(shard.meta, f"is not the meta of shard {shard.index} of crawl {crawl!r} (it names shard "
@@ -217,6 +230,14 @@ def _new_seen(asked: Settings, client: Any) -> list[str]:
     if layout == "bloom":
         return ["seen_layout", layout, "bloom_rate", repr(asked.error_rate), "bloom_filters", "0", "bloom_last", "0"]
     return []
+
+
+def _layout_in(pairs: list[str]) -> str:
+    """The seen layout the OPEN ``pairs`` of a new crawl give it ('hash' when they name none)."""
+    for at in range(0, len(pairs) - 1, 2):
+        if pairs[at] == "seen_layout":
+            return pairs[at + 1]
+    return "hash"
 
 
 def _shard_seen(first: list[Any]) -> list[str]:

@@ -26,10 +26,10 @@ from typing import Any
 from ..errors import CrawlDamaged, FrontierError
 from . import lua
 from .connection import RedisMisconfigured, connect, node_client, servers, shown_url, talking
+from .opening import format_of
 from .records import unpack_body
 
 BATCH = 500  # hosts a REPLACE script call places
-FORMAT = b"1"
 _ID = re.compile(rb"[0-9a-f]{12}\Z")
 _LIFO_BASE = 2**48
 # The kind of each fixed key; None: a key the crawl may lack.
@@ -204,8 +204,13 @@ class _Crawl:
 
     def _check_meta(self) -> None:
         meta = self.meta
-        if meta.get(b"v") not in (FORMAT, FORMAT + b"s"):  # "1s": a shard of a crawl of several shards
-            self.problem(b"meta", f"field v is {meta.get(b'v')!r}, not {FORMAT.decode()}: not a crawl of this format")
+        layout = meta.get(b"seen_layout", b"hash").decode("utf-8", "replace")
+        several = b"shard" in meta or meta.get(b"shards", b"1") != b"1"
+        expected = format_of(layout, 2 if several else 1).encode()
+        if meta.get(b"v") != expected:  # "1s"/"2s": a shard of a crawl of several shards; "2": a newer seen layout
+            self.problem(b"meta", f"field v is {meta.get(b'v')!r}, not {expected.decode()} (the format of a crawl "
+                                  f"of {'several shards' if several else 'one shard'} whose seen set is kept as "
+                                  f"{layout!r}): not a crawl of this format")
         if meta.get(b"order") not in (b"lifo", b"fifo"):
             self.problem(b"meta", f"field order is {meta.get(b'order')!r}, not 'lifo' or 'fifo'")
         for name in _COUNTERS:
