@@ -370,14 +370,20 @@ class RunState:
         if busy:
             return
         frontier = self.frontier
-        # in flight first: a request in flight now can be given back (retried for later) while the
-        # next ready time is read, and must not make the crawl look stalled
-        in_flight = frontier.stats().get("in_flight", 0)
         if frontier.finished:
             self.halt("finished")
-        elif frontier.paused_since is not None:
+            return
+        if frontier.paused_since is not None:
             return  # paused: idle until resumed (from another process, through the inbox)
-        elif in_flight == 0 and frontier.next_ready() is None:
+        # Stalled only if nothing is in flight and nothing can become ready, read as one moment: the
+        # counters before and after the next ready time agree. Between two reads another worker (or
+        # client) may pop the last pending request (nothing ready then, one in flight), or give one
+        # back for later (none in flight, one delayed); either is seen as a change, and the next idle
+        # looks again.
+        before = _moment(frontier.stats())
+        ready = frontier.next_ready()
+        after = _moment(frontier.stats())
+        if ready is None and before == after and after[1] == 0 and not frontier.finished:
             self.halt("stalled")  # only hosts blocked for ever or over their budget are left
 
     def signalled(self, name: str) -> None:
@@ -439,3 +445,12 @@ class StatusLine:
         self.thread.join()
         sys.stderr.write(self._line() + "\n")
         sys.stderr.flush()
+
+
+_MOMENT = ("pending", "in_flight", "done", "failed", "pushed", "retried", "reclaimed", "dropped")
+
+
+def _moment(stats: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a frontier's counters moves when a request is pushed, handed out, given back or finished
+    (pending and in flight first), by any worker or client."""
+    return tuple(stats.get(name) for name in _MOMENT)
