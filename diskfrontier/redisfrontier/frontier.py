@@ -47,6 +47,7 @@ from .connection import (
 from .leases import Leases, Renewal
 from .merged import MergedReader
 from .opening import COPY_MARK, Settings, open_crawl
+from .pipelined import AckTally, ScriptChannel
 from .reading import FOREVER, CrawlReader
 from .records import encode, pack_body, push_args
 from .shards import Router, check_shards
@@ -106,6 +107,20 @@ class RedisFrontier:
     None (the default), whichever ``url`` is. ``wait_replicas=k``: each step waits (Redis ``WAIT``) until
     k replicas have it, up to ``wait_timeout`` seconds, and raises ``NotReplicated`` if fewer did (the
     step was applied on the master). ``pop`` across shards: see its docstring.
+
+    Fewer round trips, weaker promises (docs/guide/redis.md, "Prefetch and pipelined acknowledgements"):
+    ``prefetch=k`` (default 1: off): a ``pop`` that finds none leased ahead leases up to k ready
+    requests in one step and keeps the extras, leased to this client (renewed, given back at close,
+    counted in the crawl's ``in_flight`` and this client's ``stats()['prefetched']``; ``holds`` is
+    False for them), for the next pops. A pop may then return a request that was the best ready when
+    it was leased ahead: at most k - 1 pops behind a better one pushed since; requests leased ahead
+    are handed out during a pause; a host's delay counts from when its request was leased.
+    ``ack="pipelined"`` (default ``"wait"``): ``done`` and ``done_many`` send their step and return
+    without waiting for its reply, which the next step of this client reads (a pop's in the same round
+    trip). A done that returned has reached the kernel's socket buffer, so a killed process still
+    delivers it; but a lease found lost is only known then: it is logged and counted in
+    ``stats()['acks_lost']`` (a done of a request a renewal already found lost raises
+    ``LeaseExpired``). Not with ``cluster`` or ``wait_replicas``.
     """
 
     def __init__(
@@ -129,8 +144,21 @@ class RedisFrontier:
         wait_timeout: float = 5.0,
         dedupe: str | None = None,
         error_rate: float = 1e-7,
+        prefetch: int = 1,
+        ack: str = "wait",
     ) -> None:
         self.crawl = check_crawl_name(crawl)
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= BATCH:
+            raise ValueError(f"prefetch must be a whole number from 1 to {BATCH}, got {prefetch!r}")
+        if prefetch > 1 and not renew:
+            raise ValueError("prefetch needs renew=True: requests leased ahead wait in this client, and only the "
+                             "background renewal keeps their leases")
+        if ack not in ("wait", "pipelined"):
+            raise ValueError(f"ack must be 'wait' or 'pipelined', got {ack!r}")
+        if ack == "pipelined" and (wait_replicas or cluster):
+            raise ValueError("ack='pipelined' does not go with wait_replicas or a Redis Cluster (each step is waited "
+                             "for there)")
+        self.prefetch, self.ack = prefetch, ack
         check_shards(shards)
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
             raise ValueError(f"wait_replicas must be a whole number of at least 0, got {wait_replicas!r}")
@@ -147,8 +175,10 @@ class RedisFrontier:
         self._closed = True
         self._pid = os.getpid()
         owner = weakref.proxy(self)  # not self: a frontier dropped unclosed is freed (and disconnected) at once
-        self._leases = Leases(lambda: owner._check_open(), lambda *call: owner._run(*call), BATCH, self.lease,
-                              beat_on_calls=not renew)
+        self._leases = Leases(lambda: owner._check_open(drain=False), lambda *call: owner._run(*call), BATCH,
+                              self.lease, beat_on_calls=not renew)
+        self._channel: ScriptChannel | None = None
+        self._acks = AckTally()
         self._redis = connect(url, cluster)
         self.cluster = is_cluster(self._redis)
         self._meta = f"df:{{{self.crawl}}}:meta"
@@ -172,6 +202,11 @@ class RedisFrontier:
         self.shards_looked_at: tuple[int, ...] = ()  # the shards the last pop_many looked at, in that order
         self._closed = False
         try:
+            if ack == "pipelined":
+                if self.cluster:
+                    raise ValueError("ack='pipelined' does not go with a Redis Cluster (each step is waited for there)")
+                with talking(url, "open"):
+                    self._channel = ScriptChannel(self._redis, self._scripts)
             self._leases.register()
         except BaseException:
             self._closed = True
@@ -208,6 +243,8 @@ class RedisFrontier:
         if self.wait_replicas and not bookkeeping:
             return self._run_replicated(what, name, args, meta)
         with talking(self.url, what):
+            if self._channel is not None:
+                return self._channel.call(name, meta, args)
             return self._scripts[name](keys=[meta], args=args)
 
     def _run_replicated(self, what: str, name: str, args: list[Any], meta: str) -> Any:
@@ -247,12 +284,17 @@ class RedisFrontier:
             except Exception as exc:  # the cluster may still be electing a new master: the next call tries again
                 log.debug("the cluster's layout could not be read yet: %s", exc)
 
-    def _check_open(self) -> None:
+    def _check_open(self, drain: bool = True) -> None:
+        """Raise unless this frontier may be used; ``drain``: first read the replies of acknowledgements sent
+        and not read yet (``ack="pipelined"``), so that a read on another connection sees them applied."""
         if self._closed:
             raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} was closed; open it again")
         if os.getpid() != self._pid:
             raise FrontierError(f"this RedisFrontier was opened by pid {self._pid}: a forked child must open "
                                 f"its own (its leases are the parent's)")
+        if drain and self._channel is not None and self._channel.pending:
+            with talking(self.url, "reading acknowledgements"):
+                self._channel.drain()
 
     def __enter__(self) -> RedisFrontier:
         return self
@@ -407,8 +449,8 @@ class RedisFrontier:
         """
         if timeout is not None and timeout != 0.0:
             timeout = _seconds("timeout", timeout)
-        self._check_open()
-        got = self.pop_many(1)
+        self._check_open(drain=len(self._shards) > 1)
+        got = self._pop_one()
         if got or timeout == 0:
             return got[0] if got else None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -428,10 +470,18 @@ class RedisFrontier:
                 wait = min(wait, left)
             time.sleep(wait)
             poll = min(poll * 2, _POLL_MAX)
-            self._check_open()
-            got = self.pop_many(1)
+            self._check_open(drain=len(self._shards) > 1)
+            got = self._pop_one()
             if got:
                 return got[0]
+
+    def _pop_one(self) -> list[Request]:
+        """One request leased ahead, or else (``prefetch`` > 1) up to ``prefetch`` leased now and all but the
+        first kept for the next pops; an empty list if none is ready."""
+        if self.prefetch == 1:
+            return self.pop_many(1)
+        ahead = self._leases.hand_out(1)
+        return ahead or self._lease(self.prefetch, 1)
 
     def pop_many(self, count: int) -> list[Request]:
         """Up to ``count`` ready requests in one script call (one per shard looked at), each leased (``pop`` order).
@@ -446,11 +496,20 @@ class RedisFrontier:
         at least once in every N consecutive pops of a client (no shard starves). What a pop looked at is
         in ``shards_looked_at``. A push or done by another client between the read and the pop may change
         what is best; within one shard the order is the crawl's (LIFO or FIFO within a priority), between
-        shards of equal priority it is the rotation's.
+        shards of equal priority it is the rotation's. Requests leased ahead by ``prefetch`` come first.
         """
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be a whole number of at least 1, got {count!r}")
-        self._check_open()
+        self._check_open(drain=len(self._shards) > 1)
+        ahead = self._leases.hand_out(count) if self._leases.stashed else []
+        if len(ahead) == count:
+            return ahead
+        return ahead + self._lease(count - len(ahead), count - len(ahead))
+
+    def _lease(self, count: int, hand: int) -> list[Request]:
+        """Lease up to ``count`` ready requests (``pop_many``'s step); the first ``hand`` are returned, the rest
+        kept for later pops (``prefetch``)."""
+        self._check_open(drain=len(self._shards) > 1)
         leases = self._leases
         if not leases.begin_pop():
             raise FrontierClosed(f"crawl {self.crawl!r} at {self._shown_url} is being closed")
@@ -459,7 +518,8 @@ class RedisFrontier:
             if len(self._shards) == 1:
                 self.shards_looked_at = (0,)
                 out, self._state = self._pop_shard(0, count)
-                return out
+                leases.stash(out[hand:])
+                return out[:hand]
             out, states, looked = [], [], []
             for shard in self._router.order(self._peek()):
                 looked.append(shard)
@@ -470,7 +530,8 @@ class RedisFrontier:
                 states.append(state)
             self.shards_looked_at = tuple(looked)
             self._state = None if len(out) == count else _merged_state(states)
-            return out
+            leases.stash(out[hand:])
+            return out[:hand]
         finally:
             leases.end_pop()
 
@@ -542,8 +603,16 @@ class RedisFrontier:
 
         ``refetch_after=s``: finished now, and the same request comes back as pending after
         s seconds (its attempts from 0). Raises ``LeaseExpired`` if its lease was taken back.
+        With ``ack="pipelined"`` (and no ``refetch_after``) the step is sent and not waited for: a lease
+        found lost is then logged and counted in ``stats()['acks_lost']``, unless a renewal had found it
+        lost already (then this raises ``LeaseExpired`` and sends nothing).
         """
         if refetch_after is None:
+            if self._channel is not None:
+                if self._send_done([request]):
+                    raise LeaseExpired(f"done() of {request!r}: its lease ran out and it was taken back (another "
+                                       f"client may hold it now); nothing was changed. Renew long work with extend()")
+                return
             self._one("done", request, 0.0, None)
             return
         after = _seconds("refetch_after", refetch_after)
@@ -553,11 +622,31 @@ class RedisFrontier:
 
     def done_many(self, requests: Iterable[Request]) -> None:
         """``done`` for many requests in one script call; ``LeaseExpired`` names those that were
-        taken back (the others are done)."""
-        lost = self._leases.finish_many("done", list(requests), 0.0)
+        taken back (the others are done). With ``ack="pipelined"``, as ``done`` is."""
+        if self._channel is not None:
+            lost = self._send_done(list(requests))
+        else:
+            lost = self._leases.finish_many("done", list(requests), 0.0)
         if lost:
             raise LeaseExpired(f"done_many(): the leases of {len(lost)} requests ran out and they were taken back "
                                f"(the first: {lost[0]!r}); the others are done")
+
+    def _send_done(self, requests: list[Request]) -> list[Request]:
+        """Send the done steps of ``requests`` without waiting for their replies (``ack="pipelined"``); return
+        those a renewal had found lost (not sent, no longer held)."""
+        assert self._channel is not None
+        self._check_open(drain=False)
+        lost = [request for request in requests if self._leases.is_lost(request)]
+        rest = [request for request in requests if not self._leases.is_lost(request)] if lost else requests
+        for at in range(0, len(rest), BATCH):
+            chunk = rest[at:at + BATCH]
+            for shard, positions, args in self._leases.finish_args("done", chunk, 0.0):
+                sent = [chunk[k] for k in positions]
+                with talking(self.url, "done"):
+                    self._channel.send("FINISH", self._shards[shard].meta, args, self._acks.on_reply("done", sent))
+                self._leases.forget(sent)
+        self._leases.forget(lost)
+        return lost
 
     def retry(self, request: Request, *, delay: float = 0.0) -> None:
         """Give a leased request back, ready after ``delay`` seconds, with ``attempts`` one higher.
@@ -704,7 +793,10 @@ class RedisFrontier:
         return self._leases.requests()
 
     def stats(self) -> dict[str, Any]:
-        """The crawl's counters (all clients) and this client's leases."""
+        """The crawl's counters (all clients) and this client's own: ``leased_here`` (its leases, those
+        ``prefetched`` and not handed out yet included), ``acks_lost`` (pipelined dones whose leases had run
+        out) and ``acks_failed`` (pipelined dones answered with an error, or whose replies a lost connection
+        took: they come back when their leases run out). The replies of pipelined dones are read first."""
         self._check_open()
         crawl = self._reader.stats()
         head = ("pending", "in_flight")
@@ -712,7 +804,8 @@ class RedisFrontier:
                 "dropped", "delayed", "hosts", "ready_hosts", "paused_since")
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
-            "leased_here": len(self._leases), **{name: crawl[name] for name in tail},
+            "leased_here": len(self._leases), "prefetched": self._leases.stashed, "acks_lost": self._acks.lost,
+            "acks_failed": self._acks.failed, **{name: crawl[name] for name in tail},
             "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "prefer": crawl["prefer"],
             "lease": self.lease, "dedupe": self.dedupe, **self._seen_stats(), "shards": len(self._shards),
         }
@@ -941,6 +1034,8 @@ class RedisFrontier:
                         "when their leases run out", len(self._leases), self.crawl, exc)
         finally:
             self._closed = True
+            if self._channel is not None:
+                self._channel.close()
             self._redis.close()
 
 

@@ -6,7 +6,8 @@ this is the client's own side of those leases. Each request handed out gets a lo
 or renewing a lease (``done``, ``retry``, ``fail``, ``extend``, the close's ``release``) sends
 the tokens to the ``FINISH`` script from here, and a request whose lease ended is forgotten.
 The pops under way are counted, so that the close can wait for them and give back what they
-leased too; once it has begun, new pops are refused. ``Renewal`` renews every lease held in
+leased too; once it has begun, new pops are refused. Requests a pop leased ahead (``prefetch``)
+wait here, held and renewed like the others, until a later pop hands them out. ``Renewal`` renews every lease held in
 the background, every third of the lease, in one script call per ``batch`` requests: a client
 that runs keeps its requests however long it works on them, and one that is killed, frozen or
 cut off loses them within one lease. One lock guards it all, so that threads may share the frontier.
@@ -69,6 +70,7 @@ class Leases:
         self._closing = False
         self._held: dict[int, tuple[Request, bytes, bytes, int]] = {}  # local number -> (request, id, token, shard)
         self._lost: set[int] = set()  # held, but their leases ran out: the renewal skips them
+        self._waiting: dict[int, None] = {}  # held, leased ahead by a prefetch, not handed out yet (in pop order)
         self._count = 0
 
     # ------------------------------------------------------------------ pops
@@ -95,6 +97,43 @@ class Leases:
             self._held[self._count] = (request, rid, token, shard)
         return request
 
+    def stash(self, requests: Iterable[Request]) -> None:
+        """Keep ``requests`` (held: ``add`` was called for each) for later pops: they are renewed and given
+        back at close like the others, but not handed out yet (``holds`` is False for them)."""
+        with self._lock:
+            for request in requests:
+                self._waiting[request._seq] = None  # type: ignore[index]
+
+    def hand_out(self, count: int) -> list[Request]:
+        """Up to ``count`` of the stashed requests, oldest first, now handed out; a stashed request whose
+        lease a renewal found lost is dropped (its lease ran out: it is pending again, or another's). None once
+        ``closing`` has begun (the close gives them back)."""
+        out: list[Request] = []
+        with self._lock:
+            while not self._closing and self._waiting and len(out) < count:
+                seq = next(iter(self._waiting))
+                del self._waiting[seq]
+                if seq in self._lost:
+                    self._lost.discard(seq)
+                    self._held.pop(seq, None)
+                    continue
+                held = self._held.get(seq)
+                if held is not None:
+                    out.append(held[0])
+        return out
+
+    @property
+    def stashed(self) -> int:
+        """How many requests leased ahead wait to be handed out."""
+        return len(self._waiting)
+
+    def is_lost(self, request: Request) -> bool:
+        """True if a renewal found the lease of ``request`` (held) lost."""
+        seq = getattr(request, "_seq", None)
+        with self._lock:
+            held = self._held.get(seq) if isinstance(seq, int) else None
+            return held is not None and held[0] is request and seq in self._lost
+
     # ------------------------------------------------------------------ ending and renewing leases
     def finish(self, what: str, requests: list[Request], seconds: float,
                bodies: list[bytes] | None = None) -> list[int]:
@@ -102,22 +141,31 @@ class Leases:
         ``requests``, each with its body in ``bodies`` if given; per request 1, or 0 if its lease was lost.
         All are checked first (``NotInFlight``); all but an "extend" are forgotten once it ran."""
         self._check()
-        taken = self._take(requests, what)
-        self.touch()
-        by_shard: dict[int, list[int]] = {}  # shard -> positions in requests
-        for k, (_rid, _token, shard) in enumerate(taken):
-            by_shard.setdefault(shard, []).append(k)
-        out = [0] * len(taken)
-        for shard, positions in by_shard.items():
-            args: list[Any] = []
-            for k in positions:
-                args += [taken[k][0], taken[k][1], bodies[k] if bodies else b""]
-            answer = self._run(what, "FINISH", [what, repr(seconds), len(positions), *args], shard)
+        out = [0] * len(requests)
+        for shard, positions, args in self.finish_args(what, requests, seconds, bodies):
+            answer = self._run(what, "FINISH", args, shard)
             for k, ok in zip(positions, answer, strict=True):
                 out[k] = int(ok)
             if what != "extend":
                 self.forget(requests[k] for k in positions)
         return out
+
+    def finish_args(self, what: str, requests: list[Request], seconds: float,
+                    bodies: list[bytes] | None = None) -> list[tuple[int, list[int], list[Any]]]:
+        """The ``FINISH`` calls of ``finish`` (each: its shard, the positions in ``requests`` it takes, its
+        arguments), after every request was checked (``NotInFlight``); says the client is there if due."""
+        taken = self._take(requests, what)
+        self.touch()
+        by_shard: dict[int, list[int]] = {}  # shard -> positions in requests
+        for k, (_rid, _token, shard) in enumerate(taken):
+            by_shard.setdefault(shard, []).append(k)
+        calls = []
+        for shard, positions in by_shard.items():
+            args: list[Any] = [what, repr(seconds), len(positions)]
+            for k in positions:
+                args += [taken[k][0], taken[k][1], bodies[k] if bodies else b""]
+            calls.append((shard, positions, args))
+        return calls
 
     def renew_all(self, seconds: float) -> int:
         """Renew the lease of every request held (not those known lost) for ``seconds``, and say the
@@ -182,14 +230,15 @@ class Leases:
         return lost
 
     def _take(self, requests: Iterable[Request], what: str) -> list[tuple[bytes, bytes, int]]:
-        """(id, lease token, shard) of each request, every one the very object a pop returned and still held;
-        else ``NotInFlight`` naming the first that is not (``what``: the call, for the message)."""
+        """(id, lease token, shard) of each request, every one the very object a pop returned and still held
+        (a "release" may take those leased ahead too); else ``NotInFlight`` naming the first that is not
+        (``what``: the call, for the message)."""
         out = []
         with self._lock:
             for request in requests:
                 seq = getattr(request, "_seq", None)
                 held = self._held.get(seq) if isinstance(seq, int) else None
-                if held is None or held[0] is not request:
+                if held is None or held[0] is not request or (seq in self._waiting and what != "release"):
                     raise NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the "
                                       f"Request object pop() returned, once")
                 out.append((held[1], held[2], held[3]))
@@ -201,12 +250,14 @@ class Leases:
             for request in requests:
                 self._held.pop(request._seq, None)  # type: ignore[arg-type]
                 self._lost.discard(request._seq)
+                self._waiting.pop(request._seq, None)  # type: ignore[arg-type]
 
     def clear(self) -> None:
         """Hold nothing (the crawl's keys are gone)."""
         with self._lock:
             self._held.clear()
             self._lost.clear()
+            self._waiting.clear()
 
     # ------------------------------------------------------------------ what is held
     def holds(self, request: Request) -> bool:
@@ -214,12 +265,12 @@ class Leases:
         seq = getattr(request, "_seq", None)
         with self._lock:
             held = self._held.get(seq) if isinstance(seq, int) else None
-            return held is not None and held[0] is request
+            return held is not None and held[0] is request and seq not in self._waiting
 
-    def requests(self) -> list[Request]:
-        """The requests held, oldest lease first."""
+    def requests(self, *, stashed: bool = False) -> list[Request]:
+        """The requests held and handed out (``stashed``: those leased ahead too), oldest lease first."""
         with self._lock:
-            return [held[0] for held in self._held.values()]
+            return [held[0] for seq, held in self._held.items() if stashed or seq not in self._waiting]
 
     def __len__(self) -> int:
         return len(self._held)
@@ -231,7 +282,7 @@ class Leases:
         with self._lock:
             self._closing = True
             self._pops_done.wait_for(lambda: self._popping == 0, timeout=wait)
-        return self.requests()
+        return self.requests(stashed=True)
 
     def __repr__(self) -> str:
         return f"<Leases of {self.client_id}: {len(self._held)} held>"
