@@ -21,7 +21,8 @@ every run, and stops it at the end.
   share, then each drains): aggregate = requests / (last end - first start). Another
   row drains with a stand-in engine, so that diskfrontier marks each request done.
 * frontier: ``RedisFrontier`` itself (push, push_many of 500, pop + done, pop_many(100) +
-  done_many) against what the scrapy-redis scheduler does per request (its dupefilter's
+  done_many; pop + done with prefetch=16, and with pipelined acks; pop + done from 4 processes
+  at once) against what the scrapy-redis scheduler does per request (its dupefilter's
   ``request_seen`` then ``queue.push``; ``queue.pop``), on the same URLs.
 * memory: ``INFO memory`` ``used_memory`` of the flushed server before and after: per
   seen URL, and per pending request.
@@ -348,10 +349,10 @@ def sr_requests(urls: list[str], priorities: list[int]) -> list[Any]:
     return [ScrapyRequest(u, priority=p) for u, p in zip(urls, priorities, strict=True)]
 
 
-def open_frontier(server: RedisServer, n: int) -> Any:
+def open_frontier(server: RedisServer, n: int, **options: Any) -> Any:
     from diskfrontier import RedisFrontier
 
-    return RedisFrontier(server.url, crawl=CRAWL, expected_urls=n)
+    return RedisFrontier(server.url, crawl=CRAWL, expected_urls=n, **options)
 
 
 def df_push(server: RedisServer, urls: list[str], priorities: list[int], batch: int | None) -> float:
@@ -367,9 +368,10 @@ def df_push(server: RedisServer, urls: list[str], priorities: list[int], batch: 
     return rate
 
 
-def df_pop_done(server: RedisServer, urls: list[str], priorities: list[int], batch: int | None) -> float:
+def df_pop_done(server: RedisServer, urls: list[str], priorities: list[int], batch: int | None,
+                **options: Any) -> float:
     server.flush()
-    with open_frontier(server, len(urls)) as frontier:
+    with open_frontier(server, len(urls), **options) as frontier:
         frontier.push_many(df_requests(urls, priorities))
 
         def run() -> int:
@@ -449,13 +451,76 @@ def fill_scrapy_redis(client: Any, seen: Any, queue: Any, records: list[tuple[st
         pipe.execute()
 
 
+def drain_worker(server: RedisServer, side: str, options: dict[str, Any], start: Any, out: Any) -> None:
+    """One of several processes draining the same crawl / queue: pop (+ done) one at a time until none is left."""
+    quiet()
+    if side == "diskfrontier":
+        frontier = open_frontier(server, 1, **options)  # the crawl is there: expected_urls is not used
+
+        def step() -> bool:
+            request = frontier.pop()
+            if request is not None:
+                frontier.done(request)
+            return request is not None
+        close = frontier.close
+    else:
+        client, _seen, queue = sr_parts(server)
+
+        def step() -> bool:
+            return queue.pop() is not None
+        close = client.close
+    start.wait(timeout=120)
+    began, count = time.perf_counter(), 0
+    while step():
+        count += 1
+    out.put((began, time.perf_counter(), count))
+    close()
+
+
+def parallel_pop(server: RedisServer, side: str, urls: list[str], priorities: list[int], **options: Any) -> float:
+    """Requests per second of FRONTIER_WORKERS processes draining one crawl at once: N / (last end - first start)."""
+    import multiprocessing
+
+    server.flush()
+    if side == "diskfrontier":
+        with open_frontier(server, len(urls)) as frontier:
+            frontier.push_many(df_requests(urls, priorities))
+    else:
+        client, seen, queue = sr_parts(server)
+        fill_scrapy_redis(client, seen, queue, sr_records(seen, queue, sr_requests(urls, priorities)))
+        client.close()
+    context = multiprocessing.get_context("fork")
+    start, out = context.Barrier(FRONTIER_WORKERS + 1), context.Queue()
+    procs = [context.Process(target=drain_worker, args=(server, side, options, start, out))
+             for _ in range(FRONTIER_WORKERS)]
+    for proc in procs:
+        proc.start()
+    start.wait(timeout=120)  # a worker that failed to open breaks it: BrokenBarrierError here
+    ends = [out.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    assert sum(count for _, _, count in ends) == len(urls)
+    return len(urls) / (max(end for _, end, _ in ends) - min(began for began, _, _ in ends))
+
+
+FRONTIER_WORKERS = 4  # processes of the parallel pop rows
+FAST = {"prefetch": 16, "ack": "pipelined"}  # the options that trade promises for round trips (docs/guide/redis.md)
 FRONTIER_ROWS = [
     # key, label, the scrapy-redis figure it is set against
     ("push", "push(), one at a time", "push"),
     ("push_many", "push_many(), batches of 500", "push"),
     ("pop_done", "pop() + done(), one at a time", "pop"),
+    ("pop_done_prefetch", "pop() + done(), one at a time, prefetch=16", "pop"),
+    ("pop_done_fast", "... prefetch=16, pipelined acks", "pop"),
     ("pop_many", "pop_many(100) + done_many()", "pop"),
+    ("pop_done_4", f"pop() + done(), {FRONTIER_WORKERS} processes, aggregate", "pop 4"),
+    ("pop_done_4_fast", f"... {FRONTIER_WORKERS} processes, prefetch=16, pipelined", "pop 4"),
 ]
+
+
+def sr_figures(runs: dict[str, list[float]]) -> dict[str, float]:
+    """The scrapy-redis figures the rows are set against (medians)."""
+    return {name: statistics.median(runs["sr " + name]) for name in ("push", "pop", "pop 4")}
 
 
 def bench_frontier(server: RedisServer, n: int, repeat: int) -> dict[str, list[float]]:
@@ -467,8 +532,13 @@ def bench_frontier(server: RedisServer, n: int, repeat: int) -> dict[str, list[f
             ("sr push", lambda: sr_push(server, urls, priorities)),
             ("push_many", lambda: df_push(server, urls, priorities, 500)),
             ("pop_done", lambda: df_pop_done(server, urls, priorities, None)),
+            ("pop_done_prefetch", lambda: df_pop_done(server, urls, priorities, None, prefetch=16)),
+            ("pop_done_fast", lambda: df_pop_done(server, urls, priorities, None, **FAST)),
             ("sr pop", lambda: sr_pop(server, urls, priorities)),
             ("pop_many", lambda: df_pop_done(server, urls, priorities, 100)),
+            ("pop_done_4", lambda: parallel_pop(server, "diskfrontier", urls, priorities)),
+            ("pop_done_4_fast", lambda: parallel_pop(server, "diskfrontier", urls, priorities, **FAST)),
+            ("sr pop 4", lambda: parallel_pop(server, "scrapy-redis", urls, priorities)),
         ]
         if rep % 2:
             jobs.reverse()
@@ -613,8 +683,11 @@ def print_frontier(runs: dict[str, list[float]], n: int, repeat: int) -> None:
           "figures\n   (scrapy-redis has no batch call). diskfrontier.Request for RedisFrontier, scrapy.Request "
           "(no callback)\n   for scrapy-redis, from the same URLs; fingerprints are computed inside the timed "
           "calls on both sides.")
+    print(f"   Parallel rows: {FRONTIER_WORKERS} processes drain one crawl / queue at once (pop + done one at a "
+          f"time until none is\n   left; scrapy-redis: PriorityQueue.pop()); aggregate = N / (last end - first "
+          f"start).")
     print(header_row("operation"))
-    sr = {"push": statistics.median(runs["sr push"]), "pop": statistics.median(runs["sr pop"])}
+    sr = sr_figures(runs)
     for key, label, against in FRONTIER_ROWS:
         print(speed_row(label, statistics.median(runs[key]), sr[against]))
 
@@ -676,13 +749,15 @@ def scheduler_table(result: dict[str, dict[str, float]], n: int, repeat: int, wo
 
 
 def frontier_table(runs: dict[str, list[float]], n: int, repeat: int) -> dict:
-    sr = {"push": statistics.median(runs["sr push"]), "pop": statistics.median(runs["sr pop"])}
+    sr = sr_figures(runs)
     return benchresults.table(
         f"RedisFrontier against scrapy-redis's per-request calls: {n:,} requests over {HOSTS} hosts; requests/s, "
         f"median of {repeat}", SPEED_COLUMNS,
         [speed_cells(label, statistics.median(runs[key]), sr[against]) for key, label, against in FRONTIER_ROWS],
         ["scrapy-redis push: RFPDupeFilter.request_seen() then PriorityQueue.push(); pop: PriorityQueue.pop(). "
-         "Batched rows are set against the same per-request figures (scrapy-redis has no batch call)."])
+         "Batched rows are set against the same per-request figures (scrapy-redis has no batch call). "
+         f"Parallel rows: {FRONTIER_WORKERS} processes drain one crawl / queue at once; aggregate = N / (last end - "
+         "first start)."])
 
 
 def memory_table(result: dict[str, Any], n: int, repeat: int) -> dict:

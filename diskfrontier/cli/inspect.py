@@ -160,7 +160,7 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
         ready = frontier.next_ready()
         failing = dict(sorted(((h.host, h.failures) for h in frontier.hosts() if h.failures),
                               key=lambda item: (-item[1], item[0])))
-    for own in ("leased_here", "lease"):  # this command's own client, not the crawl's
+    for own in ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed"):  # this command's own client
         stats.pop(own, None)
     if as_json:
         click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready, "failing_hosts": failing},

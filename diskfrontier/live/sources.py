@@ -41,7 +41,7 @@ FAILURES_EVERY = 30.0
 HELD_COST_FACTOR = 10.0
 """A held directory without ``status.json`` is read from its files again no sooner than this many
 times the last read's duration after it (at most a tenth of the time goes to reading it)."""
-OWN_CLIENT_STATS = ("leased_here", "lease")
+OWN_CLIENT_STATS = ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed")
 """A RedisFrontier's stats about the reading client itself, not the crawl."""
 
 
