@@ -75,7 +75,7 @@ end
 -- sizes of the keys they count.
 local function crawl_settings()
   local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
-                 'policy_at', 'paused')
+                 'policy_at', 'paused', 'pushed')
   local now = clock()
   -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
   local checked = check_policy(s[9] or (s[1] and '0'), now)
@@ -86,7 +86,7 @@ local function crawl_settings()
   local pending = num(s[5], META .. ' field pending')
   local inflight = num(s[6], META .. ' field inflight')
   delayed_now = num(s[7], META .. ' field delayed')
-  num(s[8], META .. ' field seq')
+  local seq = num(s[8], META .. ' field seq')
   local leased = call('ZCARD', LEASE)
   if leased ~= inflight then
     damaged(LEASE .. ' holds ' .. leased .. ' leases but ' .. META .. ' counts ' .. inflight .. ' in flight')
@@ -108,7 +108,8 @@ local function crawl_settings()
   local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
   return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
-          idle = s[4] == 'idle', pending = pending, now = now, paused = s[10] ~= false}
+          idle = s[4] == 'idle', pending = pending, now = now, paused = s[10] ~= false, seq = seq,
+          pushed = num(s[11], META .. ' field pushed', true) or 0}
 end
 
 local function id_of(seq, lifo)
@@ -127,45 +128,61 @@ local function head(body, id, where)
   return priority, string.sub(body, at, at + slotlen - 1), attempts, not_before
 end
 
+-- Where a host belongs as its state calls for: ready under (member, score), waiting until wake, or
+-- neither (nil, nil, nil: nothing pending, or a count holds it back).
+local function target(host, h, hk, q, now, cs)
+  local top = call('ZRANGE', q, 0, 0, 'WITHSCORES')
+  if #top == 0 then return nil end
+  local inflight = num(h[2], hk .. ' field i', true) or 0
+  if cs.per_host and inflight >= cs.per_host then return nil end
+  local budget = num(h[6], hk .. ' field bu', true)
+  if budget and (num(h[3], hk .. ' field d', true) or 0) + inflight >= budget then return nil end
+  local delay = num(h[4], hk .. ' field dl', true) or cs.delay
+  local wake = 0
+  if h[7] and delay > 0 then wake = num(h[7], hk .. ' field t') + delay end
+  local blocked = num(h[5], hk .. ' field b', true) or 0
+  if blocked > wake then wake = blocked end
+  if wake > now then return nil, nil, wake end
+  local score = num(top[2], q .. ' score')
+  if cs.idle then score = inflight * 8589934592 + score + 2147483648 end
+  return top[1] .. host, score, nil
+end
+
 -- Put a host in the ready set or the waiting set as its state calls for (or in neither,
--- when it has nothing pending or a count holds it back).
+-- when it has nothing pending or a count holds it back). A host already where it belongs is
+-- left there (a done, or a push behind its head, changes nothing of its place).
 local function place(host, now, cs)
   local hk = P .. 'h:' .. host
   local q = P .. 'q:' .. host
   local h = call('HMGET', hk, 'r', 'i', 'd', 'dl', 'b', 'bu', 't', 'p')
-  if h[1] then
-    if call('ZREM', READY, h[1]) == 0 then
-      damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
-    end
-    call('HDEL', hk, 'r')
-  end
-  call('ZREM', WAIT, host)
-  local top = call('ZRANGE', q, 0, 0, 'WITHSCORES')
   if delayed_now == 0 then  -- nothing waits for a time: a host's pending count is its queue's length
     local queued, pending = call('ZCARD', q), num(h[8], hk .. ' field p', true) or 0
     if queued ~= pending then
       damaged(q .. ' holds ' .. queued .. ' requests but ' .. hk .. ' counts ' .. pending .. ' pending')
     end
   end
-  if #top == 0 then return end
-  local inflight = num(h[2], hk .. ' field i', true) or 0
-  if cs.per_host and inflight >= cs.per_host then return end
-  local budget = num(h[6], hk .. ' field bu', true)
-  if budget and (num(h[3], hk .. ' field d', true) or 0) + inflight >= budget then return end
-  local delay = num(h[4], hk .. ' field dl', true) or cs.delay
-  local wake = 0
-  if h[7] and delay > 0 then wake = num(h[7], hk .. ' field t') + delay end
-  local blocked = num(h[5], hk .. ' field b', true) or 0
-  if blocked > wake then wake = blocked end
-  if wake > now then
-    call('ZADD', WAIT, wake, host)
-    return
+  local member, score, wake = target(host, h, hk, q, now, cs)
+  if h[1] then  -- ready (and so not waiting)
+    if h[1] == member then
+      local was = call('ZSCORE', READY, member)
+      if not was then damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)') end
+      if tonumber(was) == score then return end
+    end
+    if call('ZREM', READY, h[1]) == 0 then
+      damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
+    end
+    call('HDEL', hk, 'r')
+  elseif wake then
+    local was = call('ZSCORE', WAIT, host)
+    if was and tonumber(was) == wake then return end
   end
-  local score = num(top[2], q .. ' score')
-  if cs.idle then score = inflight * 8589934592 + score + 2147483648 end
-  local member = top[1] .. host
-  call('ZADD', READY, score, member)
-  call('HSET', hk, 'r', member)
+  call('ZREM', WAIT, host)
+  if member then
+    call('ZADD', READY, score, member)
+    call('HSET', hk, 'r', member)
+  elseif wake then
+    call('ZADD', WAIT, wake, host)
+  end
 end
 
 local function place_all(touched, now, cs)
@@ -500,7 +517,7 @@ local now = cs.now
 seen_open()
 local n = tonumber(ARGV[1])
 local out, touched, added, dups = {}, {}, 0, 0
-local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
+local seq = cs.seq
 for k = 0, n - 1 do
   local a = 2 + k * 6
   local seen_key, host = ARGV[a], ARGV[a + 2]
@@ -523,9 +540,7 @@ for k = 0, n - 1 do
   end
 end
 if added > 0 then
-  call('HSET', META, 'seq', seq)
-  call('HINCRBY', META, 'pending', added)
-  call('HINCRBY', META, 'pushed', added)
+  call('HSET', META, 'seq', seq, 'pending', cs.pending + added, 'pushed', cs.pushed + added)
 end
 seen_close()
 if dups > 0 then call('HINCRBY', META, 'duplicates', dups) end
