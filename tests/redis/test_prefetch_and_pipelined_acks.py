@@ -228,3 +228,22 @@ def test_dones_whose_replies_a_server_crash_took_come_back_after_their_lease(tmp
             assert sorted(r.url for r in back if r is not None) == sorted(r.url for r in ranked(2))
     finally:
         server.stop()
+
+
+def test_a_sharded_crawl_drained_with_prefetch_and_pipelined_acks_loses_nothing(open_crawl):
+    worker = open_crawl(shards=3, prefetch=4, ack="pipelined")
+    other = open_crawl(prefetch=2, ack="pipelined")
+    pushed = {r.url for r in ranked(40, host="h{i}.example")}
+    worker.push_many(ranked(40, host="h{i}.example"))
+    seen = []
+    progressed = True
+    while progressed:
+        progressed = False
+        for client in (worker, other):
+            request = client.pop()
+            if request is not None:
+                seen.append(request.url)
+                client.done(request)
+                progressed = True
+    assert sorted(seen) == sorted(pushed) and worker.finished
+    assert worker.stats()["done"] == 40 and worker.stats()["acks_lost"] == other.stats()["acks_lost"] == 0
