@@ -48,6 +48,7 @@ class ScriptChannel:
         self._lock = threading.Lock()
         self._outstanding: collections.deque[_Outstanding] = collections.deque()
         self._conn = self._pool.get_connection()
+        self._conn.health_check_interval = 0  # a health check's PING would read a reply meant for a step sent before
         try:
             self._load()
         except BaseException:
