@@ -117,8 +117,8 @@ class RedisFrontier:
     are handed out during a pause; a host's delay counts from when its request was leased.
     ``ack="pipelined"`` (default ``"wait"``): ``done`` and ``done_many`` send their step and return
     without waiting for its reply, which the next step of this client reads (a pop's in the same round
-    trip). A done that returned has reached the kernel's socket buffer, so a killed process still
-    delivers it; but a lease found lost is only known then: it is logged and counted in
+    trip). A done returns once the kernel has transmitted it, so a killed process still delivers
+    it; but a lease found lost is only known then: it is logged and counted in
     ``stats()['acks_lost']`` (a done of a request a renewal already found lost raises
     ``LeaseExpired``). Not with ``cluster`` or ``wait_replicas``.
     """

@@ -1,8 +1,8 @@
 """``ScriptChannel``: a client's scripts on one connection of its own, where an acknowledgement is sent
 without waiting for its reply (``ack="pipelined"``).
 
-A pipelined ``done`` writes its ``FINISH`` to the connection (``sendall``: the bytes are in the kernel's
-socket buffer, which a killed process's kernel still sends) and returns; its reply is read by the next
+A pipelined ``done`` writes its ``FINISH`` to the connection and returns once a kill of the process can no
+longer keep it from the server (see ``_wait_sent``); its reply is read by the next
 script call of this client on the connection (the next ``POP`` goes in the same round trip), by the
 renewal thread's next beat, or by ``drain`` (before any read of the crawl on another connection, and at
 close). Replies come back in the order the commands went, so each outstanding one is read, in turn, by
@@ -19,13 +19,17 @@ flushed) has the script loaded again and the command sent again (it did not run)
 from __future__ import annotations
 
 import collections
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .connection import log
 
+_SIOCOUTQNSD = 0x894B  # Linux ioctl: the bytes of a TCP socket's send queue not transmitted yet
 Sent = tuple[str, str, list[Any]]  # a command sent: script name, its one key (the shard's meta), its arguments
 
 
@@ -110,12 +114,43 @@ class ScriptChannel:
                 while self._outstanding and self._conn.can_read(timeout=0):
                     self._settle_one(redo)
                 self._send((name, key, args))
+                self._outstanding.append(_Outstanding((name, key, args), on_reply))
+                self._wait_sent(redo)
             except (rx.ConnectionError, rx.TimeoutError):
                 self._broken()
                 raise
-            self._outstanding.append(_Outstanding((name, key, args), on_reply))
             if redo:
                 self._again(redo)
+
+    def _wait_sent(self, redo: list[_Outstanding]) -> None:
+        """Return once the kernel has transmitted every byte written to the connection.
+
+        Written is not always enough: Linux resets a connection closed with unread data in its receive
+        buffer (a reply not read yet, when the process is killed) and then drops what it had not
+        transmitted (so does a closed connection that data arrives at later: a reply on its way), and a
+        busy connection holds back small segments while earlier ones are unacknowledged. Transmitted bytes
+        reach the server before that reset does. Where the queue cannot be read (not Linux), every reply
+        outstanding is read instead. A Unix socket's write is in the server's receive buffer already."""
+        import redis.exceptions as rx
+
+        sock = getattr(self._conn, "_sock", None)
+        if sock is None or sock.family == socket.AF_UNIX:
+            return
+        timeout = self._conn.socket_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0
+        while True:
+            try:
+                left = struct.unpack("i", _ioctl(sock.fileno(), _SIOCOUTQNSD, b"\0\0\0\0"))[0]
+            except OSError:
+                self._settle(redo)
+                return
+            if left == 0:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise rx.TimeoutError(f"the kernel did not transmit {left} bytes to Redis in {timeout}s")
+            time.sleep(pause)
+            pause = min(0.001, pause * 2 or 0.00005)
 
     def drain(self) -> None:
         """Read every reply outstanding (and see to each)."""
@@ -198,6 +233,14 @@ class ScriptChannel:
         if waiting:
             log.warning("the connection to Redis was lost with %d replies unread: whether those steps were applied "
                         "is unknown (a request not done comes back when its lease runs out)", len(waiting))
+
+
+def _ioctl(fd: int, request: int, arg: bytes) -> bytes:
+    try:
+        import fcntl
+    except ImportError:  # not a Unix: the caller reads the replies instead
+        raise OSError("no fcntl here") from None
+    return fcntl.ioctl(fd, request, arg)
 
 
 class AckTally:
