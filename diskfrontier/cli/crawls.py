@@ -67,8 +67,9 @@ def crawls(url: str, no_memory: bool, as_json: bool) -> None:
 @one_line_errors
 def clients(url: str, crawl: str, as_json: bool) -> None:
     """List the clients of crawl NAME at URL: each one's id, host name, pid, when it was last seen,
-    its lease, the leases it holds, and whether it is live (seen within its lease; a running client
-    says it is there with every lease renewal, every third of its lease).
+    its lease, the leases it holds, and whether it is live: a running client says it is there with
+    every lease renewal (every third of its lease), and is live while seen within two of them (one
+    without renewal: within its lease).
 
     Example: diskfrontier clients redis://localhost:6379/0 --crawl news
     """

@@ -16,7 +16,8 @@ The client also tells the crawl it is there (the ``BEAT`` script: its host name,
 the server's time as its last sighting, in the ``clients`` hash): at open, with every renewal (in
 the same script call), and, for a client that does not renew in the background, on its own pops
 and dones at most every ``BEAT_EVERY`` seconds; a clean close removes it. ``diskfrontier clients``
-reads it: a client is live while it was seen within its lease.
+reads it: a client is live while it was seen within two beats (two thirds of its lease; without a
+renewal thread, within its lease).
 """
 
 from __future__ import annotations
