@@ -151,10 +151,11 @@ def fingerprint(base: str, n: int) -> bytes:
 def done_with_links_missing(url: str, base: str, pages: int) -> tuple[int, list[int]]:
     """(pages done in Redis, those among them with a link that is not in the seen set)."""
     with RedisFrontier(url, crawl="killed") as frontier:
-        seen = set(frontier.seen_fingerprints())
+        # has_seen, not a comparison with seen_fingerprints(): the seen set keeps 64-bit keys, not whole fingerprints
+        seen = {n for n in range(pages) if frontier.has_seen(fingerprint(base, n))}
         held = {request.fingerprint for request in frontier.pending_requests(leased=True)}
-    done = [n for n in range(pages) if fingerprint(base, n) in seen and fingerprint(base, n) not in held]
-    missing = [n for n in done if any(fingerprint(base, c) not in seen for c in links(n, pages))]
+    done = [n for n in sorted(seen) if fingerprint(base, n) not in held]
+    missing = [n for n in done if any(c not in seen for c in links(n, pages))]
     return len(done), missing
 
 
@@ -198,8 +199,9 @@ def test_a_crawl_killed_at_random_points_loses_no_buffered_request(tmp_path, red
                                *settings)
             checks += run_until(proc, site, threshold, redis_server.url, pages, rng)
             held_at_kills.append(leases_of(client, proc.pid))
-            done, missing = done_with_links_missing(redis_server.url, site.base, pages)
-            assert done > 0
+            # (a kill soon after a start may come before the first group of requests is marked done:
+            # none done is then a right answer, and the checks while it ran count only those with some)
+            _, missing = done_with_links_missing(redis_server.url, site.base, pages)
             assert missing == [], f"killed at {threshold} pages: done pages whose links were never stored"
         proc = start_crawl(str(tmp_path / "job"), site, "diskfrontier", str(tmp_path / "last.json"), *settings)
         log = finish(proc, timeout=180)
@@ -209,7 +211,7 @@ def test_a_crawl_killed_at_random_points_loses_no_buffered_request(tmp_path, red
     again = sum(count - 1 for count in fetched.values())
     print(f"\nkilled after {kill_at} pages (seed {SEED}), {checks} checks of stopped crawls with pages done: "
           f"{again} fetched again, requests leased by the killed process at each kill {held_at_kills}")
-    assert checks >= len(kill_at)
+    assert checks >= len(kill_at)  # stopped crawls with pages done: the promise was looked at, not only assumed
     assert never == []
     assert again <= sum(held_at_kills)  # only what a killed process held is fetched again
     with RedisFrontier(redis_server.url, crawl="killed") as frontier:
