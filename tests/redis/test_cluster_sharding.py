@@ -7,14 +7,12 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
 
 import pytest
-from paths import KITS
+from redisworkers import outstanding, read_log, start_worker
 
 from diskfrontier import RedisFrontier, Request
 from diskfrontier.redisfrontier.management import crawl_names
@@ -28,7 +26,6 @@ def drain(frontier) -> list[Request]:
     return out
 
 pytestmark = pytest.mark.crash
-CHILD = os.path.join(KITS, "redis_worker_child.py")
 
 
 def keys_of(client, crawl: str) -> int:
@@ -55,26 +52,6 @@ def test_the_keys_of_one_crawl_are_on_every_master(redis_cluster):
         assert again.shards == 3 and len(again) == 250
         assert again.drop_crawl() > 0
     assert sum(keys_of(m.client(), crawl) for m in redis_cluster.masters()) == 0
-
-
-def start_worker(url: str, crawl: str, log: str, hold: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, CHILD, url, crawl, log, str(hold)], stderr=subprocess.PIPE)
-
-
-def read_log(path: str) -> list[list[str]]:
-    with open(path) as f:
-        return [line.split() for line in f.read().splitlines()]
-
-
-def outstanding(lines: list[list[str]]) -> set[str]:
-    """URLs popped and not yet done in a worker's log."""
-    held: set[str] = set()
-    for line in lines:
-        if line[0] == "P":
-            held.add(line[1])
-        elif line[0] == "D":
-            held.discard(line[1])
-    return held
 
 
 def test_four_workers_on_a_cluster_one_killed_twice_lose_nothing(redis_cluster, tmp_path):

@@ -4,41 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
 from itertools import pairwise
 
 import pytest
-from paths import KITS
 from redisserver import RedisServer
+from redisworkers import outstanding, read_log, start_worker
 
 from diskfrontier import RedisFrontier, RedisUnavailable, Request
 
 pytestmark = pytest.mark.crash
-CHILD = os.path.join(KITS, "redis_worker_child.py")
-
-
-def start_worker(url: str, crawl: str, log: str, hold: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, CHILD, url, crawl, log, str(hold)], stderr=subprocess.PIPE)
-
-
-def read_log(path: str) -> list[list[str]]:
-    with open(path) as f:
-        return [line.split() for line in f.read().splitlines()]
-
-
-def outstanding(lines: list[list[str]]) -> set[str]:
-    """URLs popped and not yet done in a worker's log."""
-    held: set[str] = set()
-    for line in lines:
-        if line[0] == "P":
-            held.add(line[1])
-        elif line[0] == "D":
-            held.discard(line[1])
-    return held
 
 
 @pytest.mark.slow
