@@ -12,6 +12,9 @@ control endpoints.
   nesting at most ``MAX_BODY_DEPTH`` levels (413, 415 or 400 otherwise, as JSON). Each goes through
   ``control.apply_control``.
 
+Every request first passes ``guard``: one whose Host is not a name of this server gets 421 (DNS
+rebinding), a control request from another site's page or with a form body 403.
+
 A background task refreshes the dashboard every interval; every read and every control action
 runs in a thread, so a slow read never holds up a request.
 """
@@ -23,14 +26,15 @@ import contextlib
 import importlib.resources
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from ..files import boundedjson
 from .control import MAX_SEEDS, ControlError, apply_control, available_actions
 from .dashboard import Dashboard
+from .guard import HostCheck, cross_site_refusal, media_type
 from .metrics import registry_of
 
 TOKEN_HEADER = "X-Diskfrontier-Token"  # noqa: S105 (the header's name, not a secret)
@@ -39,6 +43,8 @@ MAX_BODY = 4 << 20
 """The longest body a control request may send (a push of ``MAX_SEEDS`` URLs of 400 bytes)."""
 MAX_BODY_DEPTH = 4
 """How deep a control request's JSON may nest (its fields use 2 levels: ``{"urls": [...]}``)."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The methods that read; every other one is a control request."""
 _DASHBOARD = web.AppKey("dashboard", Dashboard)
 _SERVER = web.AppKey("server", object)
 
@@ -52,7 +58,10 @@ class DashboardServer:
     """A dashboard served over HTTP: the aiohttp application, its refresh task and its controls."""
 
     def __init__(self, dashboard: Dashboard, *, target: str, crawl: str | None, token: str | None = None,
-                 control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control) -> None:
+                 control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control,
+                 bind: str = "127.0.0.1", allowed_hosts: Iterable[str] = ()) -> None:
+        """``bind``: the address listened on; ``allowed_hosts``: more Host names to answer
+        (``NAME`` or ``NAME:PORT``, as ``guard.HostCheck`` takes them)."""
         self.dashboard = dashboard
         self.target = target
         self.crawl = crawl
@@ -60,6 +69,7 @@ class DashboardServer:
         dashboard.control = token is not None
         dashboard.actions = available_actions(target) if token is not None else []
         self.control = control
+        self.hosts = HostCheck(bind, allowed_hosts)
         self.registry = registry_of(dashboard.latest_snapshot)
         self._refreshing = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -92,7 +102,7 @@ class DashboardServer:
 
     # -------------------------------------------------------------- the application
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[_headers])
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[_headers, self._guard])
         app[_DASHBOARD] = self.dashboard
         app[_SERVER] = self
         app.router.add_get("/", self.index)
@@ -133,6 +143,23 @@ class DashboardServer:
 
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+        """421 for a Host that is not a name of this server; 403 for a control request that may come
+        from another site's page. Nothing of the request is read before."""
+        hosts = request.headers.getall(hdrs.HOST, [])
+        host = hosts[0] if len(hosts) == 1 else None
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        local, port = (str(sockname[0]), int(sockname[1])) if isinstance(sockname, tuple) else (None, 0)
+        if host is None or not self.hosts.allows(host, port, local):
+            return web.Response(status=421, text=self.hosts.refusal(host, port))
+        if request.method not in SAFE_METHODS:
+            refused = cross_site_refusal(request.headers, host)
+            if refused is not None:
+                return _error(403, refused)
+        return await handler(request)
 
     # -------------------------------------------------------------- control
     def _control_handler(self, verb: str) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -179,7 +206,7 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
         raise too_long from None
     if not body.strip():
         return {}
-    if request.content_type != "application/json":
+    if media_type(request.headers.get(hdrs.CONTENT_TYPE, "")) != "application/json":
         raise ControlError(415, "send the fields as a JSON object, with Content-Type: application/json")
     try:
         data = boundedjson.loads(body, max_depth=MAX_BODY_DEPTH, max_bytes=MAX_BODY)
