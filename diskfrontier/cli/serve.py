@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..errors import FrontierError
+from ..live.guard import split_host
 from .support import CRAWL_OPTION, JobDirOrRedis, one_line_errors, redis_call_errors, redis_crawl, require_jobdir
 
 INSTALL_HINT = "pip install 'diskfrontier[serve]'"
@@ -28,6 +29,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _allowed_hosts(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        try:
+            split_host(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return values
 
 
 def _url(host: str, port: int) -> str:
@@ -62,6 +72,9 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
               help="Address to listen on; one that is not loopback needs --allow-control (its token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8470, show_default=True,
               help="Port to listen on (0: any free one, printed at start).")
+@click.option("--allowed-host", "allowed_hosts", metavar="NAME[:PORT]", multiple=True, callback=_allowed_hosts,
+              help="Also answer requests for this name (a LAN name, a proxy's; repeatable). Requests for another "
+                   "name than 127.0.0.1, localhost, [::1] and the --host address get 421.")
 @click.option("--allow-control", is_flag=True,
               help="Let the page pause and resume the crawl, block, unblock and delay hosts and push seeds, "
                    "with a random token printed at start.")
@@ -70,20 +83,22 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.option("--history", type=click.FloatRange(min=10, max=7 * 86400), default=3600.0, show_default=True,
               help="Seconds of history the charts keep (in this process).")
 @one_line_errors
-def serve(target: str, crawl: str | None, host: str, port: int, allow_control: bool, interval: float,
-          history: float) -> None:
+def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: tuple[str, ...],
+          allow_control: bool, interval: float, history: float) -> None:
     """Serve a live dashboard of TARGET (a job directory, or a Redis URL with --crawl) over HTTP.
 
     The page (/) shows pending, in flight, done, failed and the done rate as charts, the
     busiest hosts, the latest failures, when the next request is ready and whether the
     crawl runs; /api/stats gives the same as JSON, /metrics as Prometheus text. Read-only
-    unless --allow-control. A job directory that a crawl holds is read from the status.json
+    unless --allow-control. Only requests addressed to one of this server's names are
+    answered (against DNS rebinding; --allowed-host adds names), and control only from its
+    own page or a script. A job directory that a crawl holds is read from the status.json
     its holder publishes, else from its files, again only when they change.
 
     \b
     Example: diskfrontier serve crawls/shop
              diskfrontier serve redis://localhost:6379/0 --crawl news --port 9000
-             diskfrontier serve crawls/shop --host 0.0.0.0 --allow-control
+             diskfrontier serve crawls/shop --host 0.0.0.0 --allow-control --allowed-host crawler.lan
     """
     if not is_loopback(host) and not allow_control:
         raise click.UsageError(f"refusing to listen on {host}, which is not a loopback address, without a token: "
@@ -103,7 +118,8 @@ def serve(target: str, crawl: str | None, host: str, port: int, allow_control: b
         source = open_source(target, name)
     token = secrets.token_urlsafe(24) if allow_control else None
     dashboard = Dashboard(source, interval=interval, keep=history)
-    server = DashboardServer(dashboard, target=target, crawl=name, token=token)
+    server = DashboardServer(dashboard, target=target, crawl=name, token=token, bind=host,
+                             allowed_hosts=allowed_hosts)
 
     def started(bound_host: str, bound_port: int) -> None:
         url = _url(bound_host, bound_port)

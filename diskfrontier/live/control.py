@@ -44,7 +44,7 @@ def _seconds(args: Mapping[str, Any], name: str, *, required: bool) -> float | N
         return None
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         raise ControlError(400, f"{name}={value!r:.40} is not a number of seconds") from None
     if not 0 <= seconds <= MAX_SECONDS:
         raise ControlError(400, f"{name}={value!r:.40} is not from 0 to {MAX_SECONDS:g} seconds")
@@ -74,7 +74,7 @@ def _seeds(args: Mapping[str, Any]) -> list[Request]:
         raise ControlError(400, f"at most {MAX_SEEDS:,} URLs at a time (got {len(urls):,})")
     try:
         priority = int(args.get("priority") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         raise ControlError(400, f"priority={args.get('priority')!r:.40} is not a whole number") from None
     if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
         raise ControlError(400, f"priority must be from {PRIORITY_MIN} to {PRIORITY_MAX}")

@@ -8,8 +8,12 @@ control endpoints.
 - ``GET /metrics``: the Prometheus text of the latest snapshot (``live/metrics.py``);
 - ``POST /api/pause``, ``/api/resume``, ``/api/host`` (``action`` block, unblock or delay),
   ``/api/push``: only with ``--allow-control``, and with its token in the ``X-Diskfrontier-Token``
-  header or a ``token`` field (form or JSON); 403 otherwise. Each goes through
+  header; 403 otherwise. Only then is the body read: a JSON object of at most ``MAX_BODY`` bytes
+  nesting at most ``MAX_BODY_DEPTH`` levels (413, 415 or 400 otherwise, as JSON). Each goes through
   ``control.apply_control``.
+
+Every request first passes ``guard``: one whose Host is not a name of this server gets 421 (DNS
+rebinding), a control request from another site's page or with a form body 403.
 
 A background task refreshes the dashboard every interval; every read and every control action
 runs in a thread, so a slow read never holds up a request.
@@ -22,17 +26,25 @@ import contextlib
 import importlib.resources
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
-from .control import ControlError, apply_control, available_actions
+from ..files import boundedjson
+from .control import MAX_SEEDS, ControlError, apply_control, available_actions
 from .dashboard import Dashboard
+from .guard import HostCheck, cross_site_refusal, media_type
 from .metrics import registry_of
 
 TOKEN_HEADER = "X-Diskfrontier-Token"  # noqa: S105 (the header's name, not a secret)
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "favicon.svg": "image/svg+xml"}
+MAX_BODY = 4 << 20
+"""The longest body a control request may send (a push of ``MAX_SEEDS`` URLs of 400 bytes)."""
+MAX_BODY_DEPTH = 4
+"""How deep a control request's JSON may nest (its fields use 2 levels: ``{"urls": [...]}``)."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The methods that read; every other one is a control request."""
 _DASHBOARD = web.AppKey("dashboard", Dashboard)
 _SERVER = web.AppKey("server", object)
 
@@ -46,7 +58,10 @@ class DashboardServer:
     """A dashboard served over HTTP: the aiohttp application, its refresh task and its controls."""
 
     def __init__(self, dashboard: Dashboard, *, target: str, crawl: str | None, token: str | None = None,
-                 control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control) -> None:
+                 control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control,
+                 bind: str = "127.0.0.1", allowed_hosts: Iterable[str] = ()) -> None:
+        """``bind``: the address listened on; ``allowed_hosts``: more Host names to answer
+        (``NAME`` or ``NAME:PORT``, as ``guard.HostCheck`` takes them)."""
         self.dashboard = dashboard
         self.target = target
         self.crawl = crawl
@@ -54,6 +69,7 @@ class DashboardServer:
         dashboard.control = token is not None
         dashboard.actions = available_actions(target) if token is not None else []
         self.control = control
+        self.hosts = HostCheck(bind, allowed_hosts)
         self.registry = registry_of(dashboard.latest_snapshot)
         self._refreshing = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -86,7 +102,7 @@ class DashboardServer:
 
     # -------------------------------------------------------------- the application
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 << 20, middlewares=[_headers])
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[_headers, self._guard])
         app[_DASHBOARD] = self.dashboard
         app[_SERVER] = self
         app.router.add_get("/", self.index)
@@ -128,6 +144,23 @@ class DashboardServer:
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+        """421 for a Host that is not a name of this server; 403 for a control request that may come
+        from another site's page. Nothing of the request is read before."""
+        hosts = request.headers.getall(hdrs.HOST, [])
+        host = hosts[0] if len(hosts) == 1 else None
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        local, port = (str(sockname[0]), int(sockname[1])) if isinstance(sockname, tuple) else (None, 0)
+        if host is None or not self.hosts.allows(host, port, local):
+            return web.Response(status=421, text=self.hosts.refusal(host, port))
+        if request.method not in SAFE_METHODS:
+            refused = cross_site_refusal(request.headers, host)
+            if refused is not None:
+                return _error(403, refused)
+        return await handler(request)
+
     # -------------------------------------------------------------- control
     def _control_handler(self, verb: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
@@ -138,12 +171,15 @@ class DashboardServer:
     async def control_action(self, request: web.Request, verb: str) -> web.Response:
         if self.token is None:
             return _error(403, "control is off: start serve with --allow-control (it prints the token to use)")
-        args = await _arguments(request)
-        given = request.headers.get(TOKEN_HEADER) or args.pop("token", None)
-        args.pop("token", None)
-        if not isinstance(given, str) or not secrets.compare_digest(given.encode(), self.token.encode()):
-            return _error(403, f"give the control token that serve printed at start, in the {TOKEN_HEADER} header "
-                               f"or a token field")
+        given = request.headers.get(TOKEN_HEADER)
+        # "replace": a header of undecodable bytes is a wrong token, not an encoding error
+        if given is None or not secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode()):
+            return _error(403, f"give the control token that serve printed at start, in the {TOKEN_HEADER} header")
+        try:
+            args = await _arguments(request)
+        except ControlError as exc:
+            return _error(exc.status, str(exc))
+        args.pop("token", None)  # sent by clients of earlier versions: the header is what counts
         if verb == "host":
             verb = str(args.get("action") or "")
             if verb not in ("block", "unblock", "delay"):
@@ -158,17 +194,29 @@ class DashboardServer:
 
 
 async def _arguments(request: web.Request) -> dict[str, Any]:
-    """The body's fields: a JSON object, or a form."""
-    if request.content_type == "application/json":
-        try:
-            data = await request.json()
-        except ValueError:
-            raise web.HTTPBadRequest(text="the body is not JSON") from None
-        if not isinstance(data, dict):
-            raise web.HTTPBadRequest(text="the body must be a JSON object")
-        return data
-    form = await request.post()
-    return {key: value for key, value in form.items() if isinstance(value, str)}
+    """The body's fields: a JSON object (an empty body: none), bounded in size and depth; else
+    ``ControlError`` with 413 (too long), 415 (not JSON) or 400 (not a JSON object)."""
+    too_long = ControlError(413, f"the body is longer than {MAX_BODY:,} bytes: send at most {MAX_SEEDS:,} URLs "
+                                 f"a push, in several pushes")
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise too_long
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_long from None
+    if not body.strip():
+        return {}
+    if media_type(request.headers.get(hdrs.CONTENT_TYPE, "")) != "application/json":
+        raise ControlError(415, "send the fields as a JSON object, with Content-Type: application/json")
+    try:
+        data = boundedjson.loads(body, max_depth=MAX_BODY_DEPTH, max_bytes=MAX_BODY)
+    except json.JSONDecodeError as exc:
+        raise ControlError(400, f"the body is not JSON: {exc}") from None
+    except ValueError as exc:
+        raise ControlError(400, f"the body is refused: {exc}") from None
+    if not isinstance(data, dict):
+        raise ControlError(400, "the body must be a JSON object of the action's fields")
+    return data
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

@@ -1,19 +1,24 @@
 """The dashboard in a real headless Chromium (Debian's, /usr/bin/chromium, driven by Playwright):
 its figures and charts follow a crawl running in another process, its controls show only with
 --allow-control and work with the token, and nothing on it breaks the page's rules (no script
-error, no request refused by its content security policy).
+error, no request refused by its content security policy). The browser resolves a few names of
+its own to 127.0.0.1, as a DNS rebinding attacker's would: a page opened under such a name gets
+nothing, and a page of another site cannot use the controls, even with the token.
 
 Skipped only when Chromium is missing and DISKFRONTIER_REQUIRE_BROWSER is not set (CI sets it).
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 import pytest
 from paths import KITS
@@ -28,6 +33,8 @@ pytestmark = pytest.mark.timeout(600)
 
 CHILD = os.path.join(KITS, "dashboard_crawl_child.py")
 INTERVAL = 0.5
+EVIL, ATTACKER, LAN = "evil.example", "attacker.example", "crawler.lan"
+"""Names that the browser resolves to 127.0.0.1."""
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +43,8 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        rules = ",".join(f"MAP {name} 127.0.0.1" for name in (EVIL, ATTACKER, LAN))
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[f"--host-resolver-rules={rules}"])
         yield browser
         browser.close()
 
@@ -169,3 +177,77 @@ def test_the_controls_work_with_the_token(browser, jobdir):
 
         assert page.is_visible("#pause")
         watched.close()
+
+
+def blocked_until(served: Served, host: str) -> object:
+    """The host's block as ``serve`` reads it now, asked the way a script asks."""
+    with urllib.request.urlopen(f"{served.url}api/stats?refresh=1", timeout=60) as answer:  # noqa: S310 - loopback
+        hosts = {h["host"]: h for h in json.load(answer)["snapshot"]["hosts"]}
+    return hosts[host]["blocked_until"]
+
+
+def port_of(served: Served) -> int:
+    return int(served.url.rsplit(":", 1)[1].strip("/"))
+
+
+def test_a_page_under_another_name_gets_nothing(browser, jobdir):
+    with Served(jobdir, "--allow-control") as served:
+        rebound = browser.new_page()
+        for path in ("/", "/api/stats", "/metrics"):
+            answer = rebound.goto(f"http://{EVIL}:{port_of(served)}{path}")
+            assert answer is not None and answer.status == 421, path
+            assert "not a name of this server" in rebound.inner_text("body") and "snapshot" not in rebound.content()
+        rebound.close()
+
+
+def test_a_page_under_an_allowed_name_controls_the_crawl(browser, jobdir):
+    with Served(jobdir, "--allow-control", "--allowed-host", LAN, "--interval", str(INTERVAL)) as served:
+        port = port_of(served)
+        watched = Watched(browser, f"http://{LAN}:{port}/#token={served.token}")
+        page = watched.page
+        row = page.locator("#hosts tbody tr", has_text="h1.example")
+        page.once("dialog", lambda dialog: dialog.accept(""))
+        row.get_by_role("button", name="Block").click()
+        page.wait_for_function("() => [...document.querySelectorAll('#hosts tbody tr')].some("
+                               "r => r.textContent.includes('h1.example') && r.querySelector('.pill'))")
+        assert blocked_until(served, "h1.example") == "forever"
+        watched.close()
+
+
+class AttackerPage(http.server.BaseHTTPRequestHandler):
+    """Another site's page: a form posting to serve's control endpoint with the token, posted at load."""
+
+    html = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(self.html)))
+        self.end_headers()
+        self.wfile.write(self.html)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the signature of http.server
+        pass
+
+
+@pytest.mark.parametrize("name", [ATTACKER, "127.0.0.1"], ids=["cross-site", "same-site"])
+def test_a_form_of_another_site_cannot_control_the_crawl(browser, jobdir, name):
+    with Served(jobdir, "--allow-control") as served:
+        fields = "".join(f'<input name="{k}" value="{v}">' for k, v in
+                         (("host", "h1.example"), ("action", "block"), ("token", served.token)))
+        AttackerPage.html = (f'<form method="post" action="{served.url}api/host">{fields}</form>'
+                             f'<script>document.forms[0].submit()</script>').encode()
+        attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AttackerPage)
+        threading.Thread(target=attacker.serve_forever, daemon=True).start()
+        try:
+            page = browser.new_page()
+            with page.expect_response(f"{served.url}api/host") as posted:
+                page.goto(f"http://{name}:{attacker.server_address[1]}/")
+            answer = posted.value
+            assert answer.request.method == "POST" and answer.status == 403
+            assert "refused" in answer.json()["error"]
+            page.close()
+        finally:
+            attacker.shutdown()
+            attacker.server_close()
+        assert not blocked_until(served, "h1.example")

@@ -1,9 +1,10 @@
 """The HTTP endpoints of serve, through aiohttp's test client: the page and its files, /api/stats,
-/metrics, and the control endpoints (403 without the token, 200 with it, 409 while a crawl holds
-the job directory, through its inbox while a crawl holds it)."""
+/metrics, and the control endpoints (403 without the token in its header, 200 with it, through its
+inbox while a crawl holds the job directory; hostile field values a 400, never a 500)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -100,7 +101,8 @@ def test_control_needs_the_token_and_changes_the_crawl(jobdir):
         payload = await (await client.get("/api/stats")).json()
         assert payload["control"] is True and {"block", "unblock", "delay", "push"} <= set(payload["actions"])
         assert "pause" in payload["actions"]
-        for headers, body in (({}, {}), ({TOKEN_HEADER: "wrong"}, {}), ({}, {"token": "wrong"})):
+        for headers, body in (({}, {}), ({TOKEN_HEADER: "wrong"}, {}), ({}, {"token": "wrong"}),
+                              ({}, {"token": TOKEN})):  # the header only: the body is not read before it
             answer = await client.post("/api/host", json={"host": "h1.example", "action": "block", **body},
                                        headers=headers)
             assert answer.status == 403 and TOKEN_HEADER in (await answer.json())["error"]
@@ -108,10 +110,11 @@ def test_control_needs_the_token_and_changes_the_crawl(jobdir):
                                    headers={TOKEN_HEADER: TOKEN})
         body = await answer.json()
         assert answer.status == 200 and body["host"]["blocked_until"] > time.time() + 500
-        answer = await client.post("/api/host", data={"host": "h3.example", "action": "unblock", "token": TOKEN})
+        answer = await client.post("/api/host", json={"host": "h3.example", "action": "unblock"},
+                                   headers={TOKEN_HEADER: TOKEN})
         assert answer.status == 200 and (await answer.json())["host"]["blocked_until"] in (None, 0, 0.0)
-        answer = await client.post("/api/host", data={"host": "h5.example", "action": "delay", "seconds": "4",
-                                                      "token": TOKEN})
+        answer = await client.post("/api/host", json={"host": "h5.example", "action": "delay", "seconds": "4",
+                                                      "token": TOKEN}, headers={TOKEN_HEADER: TOKEN})
         assert answer.status == 200 and (await answer.json())["host"]["delay"] == 4
         answer = await client.post("/api/push", json={"urls": "https://new.example/a\nhttps://new.example/b\n"
                                                               "https://h1.example/p1", "priority": 3},
@@ -180,3 +183,23 @@ def test_apply_control_refuses_a_folder_that_is_no_job_directory(tmp_path):
     with pytest.raises(ControlError) as caught:
         apply_control(str(tmp_path), None, "dance", {})
     assert caught.value.status == 400
+
+
+def test_hostile_field_values_are_a_400_never_a_500(jobdir):
+    odd = [None, True, -1, 10**400, 1e308, float("inf"), float("nan"), "", "x" * 5000, [], {}, ["a"], {"a": 1}]
+    fields = {"host": ["action", "host", "seconds"], "push": ["urls", "priority"], "pause": ["anything"]}
+
+    async def check(client):
+        statuses = set()
+        for verb, names in fields.items():
+            for name in names:
+                for value in odd:
+                    body = {"host": "h1.example", "action": "delay", "urls": ["https://odd.example/"], name: value}
+                    answer = await client.post(f"/api/{verb}", headers={TOKEN_HEADER: TOKEN, "Content-Type":
+                                               "application/json"}, data=json.dumps(body).encode())
+                    assert answer.status in (200, 400), (verb, name, value, answer.status, await answer.text())
+                    assert "error" in (await answer.json()) or answer.status == 200
+                    statuses.add(answer.status)
+        return statuses
+
+    assert with_client(server_of(jobdir, token=TOKEN), check) == {200, 400}
