@@ -66,6 +66,7 @@ from .records import (
     parse_pause,
     parse_push,
 )
+from .statefile import MAX_COMMANDS, SavedState, StateUnusable
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY = 1 << 16
@@ -102,10 +103,13 @@ class JournalState:
     timed_at: array = field(default_factory=lambda: array("d"))  # their not_before
     delayed: list[tuple[int, int, float]] = field(default_factory=list)  # (offset, priority, due) held back
     failed: dict[int, int] = field(default_factory=dict)  # failed request offset -> its FAIL offset, in FAIL order
+    failed_bytes: int = 0  # bytes of the failed requests' records and FAIL records (0 unless the scan kept sizes)
     paused_since: float | None = None  # the last PAUSE record's time, unless it resumed
     dropped: int = 0  # DROP records
     applied: dict[str, str] = field(default_factory=dict)  # inbox command id -> its result (JSON), by MARK records
     open_group: OpenGroup | None = None  # the inbox command whose MARK_BEGIN has no MARK_END yet
+    saved: SavedState | None = None  # the state as a state file keeps it (with save=True)
+    started_at: int = 0  # where the scan began: 0, or the offset of the saved state it started from
 
     def find_pending(self, offset: int) -> tuple[int, int] | None:
         """(its index in push order, its priority) of the pending PUSH record at ``offset``; None if none is."""
@@ -169,6 +173,82 @@ class _Collector:
         self.dropped = 0
         self.applied: dict[str, str] = {}
         self.group: tuple[str, int, int, int] | None = None  # (id, offset, stored, dropped) at its MARK_BEGIN
+        self.fail_sizes: dict[int, int] = {}  # failed request offset -> bytes of its record and its FAIL record
+        self.pushes_before = 0  # request records before ``start`` that a saved state no longer lists (done ones)
+        self.start = 0  # where the scan begins: 0, or the ``at`` of the saved state loaded
+
+    def load(self, saved: SavedState) -> None:
+        """Start from a saved state (``statefile.py``) instead of an empty journal: the scan goes on at ``saved.at``.
+
+        Its arrays hold only what was pending there, so a DONE that names a request
+        finished before ``saved.at`` finds no record: damage, as in a scan from the start.
+        """
+        self.start = saved.at
+        self.order = array("Q", saved.order)
+        self.priorities = list(saved.priorities)
+        self.code_of = {p: code for code, p in enumerate(self.priorities)}
+        self.codes = array(saved.codes.typecode, saved.codes)
+        self.dead = _DEAD[self.codes.typecode]
+        if self.lengths is not None:
+            if not saved.sizes or max(saved.sizes) < _BIG:
+                self.lengths = array("H", saved.sizes)
+            else:
+                for size in saved.sizes:
+                    if size < _BIG:
+                        self.lengths.append(size)
+                    else:
+                        self.big[len(self.lengths)] = size
+                        self.lengths.append(_BIG)
+        if self.hosts:
+            self.host_ids = array("I", saved.hosts)
+            self.host_names = list(saved.names)
+            self.host_id = {name: hid for hid, name in enumerate(self.host_names)}
+            self.host_done = list(saved.host_done)
+            self.host_settings = {hid: HostRecord(self.host_names[hid], r.delay, r.blocked_until, r.budget, r.done)
+                                  for hid, r in saved.settings.items()}
+        self.timed_index = array("Q", saved.timed_index)
+        self.timed_at = array("d", saved.timed_at)
+        self.dones = saved.dones
+        self.pushes_before = saved.pushes - len(saved.order)
+        self.failed = dict(zip(saved.failed, saved.fails, strict=True))
+        self.fail_sizes = dict(zip(saved.failed, saved.fail_sizes, strict=True))
+        self.paused_since = saved.paused_since
+        self.dropped = saved.dropped
+        self.applied = dict(saved.applied)
+
+    def saved(self, ident: str, at: int, journal_crc: int, last_record: int) -> SavedState:
+        """The state of what was scanned (``at``: where the scan ended), pending requests only."""
+        if self.group is not None:
+            raise ValueError(f"inbox command {self.group[0]} is applied only in part at byte {at}")
+        if not self.hosts or self.lengths is None:
+            raise ValueError("a state is made from a scan that keeps hosts and sizes")
+        alive = self.alive_mask()
+        lengths = self.lengths
+        sizes = array("I", lengths)
+        for index, size in self.big.items():
+            sizes[index] = size
+        out = SavedState(ident=ident, at=at, journal_crc=journal_crc, last_record=last_record,
+                         pushes=self.pushes_before + len(self.order), dones=self.dones, dropped=self.dropped,
+                         paused_since=self.paused_since, priorities=list(self.priorities))
+        out.order = array("Q", compress(self.order, alive))
+        out.codes = array(self.codes.typecode, compress(self.codes, alive))
+        out.hosts = array("I", compress(self.host_ids, alive))
+        out.sizes = array("I", compress(sizes, alive))
+        rank = previous = 0
+        for index, when in zip(self.timed_index, self.timed_at, strict=True):
+            rank += alive.count(1, previous, index)
+            previous = index
+            if alive[index]:
+                out.timed_index.append(rank)
+                out.timed_at.append(when)
+        out.failed = array("Q", self.failed)
+        out.fails = array("Q", self.failed.values())
+        out.fail_sizes = array("I", (self.fail_sizes.get(target, 0) for target in self.failed))
+        out.names = list(self.host_names)
+        out.host_done = array("Q", self.host_done)
+        out.settings = dict(self.host_settings.items())
+        out.applied = list(self.applied.items())[-MAX_COMMANDS:]
+        return out
 
     def code(self, priority: int) -> int:
         """The code of a priority not seen before (the code array widens past 255 priorities)."""
@@ -206,7 +286,7 @@ class _Collector:
             if self.hosts:
                 self.host_record(body)
         elif kind == FAIL:
-            self.fail(offset, fail_target(body))
+            self.fail(offset, fail_target(body), FRAME.size + len(body))
         elif kind == DROP:
             self.drop(offset, done_target(body))
         elif kind in (PAUSE, MARK):
@@ -256,9 +336,11 @@ class _Collector:
         else:
             order, codes = self.order, self.codes
             i = bisect_left(order, target)
-            if i == len(order) or order[i] != target:
-                problem = f"a DONE record names byte {target}, where no PUSH record starts"
-            elif codes[i] != self.dead:
+            if (i == len(order) or order[i] != target) and target in self.failed:
+                i = -1  # a failed request that a saved state lists only as failed
+            if i >= 0 and (i == len(order) or order[i] != target):
+                problem = self.missing("DONE", target)
+            elif i >= 0 and codes[i] != self.dead:
                 codes[i] = self.dead
                 self.dones += 1
                 if self.hosts and kind != RETRY:
@@ -268,6 +350,7 @@ class _Collector:
                 problem = f"a second DONE record for the PUSH record at byte {target}"
             elif kind == RETRY:
                 del self.failed[target]  # requeued: counted as a done by its FAIL already
+                self.fail_sizes.pop(target, None)
                 return
             else:
                 name = "DONE" if kind == DONE else "REFETCH"
@@ -282,7 +365,7 @@ class _Collector:
         if target >= offset:
             problem = f"a DROP record names byte {target}, which is not before it"
         elif i == len(self.order) or self.order[i] != target:
-            problem = f"a DROP record names byte {target}, where no request record starts"
+            problem = self.missing("DROP", target)
         elif self.codes[i] == self.dead:
             problem = f"a DROP record names the request at byte {target}, which is not pending"
         else:
@@ -319,15 +402,17 @@ class _Collector:
             raise JobDirCorrupt(self.path, offset, f"a MARK record out of place: {problem}")
         self.bad_dones.append((offset, problem))
 
-    def fail(self, offset: int, target: int) -> None:
-        """A FAIL record: the pending request at ``target`` is finished as failed."""
+    def fail(self, offset: int, target: int, size: int = 0) -> None:
+        """A FAIL record (of ``size`` bytes): the pending request at ``target`` is finished as failed."""
         if target >= offset:
             problem = f"a FAIL record names byte {target}, which is not before it"
         else:
             order, codes = self.order, self.codes
             i = bisect_left(order, target)
-            if i == len(order) or order[i] != target:
-                problem = f"a FAIL record names byte {target}, where no request record starts"
+            if (i == len(order) or order[i] != target) and target in self.failed:
+                problem = f"a FAIL record names the request at byte {target}, which is not pending (it is failed)"
+            elif i == len(order) or order[i] != target:
+                problem = self.missing("FAIL", target)
             elif codes[i] == self.dead:
                 what = "failed" if target in self.failed else "done"
                 problem = f"a FAIL record names the request at byte {target}, which is not pending (it is {what})"
@@ -335,12 +420,22 @@ class _Collector:
                 codes[i] = self.dead
                 self.dones += 1
                 self.failed[target] = offset
+                lengths = self.lengths
+                if lengths is not None:
+                    self.fail_sizes[target] = size + (lengths[i] if lengths[i] < _BIG else self.big[i])
                 if self.hosts:
                     self.host_done[self.host_ids[i]] += 1
                 return
         if not self.repair:
             raise JobDirCorrupt(self.path, offset, problem)
         self.bad_dones.append((offset, problem))
+
+    def missing(self, name: str, target: int) -> str:
+        """The problem of a record ``name`` naming ``target``, where the scan found no request record."""
+        if target < self.start:
+            return (f"a {name} record names byte {target}, where no request that was pending at the checkpoint "
+                    f"(byte {self.start}) starts")
+        return f"a {name} record names byte {target}, where no {'PUSH' if name == 'DONE' else 'request'} record starts"
 
     def leave_out(self, offsets: tuple[int, ...]) -> None:
         """Take the pending requests at ``offsets`` out of the pending ones, not counted as done."""
@@ -358,8 +453,10 @@ class _Collector:
 
     def finish(self, state: JournalState, offsets: bool, hold_after: float | None = None) -> None:
         state.order, state.codes, state.priorities = self.order, self.codes, self.priorities
-        state.pushes, state.dones, state.bad_dones = len(self.order), self.dones, self.bad_dones
+        state.pushes, state.dones, state.bad_dones = self.pushes_before + len(self.order), self.dones, self.bad_dones
         state.failed = self.failed
+        state.failed_bytes = sum(self.fail_sizes.values())
+        state.started_at = self.start
         state.paused_since, state.dropped, state.applied = self.paused_since, self.dropped, self.applied
         if self.group is not None:
             ident, at, stored, dropped = self.group
@@ -426,7 +523,8 @@ def read_state(
     path: str, *, salt: int, floor: int = 0, repair: bool = False, fingerprint: Callable[[bytes], object] | None = None,
     fingerprints_from: int = 0, progress: Progress | None = None, sizes: bool = False, offsets: bool = True,
     floor_crc: int | None = None, hosts: bool = False, hold_after: float | None = None,
-    prefix: tuple[int, int] | None = None, exclude: Collection[int] = (),
+    prefix: tuple[int, int] | None = None, exclude: Collection[int] = (), start: SavedState | None = None,
+    until: int | None = None, save: str | None = None,
 ) -> JournalState:
     """Scan the journal at ``path`` once; see the module docstring.
 
@@ -448,9 +546,19 @@ def read_state(
     (for a read-only view, which reports a cut journal rather than refusing it). ``exclude``: offsets of
     pending requests to leave out of the pending ones (those in flight in a running frontier; they are
     not counted as done).
+
+    ``start``: a saved state (``statefile.py``) to begin from instead of the journal's first record:
+    only the records from ``start.at`` on are read, after checking that the journal's first
+    ``start.at`` bytes have the crc32 it names (else ``StateUnusable``; ``repair`` never starts from
+    one). ``until``: read no record at or past this offset (the end the journal had when a checkpoint
+    was asked for; the records before it must all be intact). ``save``: the directory's id, to
+    return the state at the end of the scan as ``state.saved`` (``until`` and ``hosts`` and ``sizes``
+    are then needed).
     """
+    if start is not None and repair:
+        raise ValueError("a repair reads the journal from its start")
     options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after,
-                       tuple(exclude))
+                       tuple(exclude), start, until, save)
     trusted = (floor, floor_crc) if floor_crc is not None else prefix
     if trusted is not None and not repair:
         try:
@@ -473,6 +581,9 @@ class _Options:
     hosts: bool
     hold_after: float | None
     exclude: tuple[int, ...]
+    start: SavedState | None = None
+    until: int | None = None
+    save: str | None = None
 
 
 class _PrefixMismatch(Exception):
@@ -483,16 +594,30 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
     state = JournalState()
     floor, fingerprint, progress = options.floor, options.fingerprint, options.progress
     last, stop, size, end_crc, version = -1, -1, 0, None, 4
+    start, until = options.start, options.until
     with open_file(path) as f:
         size = os.fstat(f.fileno()).st_size
+        if until is not None:
+            if size < until:
+                raise JobDirCorrupt(path, size, f"the journal is {size:,} bytes, shorter than the {until:,} asked for")
+            size = until
         if size >= floor:
             version = journal_version(path, f.read(len(MAGIC)), size)
         collect = _Collector(path, options.repair, options.sizes, options.hosts, version)
+        begin = (len(MAGIC), -1, MAGIC_CRC)
+        if start is not None:
+            if version != 4:
+                raise StateUnusable(f"the journal is of format {version}")
+            check_state_prefix(f, size, start)
+            collect.load(start)
+            begin = (start.at, start.last_record, start.journal_crc)
         if size >= floor and version >= 3:
             stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, options.fingerprints_from, progress,
-                                             trusted, options.salt, version)
+                                             trusted, options.salt, version, begin)
     if stop == size:  # the fast scan read every record
         state.scan = ScanResult(size=size, end=size, version=version)
+    elif until is not None:
+        raise JobDirCorrupt(path, stop, "a record before the end asked for is not intact")
     else:
         scan = JournalScan(path, salt=options.salt, repair=options.repair, floor=floor, start=max(stop, 0))
         pushes = len(collect.order)
@@ -506,15 +631,39 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
     state.end_crc = end_crc if state.scan.end == stop else None
     state.last_record = last
     collect.leave_out(options.exclude)
+    if options.save is not None:
+        assert end_crc is not None and until is not None  # the fast scan read every record up to ``until``
+        state.saved = collect.saved(options.save, until, end_crc, last)
     collect.finish(state, options.offsets, options.hold_after)
     if progress is not None:
         progress(state.scan.size, state.scan.size)
     return state
 
 
+def check_state_prefix(f: IO[bytes], size: int, start: SavedState) -> None:
+    """Raise ``StateUnusable`` unless the journal open as ``f`` (``size`` bytes) has ``start.journal_crc``
+    as the crc32 of its first ``start.at`` bytes."""
+    if start.at > size:
+        raise StateUnusable(f"it describes {start.at:,} bytes of journal, and the journal holds {size:,}")
+    if start.at < len(MAGIC):
+        raise StateUnusable(f"it describes {start.at} bytes of journal, fewer than its magic")
+    crc, pos = 0, 0
+    f.seek(0)
+    while pos < start.at:
+        chunk = f.read(min(CHUNK, start.at - pos))
+        if not chunk:
+            break
+        crc = zlib.crc32(chunk, crc)
+        pos += len(chunk)
+    if pos != start.at or crc != start.journal_crc:
+        raise StateUnusable(f"the journal's first {start.at:,} bytes are not those it describes (another journal, "
+                            f"or one compacted or changed since)")
+
+
 def _fast_scan(
     f: IO[bytes], size: int, collect: _Collector, fingerprint: Callable[[bytes], object] | None,
     fingerprints_from: int, progress: Progress | None, trusted: tuple[int, int] | None, salt: int, version: int,
+    begin: tuple[int, int, int] = (len(MAGIC), -1, MAGIC_CRC),
 ) -> tuple[int, int, int]:
     """Take the intact records of a format-3 or -4 journal from the first one, as ``journal.walk`` finds them.
 
@@ -534,9 +683,11 @@ def _fast_scan(
     timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
     done, fail = collect.done, collect.fail
     header, fp_start = FRAME.size, FRAME.size + PUSH_HEAD.size  # where a request's fingerprint starts in its record
-    pos, last, want = len(MAGIC), -1, CHUNK
+    pos, last, running = begin  # running: the crc32 of the file up to pos
+    want = CHUNK
     floor, floor_crc = trusted if trusted is not None else (0, 0)
-    running = MAGIC_CRC  # the crc32 of the file up to pos
+    if floor <= pos:
+        trusted = None  # the bytes below the floor are vouched for by what the scan began from
     stop = Stop()
     while pos < size:
         f.seek(pos)
