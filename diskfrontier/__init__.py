@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .contract import FrontierProtocol
     from .failures import FailedRequest
     from .jobdir.frontier import Frontier
+    from .jobdir.upkeep import Maintenance
     from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
     from .runs import CrawlStats, RunStats, crawl
@@ -47,6 +48,7 @@ _LAZY = {
     "FailedRequest": ".failures",
     "Frontier": ".jobdir.frontier",
     "LeaseExpired": ".redisfrontier",
+    "Maintenance": ".jobdir.upkeep",
     "NotReplicated": ".redisfrontier",
     "RedisFrontier": ".redisfrontier",
     "RedisMisconfigured": ".redisfrontier",
@@ -76,6 +78,7 @@ __all__ = [
     "JobDirUnsafe",
     "JobDirWriteError",
     "LeaseExpired",
+    "Maintenance",
     "NotInFlight",
     "NotReplicated",
     "PermanentError",

@@ -39,6 +39,7 @@ from ..request.model import PRIORITY_MAX, PRIORITY_MIN
 from .hostfile import HostFileRecord
 from .layout import ID_PATTERN as _ID
 from .seenindex import IndexRecord
+from .statefile import StateRecord
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Checkpoint:
     seen_index: IndexRecord | None = None  # the saved seen index that may be loaded instead of requests.seen
     journal_crc: int | None = None  # the crc32 of the journal's first ``floor`` bytes, when known
     hosts_file: HostFileRecord | None = None  # requests.hosts as a clean close wrote it
+    states: list[StateRecord] = field(default_factory=list)  # saved states of the journal, the newest first
+    failed_bytes: int | None = None  # bytes of the failed requests' records (a clean close keeps it)
     pid: int | None = None
     problem: str | None = None
     ident: str | None = None  # the job directory id it names
@@ -143,6 +146,12 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
             saved.seen_index = IndexRecord.from_json(value["seen_index"])
         if "journal_crc" in value:
             saved.journal_crc = _int(value, "journal_crc", None, 0, MAX_CRC)
+        states = value.get("states", [])
+        if not isinstance(states, list) or len(states) > 4:
+            raise ValueError("states is not a list of at most 4 entries")
+        saved.states = [StateRecord.from_json(entry) for entry in states]
+        if "failed_bytes" in value:
+            saved.failed_bytes = _int(value, "failed_bytes")
         if state == "open":
             saved.journal_floor = _int(value, "journal_floor", 0)
             saved.seen_tail = _tail(value)
@@ -191,13 +200,16 @@ def _write(path: str, ident: str | None, value: dict[str, Any]) -> None:
 
 def write_open(
     path: str, ident: str | None, journal_floor: int, seen_tail: tuple[int, int] | None,
-    seen_index: IndexRecord | None = None, journal_crc: int | None = None,
+    seen_index: IndexRecord | None = None, journal_crc: int | None = None, states: list[StateRecord] | None = None,
 ) -> None:
     """Mark the directory (whose id is ``ident``) as open: from now on the queue files are not to be trusted.
 
     ``journal_crc``: the crc32 of the journal's first ``journal_floor`` bytes, if known.
+    ``states``: the saved states (``statefile.py``) a recovery may start from, the newest first.
     """
     value: dict[str, Any] = {"state": "open", "pid": os.getpid(), "journal_floor": journal_floor}
+    if states:
+        value["states"] = [record.to_json() for record in states]
     if journal_crc is not None:
         value["journal_crc"] = journal_crc
     if seen_tail is not None:
@@ -211,10 +223,14 @@ def write_clean(
     path: str, ident: str | None, *, journal_bytes: int, last_record: int, seen_tail: tuple[int, int],
     pending: dict[int, int], queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
     hosts_file: HostFileRecord, seen_index: IndexRecord | None = None, journal_crc: int | None = None,
-    paused_since: float | None = None,
+    paused_since: float | None = None, states: list[StateRecord] | None = None, failed_bytes: int | None = None,
 ) -> None:
     """Mark a clean close: the queue files and requests.hosts match this journal and seen file."""
     extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    if states:
+        extra["states"] = [record.to_json() for record in states]
+    if failed_bytes is not None:
+        extra["failed_bytes"] = failed_bytes
     if paused_since is not None:
         extra["paused_since"] = paused_since
     extra["hosts_file"] = hosts_file.to_json()

@@ -14,21 +14,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 from ..errors import FrontierError
 from ..files.atomic import fsync_path
-from ..files.writeerrors import raise_named
 from ..request.model import Request
 from . import checkpoint, records
 from .dispatch import Dispatch
-from .hostfile import save_host_state
-from .journal import JournalWriter
-from .maintenance.compaction import Compacted, install, write_compacted
+from .hostfile import HostFileRecord, save_host_state
+from .maintenance.compaction import Compacted
 from .queues import OffsetQueues, queue_crc
-from .records import host_body
 from .replay import Progress
+from .seenindex import IndexRecord
 from .shared import Shared
 
 log = logging.getLogger("diskfrontier")
@@ -42,95 +39,25 @@ _NAN = float("nan")
 class Closing:
     """Compaction and the close, over the shared state (and the pop side's host buffers)."""
 
-    def __init__(self, state: Shared, dispatch: Dispatch) -> None:
+    def __init__(self, state: Shared, dispatch: Dispatch, compact_now: Callable[[Progress | None], Compacted]) -> None:
         self.state = state
         self.dispatch = dispatch
+        self.compact_now = compact_now  # a compaction in the calling thread, swapped in (``Upkeep.compact_now``)
 
     def compact(self, progress: Progress | None) -> Compacted:
-        """``Frontier.compact``: refused while requests are in flight or after an interrupted call."""
+        """``Frontier.compact``: refused after an interrupted call (the next open rebuilds the state first)."""
         st = self.state
-        if st.inflight:
-            raise FrontierError(
-                f"cannot compact with {len(st.inflight)} requests in flight: done() them or close() first")
         if st.dirty:
             raise FrontierError(
                 f"cannot compact {st.path}: an earlier call was interrupted ({st.dirty}); close it and "
                 f"open it again first")
-        return self._compact(progress)
-
-    def _host_records(self) -> Iterator[bytes]:
-        """A HOST record body for each host with a setting, done or failed requests (what compaction keeps)."""
-        st = self.state
-        counts, hot = st.hosts.counts, st.hosts.hot
-        failing = {counts.add(records.slot_of(st.journal.read_body(target))) for target in st.failed}
-        for hid in counts.ids():
-            host, done = hot.get(hid), counts.done[hid]
-            if done or (host is not None and host.has_settings) or hid in failing:
-                delay, blocked_until, budget = (None, 0.0, None) if host is None else (
-                    host.delay, host.blocked_until, host.budget)
-                yield host_body(counts.name_bytes(hid), _NAN if delay is None else delay, blocked_until,
-                                -1 if budget is None else budget, done)
-
-    def _compact(self, progress: Progress | None) -> Compacted:
-        st = self.state
-        layout = st.layout
-        st.seen.sync()
-        # Until the rename, a failure (a full disk) leaves the old journal and this frontier as they were.
-        st.compacting = True
-        try:
-            hosts = tuple(self._host_records())
-            if st.paused_since is not None:  # the pause goes on in the new journal
-                hosts += (records.pause_body(True, st.paused_since),)
-            result = write_compacted(layout.journal, layout.compacting, salt=st.salt, floor=st.floor,
-                                     progress=progress, hosts=hosts)
-        finally:
-            st.compacting = False
-        try:
-            # valid for the old journal and the new
-            checkpoint.write_open(layout.cursor, st.ident, result.bytes_after, st.seen.tail(),
-                                  st.seen.index_record, result.crc)
-            st.queues.close()
-            st.journal.close()
-            install(layout.journal, layout.compacting)
-            OffsetQueues.wipe(layout.queue_dir)
-            st.queues = OffsetQueues(layout.queue_dir, st.order)
-            st.hosts.drain(time.time())
-            st.delayed.clear()
-            now = time.time()
-            for offset, priority, not_before in result.kept:
-                if not_before > now:
-                    st.delayed.add(not_before, offset, priority)
-                else:
-                    st.queues.push(offset, priority)
-            st.delayed_due = st.delayed.next_due()
-            self.dispatch.forget_reads()
-            st.journal = JournalWriter(layout.journal, result.bytes_after, salt=st.salt, fsync=st.fsync,
-                                       crc=result.crc)
-        except BaseException as exc:
-            st.broken = st.dirty = f"{type(exc).__name__} during compaction: {exc}"
-            raise_named(layout.compacting, exc)
-            raise
-        st.floor, st.floor_crc = result.bytes_after, result.crc
-        st.pushes, st.dones = len(result.kept) + len(result.failed), len(result.failed)
-        st.live_bytes = result.live_bytes
-        st.failed = result.failed
-        st.last_record = result.last_record
-        log.info("compacted %s: journal %s -> %s bytes", st.path, f"{result.bytes_before:,}",
-                 f"{result.bytes_after:,}")
-        return result
+        return self.compact_now(progress)
 
     def checkpoint_and_close(self) -> None:
         """Give back what is in flight, compact if it pays, write every file and a clean checkpoint."""
         st = self.state
         layout = st.layout
-        requeued = 0
-        for seq, request in st.inflight.items():
-            st.hosts.returned(request._hid, done=False, pending=int(seq >= 0))
-            if seq >= 0:
-                priority = records.priority_of(st.journal.read_body(seq))  # the journal's, not request.priority
-                st.queues.push(seq, priority)
-                st.count_pending(priority, 1)
-                requeued += 1
+        requeued = self._give_back()
         memory_lost = st.memory_only()
         st.inflight.clear()
         st.counters["requeued"] = requeued
@@ -141,8 +68,9 @@ class Closing:
                 st.count_pending(request.priority, -1)
                 st.hosts.counts.pending[st.hosts.hid(request.slot)] -= 1
         if self._should_compact():
-            self._compact(None)
+            self.compact_now(None)
         self.dispatch.return_buffers()
+        st.queues.purge_skipped()
         queued = st.queues.sizes()
         active = st.queues.close()
         self._sync_queue_files()
@@ -152,12 +80,49 @@ class Closing:
         index = st.seen.save_index(min_new_keys=INDEX_MIN_NEW_KEYS)
         pending = {p: n for p, n in st.pending.items() if n}
         hosts_file = save_host_state(layout.hosts, st.hosts, st.delayed, st.failed)
+        with st.cursor_lock:
+            st.sealed = True
+            self._write_clean(queued, pending, hosts_file, index)
+
+    def _write_clean(self, queued: dict[int, int], pending: dict[int, int], hosts_file: HostFileRecord,
+                     index: IndexRecord | None) -> None:
+        st = self.state
+        layout = st.layout
         checkpoint.write_clean(
             layout.cursor, st.ident, journal_bytes=st.journal.size, last_record=st.last_record,
             seen_tail=st.seen.tail(), pending=pending,
             queues={p: queue_crc(layout.queue_dir, p) for p in queued},
             pushes=st.pushes, dones=st.dones, live_bytes=st.live_bytes,
-            hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc, paused_since=st.paused_since)
+            hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc, paused_since=st.paused_since,
+            states=st.states, failed_bytes=st.failed_bytes)
+
+    def _give_back(self) -> int:
+        """Put what is in flight back at the end of its queue, with a RETRY record each (same attempts) in one
+        write, so that the journal's order is still the queues' order (a compaction or a recovery after this
+        close keeps it); how many were stored ones."""
+        st = self.state
+        given: list[tuple[int, bytes]] = []  # (the request's offset, its RETRY body)
+        for seq in st.inflight:
+            if seq >= 0:
+                given.append((seq, records.returned(st.journal.read_body(seq), seq)))
+        if given:
+            data, offsets = records.frame_all(st.journal.size, [body for _seq, body in given], st.salt)
+            st.journal.write(data)
+            try:
+                for (seq, body), offset in zip(given, offsets, strict=True):
+                    priority = records.priority_of(body)  # the journal's, not request.priority
+                    st.queues.push(offset, priority)
+                    st.count_pending(priority, 1)
+                    st.live_bytes += records.FRAME.size + len(body) - st.inflight[seq]._size
+                st.pushes += len(given)
+                st.dones += len(given)
+                st.last_record = offsets[-1]
+            except BaseException as exc:
+                st.interrupted("close", exc)
+                raise
+        for seq, request in st.inflight.items():
+            st.hosts.returned(request._hid, done=False, pending=int(seq >= 0))
+        return len(given)
 
     def _memory_requests(self) -> list[Request]:
         out = []

@@ -67,7 +67,11 @@ from .opening import Opening, check_settings
 from .replay import Progress
 from .seenindex import key_of
 from .shared import Shared
+from .swap import Swap
+from .upkeep import Maintenance, Upkeep
 from .watcher import Watcher
+
+DEFAULT_MAINTENANCE = Maintenance()
 
 log = logging.getLogger("diskfrontier")
 _OPEN: weakref.WeakSet[Frontier] = weakref.WeakSet()  # for the fork hooks below
@@ -107,11 +111,14 @@ class Frontier:
         per_host: int | None = None,
         prefer: str = "priority",
         watch: bool = True,
+        maintenance: Maintenance | None = DEFAULT_MAINTENANCE,
     ) -> None:
         delay = check_settings(delay=delay, per_host=per_host, prefer=prefer, order=order, fsync=fsync)
         self.path = os.fspath(path)
         self.layout = Layout(self.path)
         self.fsync = fsync
+        if maintenance is not None and not isinstance(maintenance, Maintenance):
+            raise TypeError(f"maintenance must be a diskfrontier.Maintenance or None, got {type(maintenance).__name__}")
         self._closed = True
         self._mutex = threading.RLock()  # re-entrant: a compact() progress callback may read stats()
         self._cond = threading.Condition(self._mutex)
@@ -119,7 +126,8 @@ class Frontier:
                                      prefer=prefer)
         self._ledger = Ledger(state, check_time=_check_time, check_attempts=_attempts)
         self._dispatch = Dispatch(state)
-        self._closing = Closing(state, self._dispatch)
+        self._upkeep = Upkeep(state, self._mutex, maintenance, Swap(state, self._mutex, self._dispatch))
+        self._closing = Closing(state, self._dispatch, self._upkeep.compact_now)
         self._lock = Opening(state).open_locked(order, progress, self._closing.release_files)
         self._health = HostHealth(self.path)  # sidecars (hostmeta.py): read once the lock is held
         self._robots = RobotsStore(self.path)
@@ -129,13 +137,14 @@ class Frontier:
         _OPEN.add(self)
         self._watcher: Watcher | None = None
         self._hosts_seen: tuple[list[HostInfo], int, int, int] = ([], 0, 0, 0)  # status.json's, refreshed apart
+        self._upkeep.reset()  # the counts it starts from are the opened directory's
         try:
             self._apply_commands()  # those sent while nobody held the directory, or cut short by a stop
         except BaseException:
             self.close()
             raise
-        if watch:
-            self._watcher = Watcher(self)
+        if watch or maintenance is not None:
+            self._watcher = Watcher(self, inbox=watch)
 
     def _wake(self) -> None:
         """Wake the threads waiting in ``pop(timeout=...)``: something changed."""
@@ -630,11 +639,28 @@ class Frontier:
             return self._state.stats(journal_open=not self._closed)
 
     # ------------------------------------------------------------------ compaction and closing
-    def compact(self, progress: Progress | None = None) -> Compacted:
-        """Rewrite the journal to hold only pending requests (nothing may be in flight)."""
+    def checkpoint(self) -> dict[str, Any]:
+        """Save the journal's state now (as the background does every so often): a recovery after a crash, and
+        ``inspect`` or ``peek`` of the directory, then read only what is written after this point.
+
+        Runs in the calling thread; other threads' calls go on meanwhile. Returns what was
+        done: ``{"ok": True, "pending": ..., "seconds": ...}``.
+        """
         with self._mutex:
             self._check_open()
-            return self._closing.compact(progress)
+        return self._upkeep.run_now("checkpoint")
+
+    def compact(self, progress: Progress | None = None) -> Compacted:
+        """Rewrite the journal to hold only what is live (pending and failed requests, host settings), now.
+
+        The background does it by itself (``maintenance``); this is for when you want it at once.
+        Runs in the calling thread; other threads' calls go on meanwhile, requests in flight
+        included (their ``done``, ``retry`` and ``fail`` work after it as before it).
+        ``progress(done, total)`` is called as it goes.
+        """
+        with self._mutex:
+            self._check_open()
+        return self._closing.compact(progress)
 
     def close(self) -> None:
         """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock.
@@ -651,6 +677,9 @@ class Frontier:
         watcher, self._watcher = getattr(self, "_watcher", None), None
         if watcher is not None:
             watcher.stop()  # outside the lock: it may be waiting for it
+        upkeep = getattr(self, "_upkeep", None)
+        if upkeep is not None:
+            upkeep.stop()  # a checkpoint or compaction under way: stopped, its files removed
         with self._mutex:
             if self._closed:
                 return
@@ -720,6 +749,7 @@ def _after_fork_in_child() -> None:
     disturb them: fresh locks (a copy of one another thread held would never be released),
     and queue files that write nowhere."""
     for frontier in list(_OPEN):
+        frontier._upkeep.forget()
         frontier._mutex = threading.RLock()
         frontier._cond = threading.Condition(frontier._mutex)
         frontier._state.waiters = 0

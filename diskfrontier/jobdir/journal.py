@@ -492,12 +492,13 @@ class JournalWriter:
     in the middle; if even that fails, every later write is refused.
     """
 
-    def __init__(self, path: str, end: int, *, salt: int, fsync: bool, crc: int | None = None) -> None:
+    def __init__(self, path: str, end: int, *, salt: int, fsync: bool, crc: int | None = None,
+                 fd: int | None = None) -> None:
         self.path = path
         self.salt = salt  # folded into every record's checksums (jobdir.salt_of)
         self.fsync = fsync
         self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
-        self.fd = open_fd(path, os.O_RDWR)
+        self.fd = open_fd(path, os.O_RDWR) if fd is None else fd  # ``fd``: the file, open already
         self.failed: str | None = None
         try:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)

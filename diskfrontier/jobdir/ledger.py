@@ -390,10 +390,13 @@ class Ledger:
             return
         journal = st.journal
         offset = journal.size
-        journal.write(frame(offset, fail_body(seq, time.time(), text), st.salt))
+        framed = frame(offset, fail_body(seq, time.time(), text), st.salt)
+        journal.write(framed)
         try:
             st.dones += 1
-            st.live_bytes -= st.inflight.pop(seq)._size
+            size = st.inflight.pop(seq)._size
+            st.live_bytes -= size
+            st.failed_bytes += size + len(framed)
             st.last_record = offset
             st.failed[seq] = offset
             st.hosts.returned(request._hid, done=True, pending=0)
@@ -444,6 +447,7 @@ class Ledger:
                 st.failed[at] = fail_at
                 st.pushes += 1
                 st.dones += 1
+            st.failed_bytes += len(data)
             st.last_record = offsets[-1]
             now = time.time()
             for hid in touched:  # a budget counts done requests
@@ -468,10 +472,14 @@ class Ledger:
         journal = st.journal
         bodies: list[bytes] = []
         heads: list[tuple[int, bytes]] = []  # (priority, slot) of each
+        leaving = 0  # the bytes of the failed requests' records and FAIL records
         for target in targets:
-            body, priority, slot = records.retried(journal.read_body(target), target)
+            stored = journal.read_body(target)
+            body, priority, slot = records.retried(stored, target)
             bodies.append(body)
             heads.append((priority, slot))
+            error = journal.read_fail(st.failed[target], target).error.encode("utf-8")
+            leaving += 2 * _HEADER + len(stored) + len(fail_body(target, 0.0, error))
         data, offsets = frame_all(journal.size, bodies, st.salt)
         journal.write(data)
         try:
@@ -484,6 +492,7 @@ class Ledger:
                 counts.pending[hid] += 1
                 st.pushes += 1
                 st.live_bytes += _HEADER + len(body)
+            st.failed_bytes -= leaving
             st.last_record = offsets[-1]
         except BaseException as exc:
             st.interrupted("requeue_failed", exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -33,11 +34,14 @@ from .layout import FORMAT_VERSION, Lock, read_meta, salt_of, write_meta
 from .maintenance.upgrade import upgrade_journal
 from .queues import OffsetQueues, distrust_reason
 from .recovery import rebuild, save_torn_tail
-from .replay import Progress
+from .replay import JournalState, Progress
 from .seen import SeenFile
 from .shared import Shared
+from .statefile import StateUnusable, read_state_file, remove_stale_states, state_name, write_state
 
 log = logging.getLogger("diskfrontier")
+SAVE_AFTER_BYTES = 4 << 20
+"""A scan of the journal that read more than this saves the state it reached (``requests.state.*``)."""
 
 
 def check_settings(*, delay: Any, per_host: Any, prefer: Any, order: Any, fsync: Any) -> float:
@@ -126,8 +130,9 @@ class Opening:
             os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor, st.ident)
         st.floor = saved.floor
+        st.states = list(saved.states)
         checkpoint.write_open(layout.cursor, st.ident, saved.floor, saved.seen_tail, saved.seen_index,
-                              saved.journal_crc)
+                              saved.journal_crc, st.states)
         st.floor_crc = saved.journal_crc
         st.seen = SeenFile(layout.seen, st.salt)
         loaded = st.seen.open(require_sums=not fresh, tail=saved.seen_tail, index=saved.seen_index)
@@ -145,8 +150,9 @@ class Opening:
         st.counters["torn_bytes_cut"] += loaded.torn
         st.seen.flush()
         checkpoint.write_open(layout.cursor, st.ident, st.journal.size, st.seen.tail(),
-                              st.seen.index_record, st.journal.crc)
+                              st.seen.index_record, st.journal.crc, st.states)
         st.floor, st.floor_crc = st.journal.size, st.journal.crc
+        remove_stale_states(layout.root, st.states)
         st.hosts.active = st.hosts.active or bool(st.hosts.hot)  # a host with a setting
         st.delayed_due = st.delayed.next_due()
         if not fresh:
@@ -208,6 +214,7 @@ class Opening:
         st.pushes, st.dones = saved.journal_pushes, saved.journal_dones
         st.last_record = saved.last_record
         st.live_bytes = saved.live_bytes
+        st.failed_bytes = saved.failed_bytes or 0
         st.paused_since = saved.paused_since
         st.recovery = "clean" if saved.clean else "new"
 
@@ -221,10 +228,10 @@ class Opening:
             st.journal.close()
         OffsetQueues.wipe(layout.queue_dir)
         st.queues = OffsetQueues(layout.queue_dir, st.order)
-        state, added = rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor,
-                               floor_crc=st.floor_crc, progress=progress, now=time.time(), exclude=exclude)
+        state, added = self.scan(progress, exclude)
         st.live_bytes = state.live_bytes
         st.failed = state.failed
+        st.failed_bytes = state.failed_bytes
         st.paused_since, st.applied, st.open_group = state.paused_since, state.applied, state.open_group
         st.delayed = DelayedRequests()
         for offset, priority, due in state.delayed:
@@ -253,6 +260,45 @@ class Opening:
         st.counters["recovered"] = state.pending_count
         st.counters["seen_added_from_journal"] = added
         st.recovery = "rebuilt"
+        st.generation += 1
+        self.keep_state(state)
+
+    def scan(self, progress: Progress | None, exclude: tuple[int, ...]) -> tuple[JournalState, int]:
+        """``recovery.rebuild`` into the (empty) queues: from the newest saved state that describes the journal,
+        else from the journal's start (a state not used is named in the log, with the reason)."""
+        st = self.state
+        layout = st.layout
+        for record in st.states:
+            try:
+                start = read_state_file(layout.root, record, st.ident, st.salt)
+                return rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor,
+                               floor_crc=st.floor_crc, progress=progress, now=time.time(), exclude=exclude,
+                               start=start, save=st.ident)
+            except StateUnusable as exc:
+                log.warning("%s: the checkpoint %s is not used (%s): the journal is read from its start instead",
+                            st.path, record.name, exc)
+        st.states = []
+        return rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor, floor_crc=st.floor_crc,
+                       progress=progress, now=time.time(), exclude=exclude, save=st.ident)
+
+    def keep_state(self, state: JournalState) -> None:
+        """After a scan that read much of the journal, save the state it reached, so that the next one starts there.
+
+        The state file is written (fsynced) here; the checkpoint that names it is written by the caller
+        (``open``, the next ``write_open``), and until then the earlier states stand.
+        """
+        st = self.state
+        saved = state.saved
+        read = state.scan.end - state.started_at
+        if saved is None or read < SAVE_AFTER_BYTES or st.journal.size != saved.at:
+            return
+        saved.seen_tail = None  # named by the checkpoint instead, which the seen file is checked against
+        try:
+            record = write_state(st.path, state_name(saved.at, secrets.randbits(48)), saved, st.salt)
+        except OSError as exc:  # a full disk: the state is a cache; the next recovery reads more
+            log.warning("%s: could not save the state of its journal (%s)", st.path, exc.strerror or exc)
+            return
+        st.states = [record]
 
     def log_resume(self, elapsed: float) -> None:
         """Say what was resumed (a warning after an unclean stop)."""

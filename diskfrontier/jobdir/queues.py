@@ -269,6 +269,40 @@ class OffsetQueues:
         self._queue_class = BatchedLifoQueue if order == "lifo" else BatchedFifoQueue
         self.pq = PriorityQueue(cast(Any, self._factory), [-p for p in startprios])
         self._spare: dict[int, ByteQueue] = {}  # key -> an emptied queue, oldest first
+        self.skip: set[int] = set()  # entries left in the files that are not to come out (see ``skip_entries``)
+        self.skipped: dict[int, int] = {}  # priority -> how many of them its queue holds
+
+    def skip_entries(self, entries: dict[int, int]) -> None:
+        """Entries (offset -> priority) that these queues hold but must never hand out: requests a compaction
+        wrote into them that were handed out or finished meanwhile (``swap.py``). Each is dropped when it
+        comes to the top; the top of the queues is never one."""
+        for offset, priority in entries.items():
+            if offset not in self.skip:
+                self.skip.add(offset)
+                self.skipped[priority] = self.skipped.get(priority, 0) + 1
+        self._settle()
+
+    def _settle(self) -> None:
+        """Drop skipped entries from the top of the queues, so that the top is one to hand out."""
+        pq, skip = self.pq, self.skip
+        while skip and pq.curprio is not None:
+            key = pq.curprio
+            data = pq.queues[key].peek()
+            if data is None:
+                return
+            offset: int = _OFFSET_UNPACK(data)[0]
+            if offset not in skip:
+                return
+            self._pop_raw()
+            self._forget(offset, -key)
+
+    def _forget(self, offset: int, priority: int) -> None:
+        self.skip.discard(offset)
+        left = self.skipped.get(priority, 0) - 1
+        if left > 0:
+            self.skipped[priority] = left
+        else:
+            self.skipped.pop(priority, None)
 
     def _factory(self, key: int) -> ByteQueue:
         path = queue_path(self.directory, -key)
@@ -349,6 +383,12 @@ class OffsetQueues:
 
     def pop(self) -> int | None:
         """The offset of the next request, or None."""
+        offset = self._pop_raw()
+        if self.skip:
+            self._settle()
+        return offset
+
+    def _pop_raw(self) -> int | None:
         pq = self.pq
         if pq.curprio is None:
             return None
@@ -387,18 +427,35 @@ class OffsetQueues:
         if queue is None:
             return []
         out = []
+        skip = self.skip
         while (data := queue.pop()) is not None:
-            out.append(self._offset(data, -priority))
+            offset = self._offset(data, -priority)
+            if skip and offset in skip:
+                self._forget(offset, priority)
+            else:
+                out.append(offset)
         queue.close()
         pq.curprio = min(pq.queues) if pq.queues else None
+        self._settle()
         return out
 
+    def purge_skipped(self) -> None:
+        """Rewrite the queues that hold skipped entries without them (before the queue files are saved)."""
+        for priority in list(self.skipped):
+            offsets = self.take_all(priority)
+            if offsets:
+                self.load(priority, array("Q", offsets))
+        self.skip.clear()
+        self.skipped.clear()
+
     def sizes(self) -> dict[int, int]:
-        """Entries per priority."""
-        return {-k: len(q) for k, q in self.pq.queues.items() if len(q)}
+        """Entries per priority (skipped ones left out)."""
+        skipped = self.skipped
+        sizes = {-k: len(q) - skipped.get(-k, 0) for k, q in self.pq.queues.items()}
+        return {p: n for p, n in sizes.items() if n}
 
     def __len__(self) -> int:
-        return len(self.pq)
+        return len(self.pq) - len(self.skip)
 
     def disown(self) -> None:
         """In a forked child: point this process's copies of the queue files at /dev/null.

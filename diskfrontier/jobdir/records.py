@@ -452,6 +452,16 @@ def retried(stored: bytes | memoryview, target: int) -> tuple[bytes, int, bytes]
     return new, priority, slot
 
 
+def returned(stored: bytes | memoryview, target: int) -> bytes:
+    """A RETRY body naming ``target`` for the request whose stored body is ``stored``, pending again now with
+    its attempts as they are: a request in flight given back at a close, which takes its place at the
+    journal's end as it does at the queues' (so that the journal's order stays the queues')."""
+    kind, priority, flags, fplen, _slotlen, attempts, _not_before = _PUSH_UNPACK(stored)
+    end = len(stored) if kind == PUSH else len(stored) - 8
+    head = _PUSH_HEAD_PACK(RETRY, priority, flags, fplen, _slotlen, attempts, 0.0)
+    return head + bytes(stored[_PUSH_SIZE:end]) + OFFSET.pack(target)
+
+
 def load(stored: bytes | memoryview, offset: int) -> tuple[Request, bytes]:
     """The request stored at ``offset`` as ``stored`` (its body), and its slot as UTF-8.
 

@@ -17,13 +17,15 @@ from ..files.writeerrors import naming
 from .queues import OffsetQueues
 from .replay import JournalState, Progress, read_state
 from .seen import SeenFile
+from .statefile import SavedState
 
 __all__ = ["Progress", "rebuild", "save_torn_tail"]
 
 
 def rebuild(
     path: str, queues: OffsetQueues, seen: SeenFile, *, salt: int, floor: int = 0, floor_crc: int | None = None,
-    progress: Progress | None = None, now: float = 0.0, exclude: tuple[int, ...] = (),
+    progress: Progress | None = None, now: float = 0.0, exclude: tuple[int, ...] = (), start: SavedState | None = None,
+    save: str | None = None,
 ) -> tuple[JournalState, int]:
     """Fill ``queues`` (empty) with every pending request of the journal at ``path``.
 
@@ -33,7 +35,9 @@ def rebuild(
     the crc32 of the journal below the floor, from the checkpoint (the records there are
     then checked by it as a whole). Requests whose not_before is after ``now`` are left
     out of the queues, in ``state.delayed``; ``state.host_*`` holds the hosts. ``exclude``: offsets of
-    requests in flight, left out of the queues and the pending counts.
+    requests in flight, left out of the queues and the pending counts. ``start``: a saved state to
+    begin from (``StateUnusable`` if it does not describe this journal; nothing is changed then).
+    ``save``: the directory's id, to have the state at the journal's end in ``state.saved``.
     """
     added = 0
 
@@ -42,8 +46,8 @@ def rebuild(
         added += seen.add(fingerprint)
 
     state = read_state(path, salt=salt, floor=floor, fingerprint=remember, fingerprints_from=floor, progress=progress,
-                       sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now,
-                       exclude=exclude)
+                       sizes=True, floor_crc=floor_crc, hosts=True, hold_after=now, exclude=exclude, start=start,
+                       save=save)
     for priority, offsets in state.pending.items():
         queues.load(priority, offsets)
     return state, added

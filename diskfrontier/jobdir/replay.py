@@ -176,6 +176,7 @@ class _Collector:
         self.fail_sizes: dict[int, int] = {}  # failed request offset -> bytes of its record and its FAIL record
         self.pushes_before = 0  # request records before ``start`` that a saved state no longer lists (done ones)
         self.start = 0  # where the scan begins: 0, or the ``at`` of the saved state loaded
+        self.left_out_bytes = 0  # bytes of the pending requests ``leave_out`` took out (in flight)
 
     def load(self, saved: SavedState) -> None:
         """Start from a saved state (``statefile.py``) instead of an empty journal: the scan goes on at ``saved.at``.
@@ -216,10 +217,11 @@ class _Collector:
         self.dropped = saved.dropped
         self.applied = dict(saved.applied)
 
-    def saved(self, ident: str, at: int, journal_crc: int, last_record: int) -> SavedState:
-        """The state of what was scanned (``at``: where the scan ended), pending requests only."""
+    def saved(self, ident: str, at: int, journal_crc: int, last_record: int) -> SavedState | None:
+        """The state of what was scanned (``at``: where the scan ended), pending requests only; None while an
+        inbox command is applied only in part (its records are kept whole, from its MARK_BEGIN on)."""
         if self.group is not None:
-            raise ValueError(f"inbox command {self.group[0]} is applied only in part at byte {at}")
+            return None
         if not self.hosts or self.lengths is None:
             raise ValueError("a state is made from a scan that keeps hosts and sizes")
         alive = self.alive_mask()
@@ -439,11 +441,13 @@ class _Collector:
 
     def leave_out(self, offsets: tuple[int, ...]) -> None:
         """Take the pending requests at ``offsets`` out of the pending ones, not counted as done."""
-        order = self.order
+        order, lengths = self.order, self.lengths
         for offset in offsets:
             i = bisect_left(order, offset)
-            if i < len(order) and order[i] == offset:
+            if i < len(order) and order[i] == offset and self.codes[i] != self.dead:
                 self.codes[i] = self.dead
+                if lengths is not None:  # still pending as far as the journal goes: its bytes are live
+                    self.left_out_bytes += lengths[i] if lengths[i] < _BIG else self.big[i]
 
     def alive_mask(self) -> bytes:
         """One byte per PUSH in push order: 1 if it is pending."""
@@ -469,7 +473,7 @@ class _Collector:
         if self.lengths is not None:
             alive = self.alive_mask()
             state.live_bytes = sum(compress(self.lengths, alive))
-            state.live_bytes += sum(size - _BIG for i, size in self.big.items() if alive[i])
+            state.live_bytes += sum(size - _BIG for i, size in self.big.items() if alive[i]) + self.left_out_bytes
         held: list[tuple[int, int]] = []  # (push index, code) of the requests held back until later
         if hold_after is not None:
             for index, due in zip(self.timed_index, self.timed_at, strict=True):
@@ -552,8 +556,9 @@ def read_state(
     ``start.at`` bytes have the crc32 it names (else ``StateUnusable``; ``repair`` never starts from
     one). ``until``: read no record at or past this offset (the end the journal had when a checkpoint
     was asked for; the records before it must all be intact). ``save``: the directory's id, to
-    return the state at the end of the scan as ``state.saved`` (``until`` and ``hosts`` and ``sizes``
-    are then needed).
+    return the state at the end of the scan as ``state.saved`` (``hosts`` and ``sizes`` are then
+    needed; None when the scan could not vouch for every byte up to its end, or left an inbox command
+    half applied).
     """
     if start is not None and repair:
         raise ValueError("a repair reads the journal from its start")
@@ -630,10 +635,9 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
         state.scan = scan.result
     state.end_crc = end_crc if state.scan.end == stop else None
     state.last_record = last
+    if options.save is not None and state.end_crc is not None and not state.scan.damage and not collect.bad_dones:
+        state.saved = collect.saved(options.save, state.scan.end, state.end_crc, last)
     collect.leave_out(options.exclude)
-    if options.save is not None:
-        assert end_crc is not None and until is not None  # the fast scan read every record up to ``until``
-        state.saved = collect.saved(options.save, until, end_crc, last)
     collect.finish(state, options.offsets, options.hold_after)
     if progress is not None:
         progress(state.scan.size, state.scan.size)
@@ -701,7 +705,7 @@ def _fast_scan(
                 if host_append is not None:
                     collect.host_record(memoryview(buf)[rel + header:rel + header + fields[0]])
             elif kind == FAIL:
-                fail(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+                fail(at, _TARGET(buf, rel + header + TARGET_AT)[0], header + fields[0])
             elif kind > FAIL:  # DROP, PAUSE or MARK (format 5): rare, so one test on the way of every PUSH
                 if kind == DROP:
                     collect.drop(at, _TARGET(buf, rel + header + TARGET_AT)[0])

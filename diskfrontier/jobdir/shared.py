@@ -9,6 +9,7 @@ holds data and the two marks every part may set (``dirty``, ``broken``), nothing
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from queuelib import PriorityQueue
@@ -21,6 +22,7 @@ from .layout import Layout
 from .queues import OffsetQueues
 from .replay import OpenGroup
 from .seen import SeenFile
+from .statefile import StateRecord
 
 log = logging.getLogger("diskfrontier")
 
@@ -79,6 +81,11 @@ class Shared:
         self.applied: dict[str, str] = {}  # inbox commands applied, by the journal since the open: id -> result
         self.open_group: OpenGroup | None = None  # an inbox command a stop cut short, finished at the open
         self.unended: dict[str, dict[str, Any]] = {}  # commands applied whose MARK_END a write error stopped
+        self.states: list[StateRecord] = []  # saved states of the journal a recovery may start from, newest first
+        self.failed_bytes = 0  # bytes of the failed requests' records and FAIL records (kept by compaction)
+        self.generation = 0  # grows each time the journal or the queues are replaced (a rebuild, a compaction)
+        self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor (upkeep.py)
+        self.sealed = False  # the close has written its checkpoint: no later one may replace it
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""

@@ -353,11 +353,17 @@ def _applied(rows: Any) -> list[tuple[str, str]]:
     return out
 
 
-def stale_states(directory: str, keep: Iterable[str]) -> list[str]:
-    """The names of the state files in ``directory`` that are not in ``keep`` (left by an earlier run)."""
-    kept = set(keep)
+def remove_stale_states(directory: str, keep: Iterable[StateRecord]) -> int:
+    """Remove the state files of ``directory`` that are not in ``keep`` (replaced, or left by a stop); how many."""
+    kept = {record.name for record in keep}
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return []
-    return sorted(n for n in names if n.startswith(STATE_PREFIX) and n not in kept)
+        return 0
+    removed = 0
+    for name in names:
+        if name.startswith(STATE_PREFIX) and name not in kept:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))  # a link is removed, not followed
+                removed += 1
+    return removed

@@ -1,4 +1,4 @@
-"""The holder's background thread: applies inbox commands and publishes ``status.json``.
+"""The holder's background thread: applies inbox commands, publishes ``status.json``, runs the upkeep.
 
 Every ``POLL`` seconds it looks at the inbox and, if a command waits, applies it under the
 frontier's lock (a ``pop(timeout=...)`` waiting for a request wakes for it). About once a
@@ -32,8 +32,9 @@ _ERROR_PAUSE = 5.0  # after a failed command (a full disk), the next attempt wai
 class Watcher:
     """The thread of one open ``Frontier`` (held by a weak reference: it never keeps one alive)."""
 
-    def __init__(self, frontier: Frontier) -> None:
+    def __init__(self, frontier: Frontier, *, inbox: bool = True) -> None:
         self._frontier = weakref.ref(frontier)
+        self._inbox = inbox  # False: only the checkpoints and compactions (Frontier(watch=False))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"diskfrontier-watch {frontier.path}", daemon=True)
         self._thread.start()
@@ -54,6 +55,13 @@ class Watcher:
             if frontier is None:
                 return
             now = time.monotonic()
+            try:
+                frontier._upkeep.tick()
+            except Exception as exc:  # the upkeep names its own failures; this is one it did not expect
+                log.warning("%s: maintenance failed (%s: %s)", frontier.path, type(exc).__name__, exc)
+            if not self._inbox:
+                del frontier
+                continue
             try:
                 if now >= failing_until:
                     frontier._apply_commands()

@@ -93,6 +93,33 @@ class DelayedRequests:
         self._count -= len(out)
         return out
 
+    def discard(self, offset: int, due: float) -> bool:
+        """Take out the request at ``offset``, held until ``due``; False if it is not held."""
+        key = math.floor(due / _BUCKET_SECONDS)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return False
+        try:
+            i = bucket.offsets.index(offset)
+        except ValueError:
+            return False
+        priority = bucket.priorities[i]
+        for values in (bucket.due, bucket.offsets, bucket.priorities):
+            del values[i]
+        if not len(bucket.offsets):
+            del self._buckets[key]
+            self._keys.remove(key)
+            heapq.heapify(self._keys)
+        else:
+            bucket.earliest = min(bucket.due)
+        self._count -= 1
+        left = self.by_priority[priority] - 1
+        if left:
+            self.by_priority[priority] = left
+        else:
+            del self.by_priority[priority]
+        return True
+
     def first(self, count: int) -> Iterator[tuple[int, int, float]]:
         """Up to ``count`` requests held, earliest first: (offset, priority, due), without taking
         them out or sorting every bucket (the heap of bucket keys is walked in order)."""

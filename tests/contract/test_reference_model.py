@@ -81,6 +81,17 @@ class ContractMachine(RuleBasedStateMachine):
     def requeue_failed(self):
         assert self.frontier.requeue_failed() == self.model.requeue_failed()
 
+    @precondition(lambda self: self.factory.kind == "jobdir")
+    @rule()
+    def compact(self):
+        """A compaction at any moment, requests in flight included, changes nothing a caller can see."""
+        self.frontier.compact()
+
+    @precondition(lambda self: self.factory.kind == "jobdir")
+    @rule()
+    def checkpoint(self):
+        self.frontier.checkpoint()
+
     @rule()
     def reopen(self):
         self.frontier.close()

@@ -273,13 +273,13 @@ def test_a_frontier_that_cannot_go_on_says_so(tmp_path, monkeypatch):
     job = tmp_path / "job"
     f = Frontier(job)
     f.push_many(Request(f"https://a.example/{i}") for i in range(10))
-    import diskfrontier.jobdir.closing as closing_module
+    import diskfrontier.jobdir.swap as swap_module
 
-    def broken_install(path, tmp):
+    def broken_install(new, path):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(closing_module, "install", broken_install)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(swap_module, "install", broken_install)
+    with pytest.raises(FrontierError, match="Input/output error"):
         f.compact()
     with pytest.raises(FrontierError, match="close it and open it again"):
         f.pop()

@@ -117,9 +117,11 @@ def test_a_bad_retry_set_aside_leaves_the_request_it_replaced_finished(tmp_path,
         frontier.push(Request("https://a.example/old"))
         frontier.push(Request("https://a.example/kept"))
     journal = os.path.join(path, "requests.urls")
-    with Frontier(path) as frontier:
-        first = frontier.pop()
-        target, old_url = first._seq, first.url  # its journal offset
+    frontier = Frontier(path)
+    first = frontier.pop()
+    target, old_url = first._seq, first.url  # its journal offset
+    frontier._closing.release_files()  # stopped without a close: the request is still pending at target
+    frontier._lock.release()
     _append(journal, _bad_body(BAD["no host"], kind, kind=kind, target=target))
     report = verify(path, repair=True)
     assert report.repaired and verify(path).sound
