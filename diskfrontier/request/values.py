@@ -40,7 +40,7 @@ MAX_INT_BYTES = 2048
 MAX_CLASS_PATH = 1024
 """Characters of an ``ObjectFields`` class path."""
 
-_MSGPACK_INTS = range(-(2**63), 2**64)  # what msgpack stores itself
+_INT_LOW, _INT_HIGH = -(2**63), 2**64  # msgpack stores the ints from _INT_LOW to below _INT_HIGH itself
 _DAY_US = 86_400_000_000  # a UTC offset is less than a day, either way
 _ZONE_KEY = re.compile(r"[A-Za-z0-9_+\-]{1,64}(?:/[A-Za-z0-9_+\-]{1,64}){0,3}\Z")
 _CLASS_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z")
@@ -111,7 +111,8 @@ def pack(value: Any, packb: Callable[[Any], bytes]) -> msgpack.ExtType | None:
         return msgpack.ExtType(EXT_DECIMAL, text)
     if isinstance(value, uuid.UUID):
         return msgpack.ExtType(EXT_UUID, value.bytes)
-    if isinstance(value, int) and not isinstance(value, bool) and value not in _MSGPACK_INTS:
+    # compared, not looked up in a range: a range searches an int subclass (an IntEnum) item by item
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT_LOW <= value < _INT_HIGH:
         size = _int_size(value)
         if size > MAX_INT_BYTES:
             raise NotStorable(f"an int of {size:,} bytes, more than the {MAX_INT_BYTES:,} (MAX_INT_BYTES, "
@@ -242,7 +243,7 @@ def _big_int(data: bytes) -> int:
     if not 8 < len(data) <= MAX_INT_BYTES:
         raise ValueError(f"a large int of {len(data)} bytes")
     value = int.from_bytes(data, "big", signed=True)
-    if value in _MSGPACK_INTS or _int_size(value) != len(data):
+    if _INT_LOW <= value < _INT_HIGH or _int_size(value) != len(data):
         raise ValueError("a large int that msgpack holds itself, or not in as few bytes as it fits")
     return value
 

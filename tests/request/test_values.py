@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import enum
 import logging
 import uuid
 import zoneinfo
@@ -113,6 +114,15 @@ def test_a_zoneinfo_datetime_keeps_its_zone_and_fold():
     got = _round_trip({"a": first, "b": second})
     assert got["a"].tzinfo.key == "Europe/Paris" and got["a"].utcoffset() == datetime.timedelta(hours=2)
     assert got["b"].utcoffset() == datetime.timedelta(hours=1)  # the second 2:30 of that night, after the change
+
+
+class Level(enum.IntEnum):
+    HIGH = 2**70
+    LOW = 3
+
+
+def test_int_subclasses_are_stored_as_ints_in_range_or_not():
+    assert _round_trip({"low": Level.LOW, "high": Level.HIGH}) == {"low": 3, "high": 2**70}
 
 
 def test_another_tzinfo_is_kept_as_its_utc_offset():
