@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -45,8 +46,8 @@ def item_class(path: str) -> type[Item] | str:
     """The ``scrapy.Item`` subclass that ``path`` names, found without importing anything; or why not.
 
     The longest prefix of ``path`` that is an imported module is looked in, through the
-    ``__dict__`` of the module and of each class on the way (a module's ``__getattr__``
-    could import).
+    ``__dict__`` of the module and of each class on the way, and nothing else (a module's
+    ``__getattr__`` could import, another object's attributes could run code).
     """
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
@@ -55,7 +56,9 @@ def item_class(path: str) -> type[Item] | str:
             continue
         found: Any = module
         for name in parts[cut:]:
-            found = getattr(found, "__dict__", {}).get(name)
+            if not isinstance(found, (types.ModuleType, type)):  # only modules and classes are looked into
+                return "it is not a scrapy.Item subclass"
+            found = found.__dict__.get(name)
             if found is None:
                 return f"the module {module.__name__!r} has no {'.'.join(parts[cut:])!r}"
         if isinstance(found, type) and issubclass(found, Item):

@@ -24,6 +24,7 @@ import zoneinfo
 
 import pytest
 import scrapy
+from scrapy import signals
 from scrapy.core.engine import ExecutionEngine
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.misc import build_from_crawler, load_object
@@ -286,13 +287,22 @@ async def _slots_in_turn(kind: str, mode: str, tmp_path, slots: list[str]) -> li
     for i, slot in enumerate(slots):
         scheduler.enqueue_request(scrapy.Request(f"http://foo.com/{i}", meta={"download_slot": slot}))
     if mode == "reopen":
-        scheduler.close("shutdown")
+        await _close(scheduler, "shutdown")
         scheduler = _with_engine(kind, settings)
     dequeued = []
     while scheduler.has_pending_requests():
         dequeued.append(scheduler.next_request().meta["download_slot"])
-    scheduler.close("finished")
+    await _close(scheduler, "finished")
     return dequeued
+
+
+async def _close(scheduler, reason: str) -> None:
+    """Close ``scheduler`` and stop its engine's downloader as a stopping engine does (its handlers'
+    HTTP sessions closed)."""
+    scheduler.close(reason)
+    crawler = scheduler.crawler
+    crawler.engine.downloader.close()
+    await crawler.signals.send_catch_log_async(signal=signals.engine_stopped)
 
 
 def _scrapy_arguments(crawler, jobdir) -> dict:
