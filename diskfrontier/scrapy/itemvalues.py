@@ -56,7 +56,8 @@ def item_class(path: str) -> type[Item] | str:
             continue
         found: Any = module
         for name in parts[cut:]:
-            if not isinstance(found, (types.ModuleType, type)):  # only modules and classes are looked into
+            # only modules and classes are looked into (isinstance would read another object's __class__)
+            if not issubclass(type(found), (types.ModuleType, type)):
                 return "it is not a scrapy.Item subclass"
             found = found.__dict__.get(name)
             if found is None:

@@ -95,6 +95,30 @@ def test_a_class_path_of_something_else_is_never_called_nor_imported(tmp_path, c
     s.close()
 
 
+class Probe:
+    """An object whose attributes, read, record it."""
+
+    def __init__(self):
+        object.__setattr__(self, "read", [])
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, "read").append(name)
+        return object.__getattribute__(self, name)
+
+
+def test_a_class_path_through_an_object_reads_none_of_its_attributes(tmp_path):
+    probe = Probe()
+    sys.modules["shop_probe"] = types.ModuleType("shop_probe")
+    sys.modules["shop_probe"].probe = probe
+    s = Session(tmp_path / "job", True)
+    s.scheduler.enqueue_request(scrapy.Request("https://shop.example/a", meta={
+        "box": Box(label="x"), "through": ObjectFields({"a": 1}, "shop_probe.probe.Thing")}))
+    got = s.step().next_request()
+    assert type(got.meta["through"]) is ObjectFields and object.__getattribute__(probe, "read") == []
+    s.close()
+    del sys.modules["shop_probe"]
+
+
 def test_an_item_of_a_class_that_cannot_be_found_by_its_path_stays_unstorable_and_is_named(tmp_path):
     class Local(scrapy.Item):  # defined in a function: no path finds it again
         a = scrapy.Field()
