@@ -280,7 +280,8 @@ def _with_engine(kind: str, settings: dict):
 
 
 async def _slots_in_turn(kind: str, mode: str, tmp_path, slots: list[str]) -> list[str]:
-    settings = {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"}
+    # (the memory usage extension would answer engine_stopped for an engine that never started)
+    settings = {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue", "MEMUSAGE_ENABLED": False}
     if mode != "memory":
         settings["JOBDIR"] = str(tmp_path / f"job-{kind}")
     scheduler = _with_engine(kind, settings)
