@@ -7,8 +7,13 @@ trailing default fields left out (a plain GET is just ``[url]``). Priority, the
 
 msgpack has no tuple or set: a tuple is stored as extension type 1, a set as 2 and a
 frozenset as 3 (each holding the msgpack array of its items), so they come back as
-they went in. Subclasses of the plain types (an ``OrderedDict``, a ``str`` enum) are
-stored as their plain base type. Anything else is ``Unencodable``.
+they went in. Dates and times, ``Decimal``, ``UUID``, integers beyond 64 bits and
+``ObjectFields`` are extension types 4 to 11 (``values.py``). Subclasses of the plain
+types (an ``OrderedDict``, a ``str`` enum) are stored as their plain base type. Anything
+else is ``Unencodable``, which names the type (``kind``).
+
+A record holding an extension type above 11 was written by a later version: it is refused
+with a ``ValueError`` that says so (``NEWER``), as any record this version cannot read.
 
 Limits (``request/model.py``): a record is at most ``MAX_RECORD_BYTES`` and ``meta`` nests
 containers at most ``MAX_DEPTH`` levels deep. ``encode_request`` refuses a request
@@ -26,10 +31,14 @@ from typing import Any
 import msgpack
 
 from ..errors import RequestTooLarge
+from . import values
 from .canonical import is_plain as _is_plain
 from .model import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH, Request, check_stored
+from .values import NotStorable, kind_of
 
 EXT_TUPLE, EXT_SET, EXT_FROZENSET = 1, 2, 3
+EXT_LAST = max(values.CODES)  # the highest extension type this version reads
+NEWER = "written by a later version of diskfrontier"  # in the message for an extension type above the known ones
 _DEFAULTS: tuple[Any, ...] = (None, "GET", {}, b"", {})
 _PLAIN = (dict, list, bytes, int, float)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
@@ -44,6 +53,10 @@ def _pack_items(value: Any) -> bytes:
     return msgpack.packb(list(value), use_bin_type=True, datetime=False, strict_types=True, default=_default)
 
 
+def _pack_value(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True, datetime=False, strict_types=True, default=_default)
+
+
 def _default(value: Any) -> Any:
     if isinstance(value, tuple):
         return msgpack.ExtType(EXT_TUPLE, _pack_items(value))
@@ -51,12 +64,15 @@ def _default(value: Any) -> Any:
         return msgpack.ExtType(EXT_FROZENSET, _pack_items(value))
     if isinstance(value, set):
         return msgpack.ExtType(EXT_SET, _pack_items(value))
+    ext = values.pack(value, _pack_value)
+    if ext is not None:
+        return ext
     if isinstance(value, str):
         return str.__str__(value)  # str() of a str enum member is its name, not its value
     for plain in _PLAIN:
         if isinstance(value, plain):
             return plain(value)  # type: ignore[arg-type]
-    raise TypeError(f"can not serialize {type(value).__name__!r} object")
+    raise NotStorable(f"can not serialize {type(value).__name__!r} object", kind_of(value))
 
 
 def _fits(value: Any, levels: int) -> bool:
@@ -107,19 +123,43 @@ class _BoundedExtHook(threading.local):
 
     def __call__(self, code: int, data: bytes) -> Any:
         if self.depth >= MAX_DEPTH:
-            raise ValueError(f"tuples or sets nested more than {MAX_DEPTH} levels deep")
+            raise ValueError(f"tuples, sets or object fields nested more than {MAX_DEPTH} levels deep")
+        if code in values.CODES:
+            self.depth += 1
+            try:
+                return values.unpack(code, data, self._unpack)
+            except ValueError:
+                raise
+            except Exception as exc:  # out of range for datetime, Decimal's own errors...
+                raise ValueError(f"{type(exc).__name__}: {exc}") from None
+            finally:
+                self.depth -= 1
+        if code > EXT_LAST:
+            raise _Newer(code)
+        if code not in (EXT_TUPLE, EXT_SET, EXT_FROZENSET):
+            raise ValueError(f"unknown msgpack extension type {code}")
         self.depth += 1
         try:
-            items = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=self)
+            items = self._unpack(data)
         finally:
             self.depth -= 1
         if code == EXT_TUPLE:
             return tuple(items)
         if code == EXT_SET:
             return set(items)
-        if code == EXT_FROZENSET:
-            return frozenset(items)
-        raise ValueError(f"unknown msgpack extension type {code}")
+        return frozenset(items)
+
+    def _unpack(self, data: bytes) -> Any:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=self)
+
+
+class _Newer(ValueError):
+    """An extension type that a later version writes."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(
+            f"it holds a value of a type this version cannot read (msgpack extension type {code}), {NEWER}: "
+            f"upgrade diskfrontier to read it")
 
 
 _ext_hook = _BoundedExtHook()
@@ -130,7 +170,15 @@ _packer = msgpack.Packer(use_bin_type=True, datetime=False, strict_types=True, d
 
 
 class Unencodable(Exception):
-    """The request holds something msgpack cannot store; it will live in memory only."""
+    """The request holds something msgpack cannot store; it will live in memory only.
+
+    ``kind`` names the type of the value (``object``, ``myproject.Thing``; see
+    ``values.kind_of``), or is None when msgpack did not say which value it was.
+    """
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def encode_request(request: Request) -> bytes:
@@ -158,7 +206,7 @@ def encode_request(request: Request) -> bytes:
         record = _packer.pack(fields)
     except (TypeError, ValueError, OverflowError) as exc:
         _packer.reset()
-        raise Unencodable(str(exc)) from None
+        raise Unencodable(str(exc), getattr(exc, "kind", None)) from None
     if len(record) > MAX_RECORD_BYTES:
         raise RequestTooLarge(
             f"request {request.url[:80]!r} takes {len(record):,} bytes stored, more than the limit of "
@@ -232,6 +280,8 @@ def decode_request(
     try:
         # msgpack bounds every string, array and map by the record's length: no limit to add
         fields = _unpackb(data, raw=False, strict_map_key=False, use_list=True, ext_hook=_ext_hook)
+    except _Newer as exc:
+        raise ValueError(f"unreadable request record: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ValueError(f"malformed request record: {type(exc).__name__}: {exc}") from None
     if type(fields) is not list or len(fields) != 1 or type(fields[0]) is not str or len(fields[0]) > MAX_URL_LENGTH:

@@ -26,8 +26,13 @@ LINE_FORMATS = ("jsonlines", "jl", "csv")  # formats in which one item is one li
 
 
 def feed_exporter(crawler: Any) -> FeedExporter | None:
-    """The crawler's feed exporter, if it has feeds (Scrapy leaves it out when ``FEEDS`` is empty)."""
-    extensions = getattr(getattr(crawler, "extensions", None), "middlewares", ())
+    """The crawler's feed exporter, if it has feeds (Scrapy leaves it out when ``FEEDS`` is empty) and
+    its extensions are set (Scrapy 2.14+ raises ``RuntimeError`` before they are: then None)."""
+    try:
+        manager = getattr(crawler, "extensions", None)
+    except RuntimeError:
+        return None
+    extensions = getattr(manager, "middlewares", ())
     return next((ext for ext in extensions if isinstance(ext, FeedExporter)), None)
 
 

@@ -1,4 +1,5 @@
-"""A crawl that cannot open its job directory ends with one clear message and a non-zero exit.
+"""A crawl that cannot open its job directory (or cannot start: a setting it cannot honour) ends
+with one clear message and a non-zero exit.
 
 An exception raised by the scheduler's ``open`` makes Scrapy print five tracebacks (the
 components that never opened failing to close, then the unhandled failure) around the
@@ -26,16 +27,22 @@ logger = logging.getLogger("diskfrontier.scrapy")
 REASON = "diskfrontier_cannot_open"
 
 
-def refuse_to_start(crawler: Any, spider: Any, error: FrontierError) -> None:
+def refuse_to_start(crawler: Any, spider: Any, error: FrontierError | str, cause: str = "") -> None:
     """Log ``error`` once, close the spider as soon as it is open, and make the crawl's exit status 1.
 
-    The scheduler's ``open`` returns normally after this call, holding nothing.
+    ``error`` is why the job directory cannot be opened, or (a str) why the crawl cannot start
+    at all, with ``cause`` for the ``diskfrontier/cannot_open`` stat (a FrontierError's is its
+    class name). The scheduler's ``open`` returns normally after this call, holding nothing.
     """
-    message = str(error)
-    if isinstance(error, ScrapyQueueFound):
-        message += "; or give the crawl a new JOBDIR to start it afresh"
-    logger.error("cannot open the job directory: %s", message, extra={"spider": spider})
-    crawler.stats.set_value("diskfrontier/cannot_open", type(error).__name__)
+    if isinstance(error, str):
+        logger.error("cannot start the crawl: %s", error, extra={"spider": spider})
+    else:
+        message = str(error)
+        if isinstance(error, ScrapyQueueFound):
+            message += "; or give the crawl a new JOBDIR to start it afresh"
+        logger.error("cannot open the job directory: %s", message, extra={"spider": spider})
+        cause = type(error).__name__
+    crawler.stats.set_value("diskfrontier/cannot_open", cause)
 
     def close_at_once(spider: Any) -> None:
         crawler.signals.disconnect(close_at_once, signal=signals.spider_opened)

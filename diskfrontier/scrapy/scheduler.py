@@ -4,8 +4,10 @@ Settings::
 
     SCHEDULER = "diskfrontier.scrapy.Scheduler"
     JOBDIR = "crawls/shop"                      # the job directory (a temporary one if unset)
-    DISKFRONTIER_ORDER = "lifo"                 # or "fifo"; default: "fifo" if SCHEDULER_DISK_QUEUE
-                                                # is a FIFO queue, else "lifo" (Scrapy's default)
+    DISKFRONTIER_ORDER = "lifo"                 # or "fifo"; default: "fifo" if the queue class Scrapy's
+                                                # scheduler would use is a FIFO queue (SCHEDULER_DISK_QUEUE
+                                                # with JOBDIR or DISKFRONTIER_URL, SCHEDULER_MEMORY_QUEUE
+                                                # without), else "lifo" (Scrapy's default)
     DISKFRONTIER_FSYNC = False                  # True: every enqueue also survives a power cut
     DISKFRONTIER_START_REQUESTS = "dedupe"      # start requests when a crawl resumes (see below)
     DISKFRONTIER_PREFER = "idle"                # "idle": the download slot with the fewest requests
@@ -49,9 +51,19 @@ heartbeat). ``diskfrontier.scrapy.RetryAfterMiddleware`` blocks a slot for the
 time a 429 or 503 response's ``Retry-After`` asks.
 
 Requests are stored as Scrapy's own request dict (``Request.to_dict``) in msgpack, never
-pickle. A request that cannot be (a callback that is not a spider method, meta or
-cb_kwargs that msgpack cannot hold) is kept in memory for this run, counted in
-``scheduler/unserializable`` and logged once with the reason.
+pickle. Meta and cb_kwargs may hold what Scrapy's pickled JOBDIR keeps and users put there:
+datetimes, dates, times, timedeltas, ``Decimal``, ``UUID``, ints beyond 64 bits (extension
+types of the request record, ``request/values.py``) and ``scrapy.Item`` values, stored as
+their fields and class path and rebuilt only from an Item class already imported
+(``itemvalues.py``). A request that cannot be stored (a callback that is not a spider
+method, a value of another type) is kept in memory for this run, counted in
+``scheduler/unserializable`` and ``diskfrontier/unstorable/<type>``, and logged once for each
+type (``unstorable.py``); without JOBDIR, as with Scrapy, nothing of this is reported.
+
+Stats have Scrapy's names: ``scheduler/enqueued/disk`` and ``scheduler/dequeued/disk`` for
+stored requests (with JOBDIR or on Redis), ``.../memory`` for the others, and for every request
+without JOBDIR. ``CONCURRENT_REQUESTS_PER_IP`` stops the crawl at open under the ``"idle"``
+rule, as Scrapy's ``DownloaderAwarePriorityQueue`` refuses it (``options.per_ip_refusal``).
 
 Duplicates are filtered with the crawler's ``request_fingerprinter`` (so
 ``REQUEST_FINGERPRINTER_CLASS`` is honoured) against the job directory's seen index;
@@ -97,7 +109,9 @@ from typing import Any
 from scrapy import Request as ScrapyRequest
 from scrapy import Spider, signals
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.crawler import Crawler
 from scrapy.utils.job import job_dir
+from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
@@ -113,15 +127,17 @@ from ..scrapyfiles.records import frontier_request, route_priority
 from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .itemsafe import ItemsGate, open_gate
+from .itemvalues import store_items
 from .metrics import MetricsServer
+from .options import DAPQ, per_ip_refusal, resolve
 from .pushbuffer import PushBuffer, Waiting
 from .refusal import refuse_to_start
 from .serialize import RequestDicts
+from .unstorable import Unstorable
 from .wake import EngineWake
 
 logger = logging.getLogger("diskfrontier.scrapy")
 
-START_POLICIES = ("dedupe", "skip", "keep")
 _LIVE = "__diskfrontier_live_request__"  # meta key of a memory-only request: the Scrapy request itself
 STATS_EVERY = 1000  # counters reach Scrapy's stats collector in batches (and at close)
 # stats counted together: one count adds to each name
@@ -130,7 +146,6 @@ _ENQUEUED_MEMORY = ("scheduler/enqueued/memory", "scheduler/enqueued")
 _DEQUEUED_DISK = ("scheduler/dequeued/disk", "scheduler/dequeued")
 _DEQUEUED_MEMORY = ("scheduler/dequeued/memory", "scheduler/dequeued")
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, Scheduler] = weakref.WeakKeyDictionary()  # crawler -> its scheduler
-_DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 PUSH_PIECE = 500  # buffered requests stored per script call
 
 
@@ -162,93 +177,84 @@ def default_fingerprint(request: ScrapyRequest) -> bytes:
     return request_fingerprint(request.method, request.url, request.body)
 
 
+def _late(crawler: Any, name: str) -> Any:
+    """``crawler.<name>``, or None while it is not set (Scrapy 2.14+ raises ``RuntimeError`` until then)."""
+    try:
+        return getattr(crawler, name, None)
+    except RuntimeError:
+        return None
+
+
 def fingerprint_function(crawler: Any) -> Any:
-    """The crawler's fingerprinter; the faster equal one when it is Scrapy's default."""
-    fingerprinter = crawler.request_fingerprinter
+    """The crawler's fingerprinter; the faster equal one when it is Scrapy's default.
+
+    A crawler not configured yet (no ``request_fingerprinter``) gets the one its
+    ``REQUEST_FINGERPRINTER_CLASS`` names, built as Scrapy builds it.
+    """
+    fingerprinter = _late(crawler, "request_fingerprinter")
+    if fingerprinter is None:
+        fingerprinter = build_from_crawler(load_object(crawler.settings["REQUEST_FINGERPRINTER_CLASS"]), crawler)
     if type(fingerprinter) is RequestFingerprinter:
         return default_fingerprint
     return fingerprinter.fingerprint
 
 
 class Scheduler(BaseScheduler):
-    """A drop-in Scrapy scheduler whose queue, dupefilter and progress survive ``kill -9``."""
+    """A drop-in Scrapy scheduler whose queue, dupefilter and progress survive ``kill -9``.
+
+    Built as Scrapy builds its own (``from_crawler``), or with the arguments of Scrapy's
+    ``Scheduler.__init__``, so that code that builds or subclasses Scrapy's scheduler builds
+    this one: ``jobdir`` is the job directory (None: a temporary one); ``dqclass`` and
+    ``mqclass`` (classes or dotted paths) give the order, FIFO if the one Scrapy would use is
+    a FIFO queue; ``pqclass`` gives the hand-out rule (``"idle"`` for Scrapy's
+    ``DownloaderAwarePriorityQueue``); ``logunser`` adds a traceback to the log of a request
+    that cannot be stored; ``stats`` is the stats collector counted in (the crawler's by
+    default); ``crawler`` is required. ``dupefilter`` is kept as ``df`` and never used:
+    duplicates are filtered by the job directory's seen index (a dupefilter of Scrapy's
+    would write its own ``requests.seen`` into the job directory). The ``DISKFRONTIER_*``
+    settings may be given as keyword options of the same name in lower case.
+    """
 
     def __init__(
         self,
-        crawler: Any,
-        jobdir: str | None,
-        *,
-        order: str | None = None,
-        default_order: str = "lifo",
-        fsync: bool = False,
-        start_requests: str = "dedupe",
-        debug_duplicates: bool = False,
-        prefer: str = "idle",
-        per_slot: int | None = None,
-        retry: bool = True,
-        url: str | None = None,
-        crawl: str | None = None,
-        lease: float = 30.0,
-        prefetch: int = 16,
-        poll: float = 1.0,
-        push_batch: int = 500,
-        metrics_port: int | None = None,
-        metrics_host: str = "127.0.0.1",
-        done_after_items: bool = True,
-        items_flush: float = 1.0,
-        shards: int | None = None,
-        wait_replicas: int = 0,
+        dupefilter: Any = None,
+        jobdir: str | None = None,
+        dqclass: Any = None,
+        mqclass: Any = None,
+        logunser: bool = False,
+        stats: Any = None,
+        pqclass: Any = None,
+        crawler: Any = None,
+        **options: Any,
     ) -> None:
-        if start_requests not in START_POLICIES:
-            raise ValueError(
-                f"DISKFRONTIER_START_REQUESTS must be one of {', '.join(map(repr, START_POLICIES))}, "
-                f"got {start_requests!r}")
-        if order not in (None, "lifo", "fifo"):
-            raise ValueError(f"DISKFRONTIER_ORDER must be 'lifo' or 'fifo', got {order!r}")
-        if default_order not in ("lifo", "fifo"):
-            raise ValueError(f"default_order must be 'lifo' or 'fifo', got {default_order!r}")
+        if crawler is None:
+            first = "; its first argument is a dupefilter, as for Scrapy's" if isinstance(dupefilter, Crawler) else ""
+            raise TypeError(f"diskfrontier.scrapy.Scheduler needs the crawler: build it with "
+                            f"Scheduler.from_crawler(crawler), or pass crawler=crawler{first}")
+        opts = resolve(crawler.settings, options, jobdir=jobdir, dqclass=dqclass, mqclass=mqclass, pqclass=pqclass)
         self.crawler = crawler
-        self.stats = crawler.stats
+        self.df = dupefilter  # Scrapy's attribute names, for code written against Scrapy's scheduler
+        self.dqclass, self.mqclass, self.pqclass, self.logunser = dqclass, mqclass, pqclass, logunser
+        self.stats = stats if stats is not None else _late(crawler, "stats")
+        if self.stats is None:
+            raise TypeError("diskfrontier.scrapy.Scheduler needs a stats collector: pass stats=, or a crawler whose "
+                            "stats are set (Scrapy sets them when the crawler is configured)")
         self.jobdir = jobdir
-        self.order = order
-        self.default_order = default_order
-        self.fsync = fsync
-        self.start_policy = start_requests
-        self.debug_duplicates = debug_duplicates
-        if prefer not in ("idle", "priority"):
-            raise ValueError(f"DISKFRONTIER_PREFER must be 'idle' or 'priority', got {prefer!r}")
-        if per_slot is not None and (isinstance(per_slot, bool) or not isinstance(per_slot, int) or per_slot < 1):
-            raise ValueError(f"DISKFRONTIER_PER_SLOT must be a whole number of at least 1, got {per_slot!r}")
-        self.prefer, self.per_slot, self.retry_in_frontier = prefer, per_slot, retry
+        self.options = opts
+        self.order, self.default_order, self.fsync = opts.order, opts.default_order, opts.fsync
+        self.start_policy, self.debug_duplicates = opts.start_requests, opts.debug_duplicates
+        self.prefer, self.per_slot, self.retry_in_frontier = opts.prefer, opts.per_slot, opts.retry
         self.frontier: FrontierProtocol | None = None  # the job directory's, or a crawl in Redis with DISKFRONTIER_URL
         self._local: LocalFrontierProtocol | None = None  # the frontier, when it is the job directory's
         self._shared: SharedFrontierProtocol | None = None  # the frontier, when it is shared in Redis
-        self.url, self.crawl_name, self.lease = url, crawl, lease
-        if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 1024):
-            raise ValueError(f"DISKFRONTIER_SHARDS must be a whole number from 1 to 1024, got {shards!r}")
-        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
-            raise ValueError(f"DISKFRONTIER_WAIT_REPLICAS must be a whole number of at least 0, got {wait_replicas!r}")
-        self.shards, self.wait_replicas = shards, wait_replicas
+        self.url, self.crawl_name, self.lease = opts.url, opts.crawl, opts.lease
+        self.shards, self.wait_replicas = opts.shards, opts.wait_replicas
         self._memory: list[ScrapyRequest] = []  # on Redis: requests that cannot be stored, this run only
         self._extended_at = 0.0
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-            raise ValueError(f"DISKFRONTIER_PREFETCH must be a whole number of at least 1, got {prefetch!r}")
-        self.prefetch = prefetch
-        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < float("inf"):
-            raise ValueError(f"DISKFRONTIER_POLL must be a number of seconds above 0, got {poll!r}")
-        self.poll = float(poll)
-        if isinstance(push_batch, bool) or not isinstance(push_batch, int) or push_batch < 1:
-            raise ValueError(f"DISKFRONTIER_PUSH_BATCH must be a whole number of at least 1, got {push_batch!r}")
-        self.push_batch = push_batch
+        self.prefetch, self.poll, self.push_batch = opts.prefetch, opts.poll, opts.push_batch
         self._pushes: PushBuffer | None = None  # on Redis with push_batch > 1: requests waiting to be stored
-        if metrics_port is not None and (isinstance(metrics_port, bool) or not isinstance(metrics_port, int)
-                                         or not 0 <= metrics_port <= 65535):
-            raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {metrics_port!r}")
-        self.metrics_port, self.metrics_host = metrics_port, metrics_host
-        if isinstance(items_flush, bool) or not isinstance(items_flush, (int, float)) or not 0 <= items_flush < 3600:
-            raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, "
-                             f"got {items_flush!r}")
-        self.done_after_items, self.items_flush = done_after_items, float(items_flush)
+        self.metrics_port, self.metrics_host = opts.metrics_port, opts.metrics_host
+        self.done_after_items, self.items_flush = opts.done_after_items, opts.items_flush
         self._gate = ItemsGate(None, self.items_flush, self._sync_failed)  # the crawl's own one at open
         self.metrics: MetricsServer | None = None
         self._wake = EngineWake(crawler)
@@ -260,45 +266,31 @@ class Scheduler(BaseScheduler):
         self._uncounted = 0
         self._completion = Completion(crawler)
         self._temporary: str | None = None
+        # Scrapy's names: requests that outlive the process are "disk", the others (no JOBDIR) "memory"
+        stored = bool(jobdir) or bool(self.url)
+        self._enqueued = _ENQUEUED_DISK if stored else _ENQUEUED_MEMORY
+        self._dequeued = _DEQUEUED_DISK if stored else _DEQUEUED_MEMORY
+        self._unstorable: Unstorable | None = None  # at open: with a JOBDIR or on Redis
+        self._items_refused: set[str] = set()
         self._resumed = False
         self._logged_duplicate = False
-        self._logged_unserializable = False
         self._logged_sync_failure = False
         self._logged_adopted = False
         self._adopted = False  # the first run after adopt-scrapy: Scrapy issued the start requests
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Scheduler:
-        """Build the scheduler from the crawler's settings."""
+        """Build the scheduler from the crawler's settings, as Scrapy builds its own (no dupefilter is built)."""
         settings = crawler.settings
-        fifo_queue = "fifo" in str(settings.get("SCHEDULER_DISK_QUEUE", "")).lower()
-        queue = settings.get("SCHEDULER_PRIORITY_QUEUE", _DAPQ)
-        queue_name = queue if isinstance(queue, str) else f"{queue.__module__}.{queue.__qualname__}"
-        per_slot = settings.get("DISKFRONTIER_PER_SLOT")
         return cls(
-            crawler,
-            job_dir(settings),
-            order=settings.get("DISKFRONTIER_ORDER"),
-            default_order="fifo" if fifo_queue else "lifo",
-            fsync=settings.getbool("DISKFRONTIER_FSYNC"),
-            start_requests=settings.get("DISKFRONTIER_START_REQUESTS", "dedupe"),
-            debug_duplicates=settings.getbool("DUPEFILTER_DEBUG"),
-            prefer=settings.get("DISKFRONTIER_PREFER") or ("idle" if queue_name == _DAPQ else "priority"),
-            per_slot=None if per_slot in (None, "") else settings.getint("DISKFRONTIER_PER_SLOT"),
-            retry=settings.getbool("DISKFRONTIER_RETRY", True),
-            url=settings.get("DISKFRONTIER_URL") or None,
-            crawl=settings.get("DISKFRONTIER_CRAWL") or None,
-            lease=settings.getfloat("DISKFRONTIER_LEASE", 30.0),
-            prefetch=settings.getint("DISKFRONTIER_PREFETCH", 16),
-            poll=settings.getfloat("DISKFRONTIER_POLL", 1.0),
-            push_batch=settings.getint("DISKFRONTIER_PUSH_BATCH", 500),
-            metrics_port=_port(settings.get("DISKFRONTIER_METRICS_PORT")),
-            metrics_host=settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
-            done_after_items=settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
-            items_flush=settings.getfloat("DISKFRONTIER_ITEMS_FLUSH", 1.0),
-            shards=(None if settings.get("DISKFRONTIER_SHARDS") in (None, "")
-                    else settings.getint("DISKFRONTIER_SHARDS")),
-            wait_replicas=settings.getint("DISKFRONTIER_WAIT_REPLICAS", 0),
+            dupefilter=None,
+            jobdir=job_dir(settings),
+            dqclass=settings.get("SCHEDULER_DISK_QUEUE"),
+            mqclass=settings.get("SCHEDULER_MEMORY_QUEUE"),
+            logunser=settings.getbool("SCHEDULER_DEBUG"),
+            stats=_late(crawler, "stats"),
+            pqclass=settings.get("SCHEDULER_PRIORITY_QUEUE", DAPQ),
+            crawler=crawler,
         )
 
     # ------------------------------------------------------------------ open / close
@@ -306,8 +298,13 @@ class Scheduler(BaseScheduler):
         """Open (or create, or recover) the frontier in JOBDIR (or the crawl in Redis).
 
         A job directory that cannot be opened (Scrapy's own queue in it, another crawl holding it,
-        damage) stops the crawl with the error's message and exit status 1, without tracebacks.
+        damage), or ``CONCURRENT_REQUESTS_PER_IP`` with the ``"idle"`` rule (``options.per_ip_refusal``),
+        stops the crawl with the error's message and exit status 1, without tracebacks.
         """
+        refusal = per_ip_refusal(self.crawler.settings, self.options)
+        if refusal is not None:  # Scrapy's DownloaderAwarePriorityQueue refuses it at open too
+            refuse_to_start(self.crawler, spider, refusal, "CONCURRENT_REQUESTS_PER_IP")
+            return
         try:
             self._open_frontier(spider)
         except FrontierError as exc:
@@ -326,7 +323,9 @@ class Scheduler(BaseScheduler):
 
     def _open_frontier(self, spider: Spider) -> None:
         self.spider = spider
-        self._dicts = RequestDicts(spider)
+        self._dicts = RequestDicts(spider, self._item_refused)
+        if self.jobdir or self.url:  # without JOBDIR nothing is kept after the crawl: as Scrapy, nothing to report
+            self._unstorable = Unstorable(self._count, spider, self.logunser)
         if self.url is not None:
             self._open_redis(spider)
             return
@@ -441,7 +440,7 @@ class Scheduler(BaseScheduler):
                 dont_filter = dont_filter and not self._resumed and frontier.has_seen(fingerprint)
         try:  # the push dedupes: a duplicate costs this encoding, every request one dedupe fewer
             stored = self._dicts.to_stored(request, fingerprint, dont_filter=dont_filter, slot=slot_of(request))
-            record = encode_request(stored)
+            record = self._encode(stored)
         except (ValueError, TypeError, Unencodable) as exc:
             if not dont_filter and frontier.has_seen(fingerprint):
                 self._log_duplicate(request)
@@ -457,7 +456,7 @@ class Scheduler(BaseScheduler):
         if not frontier.push_record(stored, record):
             self._log_duplicate(request)
             return False
-        self._count(_ENQUEUED_DISK)
+        self._count(self._enqueued)
         return True
 
     def next_request(self) -> ScrapyRequest | None:
@@ -478,7 +477,7 @@ class Scheduler(BaseScheduler):
                 request = self._rebuild(stored)
                 if request is None:
                     continue
-                self._count(_DEQUEUED_DISK)
+                self._count(self._dequeued)
             else:
                 self._count(_DEQUEUED_MEMORY)
             self._completion.handed_out(request, stored)
@@ -502,14 +501,15 @@ class Scheduler(BaseScheduler):
         assert self.frontier is not None
         try:
             copy = frontier_request(self._dicts.to_dict(request), stored.fingerprint, dont_filter=stored.dont_filter)
+            self._encode(copy)  # Items stored as their fields; what cannot be stored is enqueued as a new request
             stored.meta, stored.priority, stored.body = copy.meta, copy.priority, copy.body
             self.frontier.retry(stored)
-        except (ValueError, TypeError, FrontierError) as exc:
+        except (ValueError, TypeError, Unencodable, FrontierError) as exc:
             self._completion.put_back(original, stored)
             logger.debug("retry of %s enqueued as a new request (%s)", request, exc, extra={"spider": self.spider})
             return False
         self._count("diskfrontier/retried")
-        self._count(_ENQUEUED_DISK)
+        self._count(self._enqueued)
         return True
 
     # ------------------------------------------------------------------ helpers
@@ -616,7 +616,7 @@ class Scheduler(BaseScheduler):
                     self._log_duplicate(waiting.request)
                     self.crawler.signals.send_catch_log(signal=signals.request_dropped, request=waiting.request,
                                                         spider=self.spider)
-            self._count(_ENQUEUED_DISK, queued)
+            self._count(self._enqueued, queued)
 
     def _push_again(self, starts: list[Waiting]) -> None:
         """Queue first-run start requests with ``dont_filter`` whose fingerprints were seen: Scrapy
@@ -624,7 +624,7 @@ class Scheduler(BaseScheduler):
         assert self._shared is not None
         stored = [self._dicts.to_stored(waiting.request, waiting.stored.fingerprint, dont_filter=True,
                                         slot=waiting.stored.slot) for waiting in starts]
-        self._shared.push_each(stored, [encode_request(request) for request in stored])
+        self._shared.push_each(stored, [self._encode(request) for request in stored])
 
     def _renew_leases(self) -> None:
         """Renew the leases of the requests Scrapy is working on, a third of a lease apart."""
@@ -673,14 +673,30 @@ class Scheduler(BaseScheduler):
             stand_in = Request.unchecked(request.url, request.method, {}, b"", route_priority(request.priority),
                                          {_LIVE: request}, dont_filter, fingerprint)
             self._local.push(stand_in, memory_only=True)
-        self._count("scheduler/unserializable")
+        if self._unstorable is not None:
+            self._unstorable.note(request, exc)
         self._count(_ENQUEUED_MEMORY)
-        if not self._logged_unserializable:
-            self._logged_unserializable = True
-            logger.warning(
-                "Unable to serialize request: %s - reason: %s - it is kept in memory and lost if the crawl "
-                "stops before it is fetched; no more unserializable requests will be logged "
-                "(stats: scheduler/unserializable)", request, exc, extra={"spider": self.spider})
+
+    def _encode(self, stored: Request) -> bytes:
+        """The record of ``stored``, with its ``scrapy.Item`` values stored as their fields if it holds any.
+
+        Raises ``Unencodable`` (and ``RequestTooLarge``) as ``encode_request`` does. Items are looked
+        for only in a request that cannot be stored as it is: the others pay nothing for them.
+        """
+        try:
+            return encode_request(stored)
+        except Unencodable:
+            if not store_items(stored):
+                raise
+        return encode_request(stored)
+
+    def _item_refused(self, path: str, why: str) -> None:
+        """A stored Item whose class cannot be used: its fields are given back as a dict (logged once a class)."""
+        self._count("diskfrontier/items_as_dicts")
+        if path not in self._items_refused:
+            self._items_refused.add(path)
+            logger.warning("a stored scrapy.Item of class %r is given back as a dict of its fields "
+                           "(diskfrontier.request.values.ObjectFields): %s", path, why, extra={"spider": self.spider})
 
     def _log_duplicate(self, request: ScrapyRequest) -> None:
         self._count("dupefilter/filtered")
@@ -691,12 +707,3 @@ class Scheduler(BaseScheduler):
             logger.debug("Filtered duplicate request: %s - no more duplicates will be shown "
                          "(see DUPEFILTER_DEBUG to show all duplicates)", request, extra={"spider": self.spider})
 
-
-def _port(value: Any) -> int | None:
-    """``DISKFRONTIER_METRICS_PORT`` as a setting gives it (a number or a string); None when unset."""
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"DISKFRONTIER_METRICS_PORT must be a port number from 0 to 65535, got {value!r}") from None

@@ -30,6 +30,7 @@ import inspect
 import logging
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request, Spider
@@ -39,6 +40,7 @@ from scrapy.utils.request import request_from_dict
 from ..errors import CallbackRefused
 from ..request.model import Request as StoredRequest
 from ..scrapyfiles.records import frontier_request, scrapy_dict, stored_request
+from .itemvalues import load_items
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +56,9 @@ _QUICK_KEYS = frozenset({"callback", "errback", "headers", "cookies", "meta", "e
 class RequestDicts:
     """Converts requests of ``spider`` to dicts and back."""
 
-    def __init__(self, spider: Spider) -> None:
+    def __init__(self, spider: Spider, item_refused: Callable[[str, str], None] | None = None) -> None:
         self.spider = spider
+        self.item_refused = item_refused or _log_item_refused
         self._names: dict[Any, str] = {}
         self._bound: dict[tuple[str, Any], Any] = {}  # (role, stored name) -> the spider's method
         self.quick = True
@@ -104,7 +107,9 @@ class RequestDicts:
         """The request of a dict made by ``to_dict``, its callbacks bound to the spider.
 
         Raises ``ValueError`` if its ``_class`` is not an imported ``scrapy.Request`` subclass.
+        Items stored as their fields (``itemvalues.py``) are rebuilt.
         """
+        data = load_items(data, self.item_refused)
         if "_class" in data:
             # Scrapy's load_object imports a dotted path, but returns a class as it is
             data = {**data, "_class": request_class(data["_class"])}
@@ -194,10 +199,18 @@ class RequestDicts:
             for name, member in inspect.getmembers(self.spider, predicate=inspect.ismethod):
                 if member.__func__ is function and _refusal(self.spider, name) is None:
                     return name
-        raise ValueError(
+        raise NotASpiderMethod(
             f"callback {func!r} is not a method of the spider {self.spider.name!r}, so it cannot be "
             f"stored on disk (use a spider method, with cb_kwargs for its arguments)"
         )
+
+
+class NotASpiderMethod(ValueError):
+    """A request's callback or errback is not a method of the spider: the request cannot be stored."""
+
+
+def _log_item_refused(path: str, why: str) -> None:
+    logger.warning("a stored scrapy.Item of class %r is given back as a dict of its fields: %s", path, why)
 
 
 _SPIDER_CALLBACKS = frozenset({"parse", "_parse"})  # scrapy.Spider's own methods that are callbacks

@@ -4,7 +4,10 @@ One JSON object a line: ``{"url", "method", "headers", "body", "priority", "meta
 "dont_filter"}``, and, when they are not the defaults, ``"slot"`` (a queue key other than
 the URL's host), ``"attempts"`` (retries so far) and ``"not_before"`` (a ``time.time()``
 value: not handed out before then). JSON has no bytes, so every bytes value (a body, a header value, bytes
-inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import.
+inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import. Other values
+of ``meta`` that JSON has no type for are written as text, and read back as that text: dates and times
+in ISO 8601 (``isoformat()``), a ``Decimal`` or a ``UUID`` as ``str()`` writes it; a ``timedelta`` as
+its seconds.
 Only ``url`` is required on import; the other fields take the ``Request`` defaults.
 
 ``export --seen`` adds one line per seen fingerprint, ``{"$seen": "<40 hex digits>"}``:
@@ -14,8 +17,11 @@ on import it marks the fingerprint seen and queues nothing.
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import json
 import re
+import uuid
 from typing import Any
 
 from ..files import boundedjson
@@ -36,6 +42,12 @@ def _plain(value: Any) -> Any:
         return {k if isinstance(k, str) else _plain_key(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_plain(v) for v in value]
+    if isinstance(value, (datetime.date, datetime.time)):  # a datetime is a date
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
     return value
 
 

@@ -131,7 +131,7 @@ def test_request_subclasses_come_back_as_themselves(session):
     assert got[JsonRequest].body == b'{"q": 1}' and got[JsonRequest].dumps_kwargs == {"sort_keys": True}
 
 
-def test_unserializable_requests_stay_in_memory_counted_and_logged_once(tmp_path, caplog):
+def test_unserializable_requests_stay_in_memory_counted_and_logged_once_per_kind(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="diskfrontier")
     s = Session(tmp_path / "job", False)
     s.scheduler.enqueue_request(scrapy.Request("https://shop.example/disk", priority=1))
@@ -141,8 +141,11 @@ def test_unserializable_requests_stay_in_memory_counted_and_logged_once(tmp_path
     stats = s.stats()
     assert stats["scheduler/unserializable"] == 3 and stats["scheduler/enqueued/memory"] == 3
     assert stats["scheduler/enqueued/disk"] == 1 and stats["scheduler/enqueued"] == 4
+    assert stats["diskfrontier/unstorable/callback"] == 2 and stats["diskfrontier/unstorable/object"] == 1
     warnings = [r.message for r in caplog.records if "Unable to serialize" in r.message]
-    assert len(warnings) == 1 and "is not a method of the spider" in warnings[0]
+    assert len(warnings) == 2, warnings  # one for each kind
+    assert "is not a method of the spider" in warnings[0] and "unstorable/callback" in warnings[0]
+    assert "'object'" in warnings[1] and "unstorable/object" in warnings[1]
     first = s.scheduler.next_request()
     assert first.url.endswith("/lambda") and first.callback(None) is None  # the live request, callback and all
     assert s.stats()["scheduler/dequeued/memory"] == 1
