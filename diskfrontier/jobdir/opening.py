@@ -271,13 +271,16 @@ class Opening:
         for record in st.states:
             try:
                 start = read_state_file(layout.root, record, st.ident, st.salt)
-                return rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor,
-                               floor_crc=st.floor_crc, progress=progress, now=time.time(), exclude=exclude,
-                               start=start, save=st.ident)
+                scanned = rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor,
+                                  floor_crc=st.floor_crc, progress=progress, now=time.time(), exclude=exclude,
+                                  start=start, save=st.ident)
+                st.recovered_from = start.at
+                return scanned
             except StateUnusable as exc:
                 log.warning("%s: the checkpoint %s is not used (%s): the journal is read from its start instead",
                             st.path, record.name, exc)
         st.states = []
+        st.recovered_from = 0
         return rebuild(layout.journal, st.queues, st.seen, salt=st.salt, floor=st.floor, floor_crc=st.floor_crc,
                        progress=progress, now=time.time(), exclude=exclude, save=st.ident)
 

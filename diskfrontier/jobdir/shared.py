@@ -86,6 +86,7 @@ class Shared:
         self.generation = 0  # grows each time the journal or the queues are replaced (a rebuild, a compaction)
         self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor (upkeep.py)
         self.sealed = False  # the close has written its checkpoint: no later one may replace it
+        self.recovered_from: int | None = None  # where the last rebuild began reading the journal (a saved state's)
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""
@@ -131,6 +132,8 @@ class Shared:
             "politeness": self.hosts.active,
             "delay": self.hosts.delay,
             "paused_since": self.paused_since,
+            "live_bytes": self.live_bytes + self.failed_bytes,
+            "recovered_from": self.recovered_from,
         }
 
     def __repr__(self) -> str:

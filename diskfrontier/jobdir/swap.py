@@ -46,6 +46,7 @@ from ..politeness.delayed import DelayedRequests
 from . import checkpoint
 from .dispatch import Dispatch
 from .journal import JournalWriter
+from .maintenance.steps import reached
 from .queues import OffsetQueues
 from .shared import Shared
 from .statefile import StateRecord
@@ -96,6 +97,7 @@ class Swap:
                 copy.copy(st.layout.journal, fd)
                 if st.journal.size - copy.pos < _LEFT_FOR_THE_LOCK:
                     break
+            reached("swap-caught-up")
             before = (st.floor, st.floor_crc, list(st.states))
             with st.cursor_lock:
                 if st.sealed or st.generation != generation:
@@ -103,6 +105,7 @@ class Swap:
                 checkpoint.write_open(st.layout.cursor, st.ident, result["compacted_end"],
                                       (params["seen_tail"][0], params["seen_tail"][1]), st.seen.index_record,
                                       record.journal_crc, [record, *st.states][:4])
+            reached("swap-named")
             try:
                 with self.mutex:
                     if st.generation != generation or st.sealed or st.broken or st.dirty:
@@ -122,6 +125,7 @@ class Swap:
             if fd >= 0:
                 os.close(fd)
         self._after(record, params)
+        reached("swap-done")
         log.info("compacted %s: journal %s -> %s bytes", st.path, f"{self.last['bytes_before']:,}",
                  f"{self.last['bytes_after']:,}")
         return True
@@ -210,7 +214,9 @@ class Swap:
             os.rename(staged, layout.queue_dir)
             st.queues = OffsetQueues(layout.queue_dir, st.order, active)
             st.queues.skip_entries(skipped)
+            reached("swap-queues")
             install(new_path, layout.journal)
+            reached("swap-installed")
             writer.path = layout.journal
             old_journal, st.journal = st.journal, writer
             old_journal.close()

@@ -40,6 +40,7 @@ from ..errors import FrontierError
 from . import checkpoint
 from .maintenance.background import RUNNERS, Job, run_job
 from .maintenance.compaction import Compacted
+from .maintenance.steps import reached
 from .shared import Shared
 from .statefile import StateRecord, read_state_file, state_name
 from .swap import Swap
@@ -174,6 +175,7 @@ class Upkeep:
         if params is None:
             return
         self.job = _Pending(params, Job(params, self.settings.runner), time.monotonic())
+        reached("job-started")
 
     def prepare(self, kind: str, *, now: bool = False) -> dict[str, Any] | None:
         """The job's parameters: the journal's end now (the seen file flushed first), the newest state to start
@@ -241,6 +243,7 @@ class Upkeep:
                 return False
             checkpoint.write_open(st.layout.cursor, st.ident, at, (tail[0], tail[1]), st.seen.index_record,
                                   record.journal_crc, [record])
+        reached("checkpoint-named")
         with self.mutex:
             if st.generation != generation or st.sealed:
                 return False  # named by a cursor the close has replaced: removed with the outputs
@@ -253,6 +256,7 @@ class Upkeep:
         for stale in old:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(st.path, stale.name))
+        reached("checkpoint-done")
         return True
 
     def remove_outputs(self, pending: _Pending, *, keep_committed: bool) -> None:

@@ -1,0 +1,251 @@
+"""Checkpoints and compactions while a frontier runs (``jobdir/upkeep.py``): done in the background, invisible
+to the calls, and abandoned without harm when they fail (a full disk, an I/O error, their process killed,
+Ctrl-C).
+
+Each workload keeps a set of the requests it expects pending and checks it against a drain after a reopen,
+and against the journal's own scan: nothing acknowledged lost, nothing done back.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+
+import pytest
+from jobkit import dir_salt
+
+import diskfrontier.jobdir.maintenance.compaction as compaction_module
+import diskfrontier.jobdir.tailcopy as tailcopy_module
+from diskfrontier import Frontier, FrontierError, Maintenance, Request
+from diskfrontier.jobdir.replay import read_state
+
+FAST = {"checkpoint_records": 300, "checkpoint_seconds": None, "compact_share": 0.5, "compact_min_bytes": 32 << 10}
+
+
+def _url(n: int) -> str:
+    return f"https://h{n % 5}.example/{n}"
+
+
+class Steady:
+    """A crawl-like loop on one frontier: a steady number pending, requests popped, finished and replaced."""
+
+    def __init__(self, frontier: Frontier, pending: int) -> None:
+        self.f = frontier
+        self.n = 0
+        self.expected: set[str] = set()
+        self.inflight: list[Request] = []
+        self.push(pending)
+
+    def push(self, count: int) -> None:
+        batch = [Request(_url(self.n + i)) for i in range(count)]
+        self.n += count
+        assert self.f.push_many(batch) == count
+        self.expected.update(r.url for r in batch)
+
+    def cycle(self) -> None:
+        request = self.f.pop()
+        assert request is not None
+        self.inflight.append(request)
+        if len(self.inflight) > 3:
+            done = self.inflight.pop(0)
+            self.f.done(done)
+            self.expected.discard(done.url)
+        self.push(1)
+
+    def run(self, cycles: int) -> None:
+        for _ in range(cycles):
+            self.cycle()
+
+
+def _wait_for(predicate, what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"waited {seconds}s for {what}"
+        time.sleep(0.05)
+
+
+def _pending_urls(job) -> set[str]:
+    with Frontier(job, watch=False, maintenance=None) as f:
+        out = set()
+        while (request := f.pop()) is not None:
+            out.add(request.url)
+        return out
+
+
+@pytest.mark.parametrize("runner", ["process", "thread"])
+def test_the_background_keeps_the_journal_to_the_size_of_what_is_live(tmp_path, runner):
+    job = tmp_path / "job"
+    f = Frontier(job, maintenance=Maintenance(**FAST, runner=runner))
+    work = Steady(f, 400)
+    largest = 0
+    for _ in range(40):
+        work.run(250)
+        stats = f.stats()
+        largest = max(largest, stats["journal_bytes"])
+    _wait_for(lambda: f.stats()["compactions"] >= 2 and f.stats()["maintenance_running"] is None,
+              "two compactions")
+    stats = f.stats()
+    assert stats["checkpoints"] >= stats["compactions"] >= 2, stats
+    assert stats["maintenance_error"] is None
+    # 10,000 cycles wrote some 2 MB; what is live stays about 60 KB, and so does the journal
+    assert stats["journal_bytes"] < 4 * stats["live_bytes"] + FAST["compact_min_bytes"], stats
+    scan = read_state(os.path.join(job, "requests.urls"), salt=dir_salt(job), sizes=True)
+    assert (scan.live_bytes, scan.pushes, scan.dones) == (f._state.live_bytes, f._state.pushes, f._state.dones)
+    inflight = {r.url for r in work.inflight}
+    f.close()
+    assert _pending_urls(job) == work.expected | inflight
+    assert not [n for n in os.listdir(job) if ".compact" in n or ".map." in n or ".old." in n]
+
+
+def test_a_compaction_swapped_in_with_requests_in_flight_finishes_them_where_they_went(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job, maintenance=Maintenance(**FAST)) as f:
+        work = Steady(f, 300)
+        work.run(3000)
+        held = [f.pop() for _ in range(20)]
+        offsets = [r._seq for r in held]
+        f.compact()
+        assert [r._seq for r in held] != offsets  # they moved: the journal was rewritten
+        for request in held[:10]:
+            f.done(request)
+            work.expected.discard(request.url)
+        for request in held[10:15]:
+            f.retry(request)
+        for request in held[15:]:
+            f.fail(request, "gone")
+            work.expected.discard(request.url)
+        failed = sorted(r.url for r in held[15:])
+        inflight = {r.url for r in work.inflight}
+    assert _pending_urls(job) == work.expected | inflight
+    with Frontier(job, watch=False, maintenance=None) as f:
+        assert sorted(e.request.url for e in f.failed()) == failed
+
+
+def test_a_kill_after_a_checkpoint_reads_only_the_journal_after_it(tmp_path):
+    job = tmp_path / "job"
+    f = Frontier(job, maintenance=Maintenance(checkpoint_records=None, checkpoint_seconds=None, compact_share=None))
+    work = Steady(f, 500)
+    work.run(2000)
+    f.checkpoint()
+    named = f._state.states[0]
+    work.run(100)
+    inflight = {r.url for r in work.inflight}
+    f._closing.release_files()  # as a kill leaves it: no close, no checkpoint beyond the last
+    f._lock.release()
+    f._watcher.stop()
+    with Frontier(job, watch=False, maintenance=None) as g:
+        assert g.recovery == "rebuilt" and g.stats()["recovered_from"] == named.at > 0
+        assert len(g) == len(work.expected | inflight)
+    assert _pending_urls(job) == work.expected | inflight
+
+
+def test_a_killed_maintenance_process_is_abandoned_and_the_frontier_goes_on(tmp_path):
+    job = tmp_path / "job"
+    settings = Maintenance(checkpoint_records=None, checkpoint_seconds=None, compact_share=0.2,
+                           compact_min_bytes=1 << 10)
+    f = Frontier(job, maintenance=settings)
+    work = Steady(f, 20000)  # enough for the job to take a while
+    for _ in range(20):
+        work.run(1000)
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and time.monotonic() < deadline:
+        pending = f._upkeep.job
+        if pending is not None and pending.job is not None and pending.job.pid is not None:
+            killed = pending.job.pid
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.001)
+    assert killed is not None
+    _wait_for(lambda: f.stats()["maintenance_error"] is not None, "the abandoned job to be noticed")
+    assert "status -9" in f.stats()["maintenance_error"]
+    work.run(500)  # it goes on
+    inflight = {r.url for r in work.inflight}
+    f._upkeep.stop()
+    f.close()
+    assert not [n for n in os.listdir(job) if ".compact" in n or ".map." in n]
+    assert _pending_urls(job) == work.expected | inflight
+
+
+def test_ctrl_c_in_a_compaction_leaves_the_frontier_as_it_was(tmp_path):
+    job = tmp_path / "job"
+    with Frontier(job, maintenance=None) as f:
+        work = Steady(f, 200)
+        work.run(4000)
+
+        def interrupt(done, total):
+            if done > total // 3:
+                raise KeyboardInterrupt
+
+        before = f.stats()["journal_bytes"]
+        with pytest.raises(KeyboardInterrupt):
+            f.compact(interrupt)
+        assert f.stats()["journal_bytes"] == before
+        assert not [n for n in os.listdir(job) if ".compact" in n or n.startswith("requests.state.")]
+        work.run(100)
+        inflight = {r.url for r in work.inflight}
+    assert _pending_urls(job) == work.expected | inflight
+
+
+@pytest.mark.parametrize("where", ["the job's writes", "the swap's copy of the tail"])
+def test_an_io_error_in_a_compaction_abandons_it_and_the_frontier_goes_on(tmp_path, monkeypatch, where, caplog):
+    job = tmp_path / "job"
+    f = Frontier(job, maintenance=Maintenance(**FAST, runner="thread"))
+    work = Steady(f, 300)
+    work.run(1000)
+    module = compaction_module if where == "the job's writes" else tailcopy_module
+    real = module.write_all
+    calls = {"n": 0}
+
+    def failing(fd, data):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd, data)
+
+    monkeypatch.setattr(module, "write_all", failing)
+    work.run(2000)
+    _wait_for(lambda: f.stats()["maintenance_error"] is not None, "the failed compaction")
+    assert "Input/output error" in f.stats()["maintenance_error"]
+    assert "compaction was abandoned" in caplog.text
+    monkeypatch.undo()
+    work.run(500)
+    assert f.push(Request("https://z.example/after"))
+    work.expected.add("https://z.example/after")
+    inflight = {r.url for r in work.inflight}
+    f.close()
+    assert _pending_urls(job) == work.expected | inflight
+
+
+def test_a_full_disk_abandons_a_compaction_and_the_frontier_goes_on(small_disk):
+    job = os.path.join(small_disk, "job")
+    f = Frontier(job, maintenance=Maintenance(**FAST, runner="thread"))
+    work = Steady(f, 200)
+    filler = os.path.join(small_disk, "filler")
+    with open(filler, "wb") as out:  # leave room for the crawl's appends, not for a second journal
+        out.write(b"\0" * (1024 * 1024 - 3 * 65536))
+    try:
+        for _ in range(40):
+            work.run(50)
+            if f.stats()["maintenance_error"]:
+                break
+    except FrontierError:
+        pytest.skip("the disk filled before a compaction began")
+    _wait_for(lambda: f.stats()["maintenance_error"] is not None or f.stats()["compactions"], "a compaction")
+    os.unlink(filler)
+    inflight = {r.url for r in work.inflight}
+    f.close()
+    assert not [n for n in os.listdir(job) if ".compact" in n or ".map." in n]
+    assert _pending_urls(job) == work.expected | inflight
+
+
+def test_maintenance_settings_are_checked():
+    with pytest.raises(ValueError, match="compact_share"):
+        Maintenance(compact_share=1.5)
+    with pytest.raises(ValueError, match="checkpoint_records"):
+        Maintenance(checkpoint_records=0)
+    with pytest.raises(ValueError, match="runner"):
+        Maintenance(runner="fork")
+    with pytest.raises(TypeError, match="maintenance"):
+        Frontier("/nonexistent-never-made", maintenance={"compact_share": 0.5})
