@@ -16,6 +16,7 @@ from queuelib import PriorityQueue
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import HostSchedule
 from ..request.model import Request
+from .inbox import Skips
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
@@ -79,6 +80,7 @@ class Shared:
         self.applied: dict[str, str] = {}  # inbox commands applied, by the journal since the open: id -> result
         self.open_group: OpenGroup | None = None  # an inbox command a stop cut short, finished at the open
         self.unended: dict[str, dict[str, Any]] = {}  # commands applied whose MARK_END a write error stopped
+        self.inbox_skips = Skips()  # inbox entries left in place, each named once in the log
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""
