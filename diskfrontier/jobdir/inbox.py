@@ -139,6 +139,55 @@ def waiting(root: str, ident: str) -> bool:
     return os.path.lexists(os.path.join(inbox_dir(root), f"{ident}.cmd"))
 
 
+# ------------------------------------------------------------------ what is in it, for inspect
+@dataclass(frozen=True)
+class Survey:
+    """What the inbox holds, read without changing it: commands waiting, answers not collected yet,
+    entries set aside, and the others (not commands: set aside at the holder's next look, or left in
+    place, each as (name, what it is))."""
+
+    waiting: int = 0
+    answers: int = 0
+    set_aside: int = 0
+    other: tuple[tuple[str, str], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"waiting": self.waiting, "answers": self.answers, "set_aside": self.set_aside,
+                "other": [{"name": name, "kind": kind} for name, kind in self.other]}
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting or self.answers or self.set_aside or self.other)
+
+
+def survey(root: str) -> Survey:
+    """What the inbox of ``root`` holds (``Survey``); an empty one if there is none or it cannot be read."""
+    folder = inbox_dir(root)
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError:
+        return Survey()
+    counts = {"waiting": 0, "answers": 0, "set_aside": 0}
+    other = []
+    for entry in entries:
+        name = entry.name
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if name.endswith(".cmd") and _ID.match(name[:-4]):
+            counts["waiting"] += 1
+        elif name.endswith(_ASIDE):
+            counts["set_aside"] += 1
+        elif ".tmp-" in name and not stat.S_ISDIR(mode):
+            continue  # a command being written
+        elif name.endswith(".done") and _ID.match(name[:-5]) and not stat.S_ISDIR(mode):
+            counts["answers"] += 1
+        else:
+            other.append((name, describe(mode)))
+    return Survey(**counts, other=tuple(sorted(other)))
+
+
 # ------------------------------------------------------------------ the holder's side
 class Skips:
     """What the holder left in its inbox, each named once in the log while it stays there.

@@ -560,3 +560,29 @@ def test_the_command_line_writes_to_a_directory_whose_inbox_holds_such_an_entry(
     result = CliRunner().invoke(main, ["push", str(job), "https://a.example/"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("queued 1,"), result.output
+
+
+def test_inspect_shows_what_the_inbox_holds_and_names_what_is_not_a_command(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    assert "inbox" not in CliRunner().invoke(main, ["inspect", str(job)]).output  # nothing to show
+    inbox.send(str(job), "pause", {})
+    folder = job / "inbox"
+    (folder / "old.refused").write_text("x")
+    (folder / "junk").mkdir()
+    (folder / "a\nb").write_text("x")
+    result = CliRunner().invoke(main, ["inspect", str(job)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("inbox "))
+    assert row.split(None, 1)[1] == ("1 command waiting; 1 set aside (NAME.refused: never applied); 2 not a command: "
+                                     "'a\\nb' (a regular file), 'junk' (a directory) (set aside at the next open, or "
+                                     "left in place if it cannot be: its log names them)")
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(job), "--json"]).output)
+    assert data["inbox"] == {"waiting": 1, "answers": 0, "set_aside": 1,
+                             "other": [{"name": "a\nb", "kind": "a regular file"},
+                                       {"name": "junk", "kind": "a directory"}]}
+    with Frontier(job):
+        pass
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(job), "--json"]).output)
+    assert (data["inbox"]["waiting"], data["inbox"]["answers"], data["inbox"]["set_aside"]) == (0, 1, 3)
+    assert data["inbox"]["other"] == []
