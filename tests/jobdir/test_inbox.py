@@ -586,3 +586,29 @@ def test_inspect_shows_what_the_inbox_holds_and_names_what_is_not_a_command(tmp_
     data = json.loads(CliRunner().invoke(main, ["inspect", str(job), "--json"]).output)
     assert (data["inbox"]["waiting"], data["inbox"]["answers"], data["inbox"]["set_aside"]) == (0, 1, 3)
     assert data["inbox"]["other"] == []
+
+
+def test_a_command_line_whose_command_is_set_aside_unanswered_exits_with_the_reason(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_holder(job, script)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        cmd = subprocess.Popen([sys.executable, "-m", "diskfrontier", "pause", str(job)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (sent := [n for n in os.listdir(job / "inbox") if n.endswith(".cmd")]
+                   if (job / "inbox").exists() else []):
+            assert time.monotonic() < deadline and cmd.poll() is None, "the command was never queued"
+            time.sleep(0.01)
+        os.rename(job / "inbox" / sent[0], job / "inbox" / f"{sent[0]}.refused")
+        _, err = cmd.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    ident = sent[0].removesuffix(".cmd")
+    assert cmd.returncode == 1
+    assert err.startswith(f"Error: command {ident} left {job / 'inbox'} without an answer: the crawl holding "
+                          f"{job} set it aside unapplied"), err
