@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..jobdir.hostmeta import HEALTH_NAME, read_health
+from ..jobdir.inbox import Survey, survey
 from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
 from ..request.model import Request, retries_text
@@ -59,10 +60,12 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         return
     info = inspect_jobdir(jobdir)
     failing = failing_hosts(jobdir)
+    held = survey(jobdir)
     if as_json:
         data = info.as_dict()
         data["pending_by_priority"] = {str(k): v for k, v in info.pending_by_priority.items()}
         data["failing_hosts"] = failing
+        data["inbox"] = held.as_dict()
         click.echo(json.dumps(data, indent=2))
         return
     rows = [
@@ -90,7 +93,27 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     if info.paused_since is not None:
         rows.append(("paused", f"since {_local(info.paused_since)}: nothing is handed out until resume"))
     rows += _failing_rows(failing)
+    rows += _inbox_rows(held, "the next open")
     click.echo(table(rows))
+
+
+def _inbox_rows(held: Survey, next_look: str) -> list[tuple[str, Any]]:
+    """The inbox's row, when it holds anything: what waits, what was set aside, what else is there."""
+    if not held:
+        return []
+    parts = []
+    if held.waiting:
+        parts.append(f"{held.waiting:,} command{'s' * (held.waiting != 1)} waiting")
+    if held.answers:
+        parts.append(f"{held.answers:,} answer{'s' * (held.answers != 1)} not collected")
+    if held.set_aside:
+        parts.append(f"{held.set_aside:,} set aside (NAME.refused: never applied)")
+    if held.other:
+        shown = ", ".join(f"{name!r} ({kind})" for name, kind in held.other[:3])
+        more = f" and {len(held.other) - 3:,} more" if len(held.other) > 3 else ""
+        parts.append(f"{len(held.other):,} not a command: {shown}{more} (set aside at {next_look}, or left "
+                     f"in place if it cannot be: its log names them)")
+    return [("inbox", "; ".join(parts))]
 
 
 def failing_hosts(path: str) -> dict[str, int]:
@@ -116,9 +139,10 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
     age = max(0.0, time.time() - live["taken"])
     state = f"running, held by pid {live['pid']} on {live.get('machine', '?')} (published {age:.1f}s ago)"
     failing = failing_hosts(path)
+    held = survey(path)
     if as_json:
-        click.echo(json.dumps({"path": path, "state": state, "live": True, **live, "failing_hosts": failing},
-                              indent=2, default=str))
+        click.echo(json.dumps({"path": path, "state": state, "live": True, **live, "failing_hosts": failing,
+                               "inbox": held.as_dict()}, indent=2, default=str))
         return
     rows: list[tuple[str, Any]] = [("job directory", path), ("state", state),
                                    ("pending", f"{stats.get('pending', 0):,}")]
@@ -143,6 +167,7 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
     if stats.get("journal_bytes") is not None:
         rows.append(("journal", human_bytes(stats["journal_bytes"])))
     rows += _failing_rows(failing)
+    rows += _inbox_rows(held, "the crawl's next look")
     click.echo(table(rows))
 
 

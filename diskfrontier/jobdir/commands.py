@@ -5,16 +5,19 @@ summary goes into the MARK_END and then into ``ID.done``. A command the journal 
 applied (a stop after its MARK_END, before its answer) is only answered; one whose
 MARK_BEGIN has no end (a stop in the middle of its records) is applied again from where
 it stopped, without a second MARK_BEGIN, and its summary counts what the first attempt
-stored.
+stored. A command that cannot be read, or whose answer cannot be written, never stops the others
+(``apply_queued``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..errors import FrontierError
 from ..request.model import Request
 from . import inbox
 from .inbox import Command, CommandRefused
@@ -28,9 +31,16 @@ if TYPE_CHECKING:
 
 
 def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
-    """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many."""
+    """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many.
+
+    Nothing in the inbox raises here: an entry that is not a command is set aside (``inbox.queued``), a
+    command that cannot be read or answered is refused unapplied, and one whose answer cannot be
+    written is answered at a later look (the journal says it was applied). Only a failed journal write
+    raises; the command is then tried again, and applied once.
+    """
     root = st.path
-    idents = inbox.queued(root)
+    skips = st.inbox_skips
+    idents = inbox.queued(root, skips)
     group = st.open_group
     if group is not None and group.ident not in idents:  # its file is gone: close what it began
         _end(st, ledger, group.ident, {"error": "its command file was removed before it was applied in full"})
@@ -38,12 +48,17 @@ def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
     for ident in idents:
         done = st.applied.get(ident)
         if done is not None:
-            inbox.answer(root, ident, json.loads(done))
+            _answer(root, skips, ident, json.loads(done))
             continue
+        blocked = inbox.unanswerable(root, ident)
         try:
+            if blocked is not None:
+                raise CommandRefused(blocked)
             command = inbox.read_command(root, ident)
+        except FileNotFoundError:  # gone since the folder was listed
+            continue
         except CommandRefused as exc:
-            inbox.refuse(root, ident, str(exc))
+            _refuse(root, skips, ident, str(exc), answered=blocked is None)
             continue
         result = st.unended.pop(ident, None)  # applied in full by an attempt whose end could not be written
         if result is None:
@@ -61,9 +76,31 @@ def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
         except BaseException:
             st.unended[ident] = result  # the next attempt writes only the end: nothing is applied twice
             raise
-        inbox.answer(root, ident, result)
+        _answer(root, skips, ident, result)
         applied += 1
     return applied
+
+
+def _answer(root: str, skips: inbox.Skips, ident: str, result: dict[str, Any]) -> None:
+    """Answer an applied command; if the answer cannot be written, say so (once) and leave it for the next look."""
+    try:
+        inbox.answer(root, ident, result)
+    except (OSError, FrontierError) as exc:
+        skips.warn(inbox.inbox_dir(root), f"{ident}.cmd",
+                   f"applied, but its answer cannot be written ({exc}); written at a later look")
+
+
+def _refuse(root: str, skips: inbox.Skips, ident: str, reason: str, *, answered: bool) -> None:
+    """Refuse a command unapplied; one that cannot be set aside is left in place, never read again."""
+    folder = inbox.inbox_dir(root)
+    name = f"{ident}.cmd"
+    try:
+        inbox.refuse(root, ident, reason, answered=answered)
+    except (OSError, FrontierError) as exc:
+        if os.path.lexists(os.path.join(folder, name)):
+            skips.leave(folder, name, f"refused ({reason}), and it cannot be set aside ({exc})")
+        else:
+            skips.warn(folder, name, f"refused ({reason}), and its answer cannot be written ({exc})")
 
 
 def _end(st: Shared, ledger: Ledger, ident: str, result: dict[str, Any]) -> None:

@@ -42,10 +42,18 @@ def await_answer(root: str, ident: str, timeout: float) -> dict[str, Any]:
         found = inbox.answer_of(root, ident)
         if found is not None:
             return found
-        if probe_lock(lock) is None and inbox.waiting(root, ident):
+        if not inbox.waiting(root, ident):  # the holder answers before it removes the command: look once more
+            found = inbox.answer_of(root, ident)
+            if found is not None:
+                return found
+            raise inbox.CommandRefused(f"command {ident} left {inbox.inbox_dir(root)} without an answer: the crawl "
+                                       f"holding {root} set it aside unapplied (its log says why, and the file is "
+                                       f"there as {ident}.cmd*.refused), or it was removed; send it again")
+        if probe_lock(lock) is None:
             with contextlib.suppress(JobDirLocked):  # else a crawl took the directory meanwhile: it applies it
                 Frontier(root, watch=False).close()
-            continue
+            if not inbox.waiting(root, ident):
+                continue  # applied or refused by that open: its answer is read above
         if time.monotonic() >= deadline:
             raise NotApplied(f"the crawl holding {root} did not apply command {ident} within {timeout:g}s; it "
                              f"stays queued in {inbox.inbox_dir(root)} and is applied when that crawl next makes a "

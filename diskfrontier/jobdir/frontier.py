@@ -476,7 +476,7 @@ class Frontier:
     def _apply_commands(self) -> int:
         """Apply the commands waiting in the inbox (``jobdir/inbox.py``); return how many."""
         state = self._state
-        if not inbox.queued(state.path) and state.open_group is None:
+        if not inbox.queued(state.path, state.inbox_skips) and state.open_group is None:
             return 0
         with self._mutex:
             self._check_open()

@@ -17,6 +17,7 @@ from queuelib import PriorityQueue
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import HostSchedule
 from ..request.model import Request
+from .inbox import Skips
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
@@ -87,6 +88,7 @@ class Shared:
         self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor (upkeep.py)
         self.sealed = False  # the close has written its checkpoint: no later one may replace it
         self.recovered_from: int | None = None  # where the last rebuild began reading the journal (a saved state's)
+        self.inbox_skips = Skips()  # inbox entries left in place, each named once in the log
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""

@@ -49,7 +49,7 @@ class Watcher:
         published = hosts_at = 0.0
         hosts_every = PUBLISH_EVERY
         failing_until = 0.0
-        last_error = ""
+        said = {"commands": "", "status": ""}
         while not self._stop.wait(POLL):
             frontier = self._frontier()
             if frontier is None:
@@ -63,22 +63,33 @@ class Watcher:
                 del frontier
                 continue
             try:
-                if now >= failing_until:
-                    frontier._apply_commands()
+                if now >= failing_until:  # apart from the status: a failed command does not stop publishing
+                    try:
+                        frontier._apply_commands()
+                        said["commands"] = ""
+                    except Exception as exc:
+                        failing_until = now + _ERROR_PAUSE
+                        self._warn(said, "commands", frontier.path, "a command could not be applied", exc)
                 if now - published >= PUBLISH_EVERY:
-                    with_hosts = now - hosts_at >= hosts_every
-                    cost = frontier._publish_status(with_hosts=with_hosts)
                     published = now
-                    if with_hosts:
-                        hosts_at = now
-                        hosts_every = max(PUBLISH_EVERY, cost / _BUSY_SHARE)
-                last_error = ""
-            except Exception as exc:
-                failing_until = now + _ERROR_PAUSE
-                text = f"{type(exc).__name__}: {exc}"
-                if text != last_error:
-                    log.warning("%s: a command or status.json could not be written (%s); trying again in %gs",
-                                frontier.path, text, _ERROR_PAUSE)
-                    last_error = text
+                    with_hosts = now - hosts_at >= hosts_every
+                    try:
+                        cost = frontier._publish_status(with_hosts=with_hosts)
+                        said["status"] = ""
+                    except Exception as exc:
+                        self._warn(said, "status", frontier.path, "status.json could not be written", exc)
+                    else:
+                        if with_hosts:
+                            hosts_at = now
+                            hosts_every = max(PUBLISH_EVERY, cost / _BUSY_SHARE)
             finally:
                 del frontier
+
+    @staticmethod
+    def _warn(said: dict[str, str], what: str, path: str, problem: str, exc: Exception) -> None:
+        """Log a failure of ``what`` once, until it fails differently or has worked again."""
+        text = f"{type(exc).__name__}: {exc}"
+        if said[what] != text:
+            said[what] = text
+            log.warning("%s: %s (%s); trying again in %gs", path, problem, text,
+                        _ERROR_PAUSE if what == "commands" else PUBLISH_EVERY)

@@ -3,8 +3,12 @@
 * A job directory is built in a hidden sibling folder, ``.<name>.diskfrontier-copy`` (the same
   parent, so that the final rename is atomic), closed cleanly, fsynced file by file, and
   renamed into place: a copy stopped at any point leaves no ``<name>`` (or the empty folder
-  that was there). A rerun removes the leftover build and starts again; it removes a folder
-  of that name only if it holds nothing but job directory files and no process holds its lock.
+  that was there). The frontier built there runs no watcher (``watch=False``): it publishes
+  no ``status.json`` and applies no inbox command while the copy writes. A rerun removes the
+  leftover build and starts again, once no process holds its lock; it takes a folder of that
+  name for a leftover build if it holds the copy's marker (whatever else is in it), or else
+  only names that a build writes (a copy stopped while it wrote the marker, or after it
+  removed it at the end).
 * A Redis crawl is marked (the ``copying`` field of its ``meta`` hash, set in the same step
   that makes the crawl) until the last step removes the mark. Every open refuses a marked
   crawl (``IncompleteCopy``) but the copy's own; a rerun deletes the marked crawl's keys and
@@ -23,7 +27,9 @@ import stat
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FrontierError
+from ..files import boundedjson
 from ..files.atomic import fsync_dir, fsync_path, write_json_atomic
+from ..files.safefs import open_file
 from ..jobdir.layout import probe_lock
 
 if TYPE_CHECKING:
@@ -42,8 +48,18 @@ def build_path(dst: str) -> str:
 
 
 def _is_job_file(name: str) -> bool:
-    """A name that a job directory (or a copy being built) holds."""
-    return name in (MARKER, "lock") or name.startswith(("frontier.json", "requests."))
+    """A name that a job directory (or a copy being built) holds, their temp files included."""
+    return name == "lock" or name.startswith((MARKER, "frontier.json", "requests."))
+
+
+def _holds_marker(build: str) -> bool:
+    """Whether the folder ``build`` holds the copy's marker: a regular file of it, as the copy writes it."""
+    try:
+        with open_file(os.path.join(build, MARKER)) as f:
+            value = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
+    except (OSError, ValueError, FrontierError):  # missing, a link, a folder, unreadable or not JSON
+        return False
+    return isinstance(value, dict) and "copy_of" in value and "to" in value
 
 
 def _remove_leftover(build: str, dst: str) -> None:
@@ -52,7 +68,7 @@ def _remove_leftover(build: str, dst: str) -> None:
     st = os.lstat(build)
     if not stat.S_ISDIR(st.st_mode):
         why = "it is not a folder"
-    else:
+    elif not _holds_marker(build):
         strange = sorted(name for name in os.listdir(build) if not _is_job_file(name))
         if strange:
             why = f"it holds {', '.join(strange[:3])}, which no copy writes"
@@ -106,7 +122,7 @@ class JobDirBuild:
         os.mkdir(self.path)
         try:
             write_json_atomic(os.path.join(self.path, MARKER), {"copy_of": source, "to": dst, "pid": os.getpid()})
-            self.frontier: Frontier = Frontier(self.path, order=order)
+            self.frontier: Frontier = Frontier(self.path, order=order, watch=False)
         except BaseException:
             shutil.rmtree(self.path, ignore_errors=True)
             raise

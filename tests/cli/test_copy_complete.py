@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -231,3 +233,48 @@ def test_record_failed_stores_what_fail_leaves_and_counts_against_a_budget(kind,
     with side.open(create=False) as f:  # kept across a reopen
         assert [x.error for x in f.failed()] == ["timed out"]
         assert {h.host: h.done for h in f.hosts()} == {"a.example": 2}
+
+
+def test_the_folder_a_copy_builds_in_publishes_no_status_json(tmp_path):
+    """A staging frontier publishes nothing: status.json there would make a rerun after a kill refuse the
+    leftover as something no copy wrote. A frontier opened beside it shows how long publishing takes."""
+    build = JobDirBuild(str(tmp_path / "dst"), "lifo", "src")
+    try:
+        build.frontier.push(Request("https://a.example/"))
+        with Frontier(str(tmp_path / "other")) as other:
+            other.push(Request("https://a.example/"))
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(other.path, "status.json")):
+                assert time.monotonic() < deadline, "the frontier beside it never published status.json"
+                time.sleep(0.02)
+            assert not os.path.lexists(os.path.join(build.path, "status.json"))
+    finally:
+        build.abandon()
+
+
+@pytest.mark.parametrize("extra", ["status.json", "inbox", "robots", "hosts.health", "notes.txt", "marker-temp"])
+def test_a_rerun_recognises_its_build_folder_by_its_marker_whatever_else_is_in_it(tmp_path, extra):
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    with Frontier(src) as f:
+        f.push_many([Request(f"https://a.example/{i}") for i in range(10)])
+    build = JobDirBuild(dst, "lifo", src)  # as a copy killed half-way leaves it
+    build.frontier.close()
+    leftover = build_path(dst)
+    if extra in ("inbox", "robots"):
+        os.mkdir(os.path.join(leftover, extra))
+        with open(os.path.join(leftover, extra, "x"), "w") as f:
+            f.write("{}")
+    elif extra == "marker-temp":  # killed while the marker was written: only its temp file is there
+        shutil.rmtree(leftover)
+        os.mkdir(leftover)
+        with open(os.path.join(leftover, f"{MARKER}.tmp-4242-0123456789ab"), "w") as f:
+            f.write('{"copy_of"')
+    else:
+        with open(os.path.join(leftover, extra), "w") as f:
+            f.write('{"pid": 1}')
+
+    result = run("copy", src, dst)
+    assert result.exit_code == 0, result.output
+    assert f"note: an unfinished copy to {dst} was found ({leftover}): it was removed" in result.output
+    assert not os.path.exists(leftover)
+    assert sorted(r.url for r in pending_requests(dst)) == sorted(f"https://a.example/{i}" for i in range(10))

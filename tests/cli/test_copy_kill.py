@@ -1,12 +1,14 @@
-"""Kill campaign: ``diskfrontier copy`` killed with SIGKILL at many points, job directory -> Redis and
-Redis -> job directory. Every destination either does not open as a crawl (absent, or refused as
-an unfinished copy) or opens with exactly the source's pending and failed requests; a copy run again
-over what a killed one left finishes it."""
+"""Kill campaign: ``diskfrontier copy`` killed with SIGKILL at many points, job directory -> Redis,
+Redis -> job directory and job directory -> job directory. Every destination either does not open as
+a crawl (absent, or refused as an unfinished copy) or opens with exactly the source's pending and
+failed requests and seen set; after each kill the same command run again (itself killed once in a
+while first) finishes the copy, whatever the kill left."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,8 @@ import pytest
 
 from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
 from diskfrontier.jobdir.reader import failed_requests, pending_requests
+from diskfrontier.jobdir.seenindex import key_of
+from diskfrontier.targets import open_view
 from diskfrontier.transfer.copy import copy_crawl
 from diskfrontier.transfer.destination import build_path
 
@@ -24,7 +28,8 @@ pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
 PENDING, FAILED, DONE = 4000, 150, 1500
-KILLS = 12  # per direction
+SEEN = 400_000  # more fingerprints marked seen: the copy then writes for long enough to be killed half-way
+KILLS = 10  # per direction
 
 
 def key(request: Request) -> tuple:
@@ -34,6 +39,24 @@ def key(request: Request) -> tuple:
 
 def failed_key(entry) -> tuple:
     return (key(entry.request), entry.error, entry.failed_at)
+
+
+def seen_keys(target: str, crawl: str | None = None) -> set[int]:
+    """The 64-bit keys of a crawl's seen set (what both backends dedupe by)."""
+    view = open_view(target, crawl)
+    try:
+        return {key_of(fingerprint) for fingerprint in view.seen_fingerprints()}
+    finally:
+        view.close()
+
+
+class Expected:
+    """What the source holds: its pending and failed requests and its seen set."""
+
+    def __init__(self, job: str) -> None:
+        self.pending = sorted(map(key, pending_requests(job)))
+        self.failed = sorted(map(failed_key, failed_requests(job)))
+        self.seen = seen_keys(job)
 
 
 def build_source(job: str) -> None:
@@ -52,6 +75,8 @@ def build_source(job: str) -> None:
                      for i in range(PENDING)])
         f.set_delay("h1.example", 2.0)
         f.set_budget("h2.example", 10**6)
+        rng = random.Random(5)
+        f.mark_seen([rng.randbytes(20) for _ in range(SEEN)])
 
 
 class Target:
@@ -63,7 +88,7 @@ class Target:
     def args(self) -> list[str]:
         return [self.job] if self.job else [self.url, "--to-crawl", self.crawl]
 
-    def state(self, expected_pending: list[tuple], expected_failed: list[tuple]) -> str:
+    def state(self, expected: Expected) -> str:
         """'absent', 'refused' (an unfinished copy), 'complete', or what is wrong with it."""
         if self.job:
             if not os.path.exists(os.path.join(self.job, "frontier.json")):
@@ -82,10 +107,13 @@ class Target:
             with r:
                 count, failed = len(r), sorted(map(failed_key, r.failed()))
                 pending = sorted(map(key, r.pending_requests()))
-        if count != len(expected_pending) or pending != expected_pending:
-            return f"short: {count} of {len(expected_pending)} pending"
-        if failed != expected_failed:
-            return f"short: {len(failed)} of {len(expected_failed)} failed"
+        if count != len(expected.pending) or pending != expected.pending:
+            return f"short: {count} of {len(expected.pending)} pending"
+        if failed != expected.failed:
+            return f"short: {len(failed)} of {len(expected.failed)} failed"
+        seen = seen_keys(self.job) if self.job else seen_keys(self.url, self.crawl)  # type: ignore[arg-type]
+        if seen != expected.seen:
+            return f"short: {len(seen & expected.seen)} of {len(expected.seen)} seen, {len(seen - expected.seen)} more"
         return "complete"
 
     def started(self) -> bool:
@@ -134,7 +162,19 @@ def run_copy(src_args: list[str], target: Target) -> tuple[int, str]:
     return child.returncode, err
 
 
-def campaign(src_args: list[str], target: Target, expected_pending, expected_failed, tally: dict[str, int]) -> None:
+LEFT = ("absent", "unfinished build left", "refused", "complete")  # what a kill may leave
+
+
+def kill_after(src_args: list[str], target: Target, delay: float, expected: Expected) -> str:
+    """Start the copy, SIGKILL it after ``delay`` seconds; what it left."""
+    child = spawn("copy", *src_args, *target.args())
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    child.communicate()
+    return target.state(expected)
+
+
+def campaign(src_args: list[str], target: Target, expected: Expected, tally: dict[str, int]) -> None:
     start = time.monotonic()
     assert run_copy(["/nonexistent/src"], Target("/nonexistent/dst"))[0] == 2
     t_startup = time.monotonic() - start
@@ -142,33 +182,40 @@ def campaign(src_args: list[str], target: Target, expected_pending, expected_fai
     code, err = run_copy(src_args, target)
     t_full = time.monotonic() - start
     assert code == 0, err
-    assert target.state(expected_pending, expected_failed) == "complete"
+    assert target.state(expected) == "complete"
     target.clear()
-    # Kill points spread from the end of start-up to past the end of a whole copy: each run starts
-    # from what the last killed one left (a rerun over a leftover is itself killed part of the time).
+    # Kill points spread from the end of start-up to past the end of a whole copy. After each kill the
+    # same command runs again and must finish the copy; every other time that rerun is first killed
+    # too, half-way to the first kill's point (a rerun over a leftover, stopped while it removes it or
+    # builds anew).
     first = 0.8 * t_startup
     for k in range(KILLS):
         delay = first + (1.1 * t_full - first) * k / (KILLS - 1)
-        child = spawn("copy", *src_args, *target.args())
-        time.sleep(delay)
-        child.send_signal(signal.SIGKILL)
-        child.communicate()
-        state = target.state(expected_pending, expected_failed)
+        state = kill_after(src_args, target, delay, expected)
         tally[state] = tally.get(state, 0) + 1
-        assert state in ("absent", "unfinished build left", "refused", "complete"), (delay, state)
-        if state == "complete":
-            target.clear()
+        assert state in LEFT, (delay, state)
+        if state != "complete" and k % 2:
+            again = kill_after(src_args, target, (first + delay) / 2, expected)
+            tally["rerun killed"] = tally.get("rerun killed", 0) + 1
+            assert again in LEFT, (delay, again)
+            state = again
+        if state != "complete":
+            code, err = run_copy(src_args, target)
+            assert code == 0, (delay, state, err)
+            assert target.state(expected) == "complete", (delay, state)
+            tally["finished by a rerun"] = tally.get("finished by a rerun", 0) + 1
+        target.clear()
     # Ctrl-C half-way: the command says Aborted. and leaves nothing that opens as a crawl. The signal is
     # sent once the copy has begun writing (not at a time measured earlier, which a loaded machine outruns:
     # a Ctrl-C during Python's own start-up is Python's KeyboardInterrupt, before the command runs).
-    target.reset()  # so that started() sees this run begin, not what the last kill left
+    target.reset()  # so that started() sees this run begin
     child = spawn("copy", *src_args, *target.args())
     deadline = time.monotonic() + 60
     while not target.started() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
-    state = target.state(expected_pending, expected_failed)
+    state = target.state(expected)
     if state == "complete":  # the copy had finished (the signal came as it was ending)
         target.clear()
     else:
@@ -176,27 +223,31 @@ def campaign(src_args: list[str], target: Target, expected_pending, expected_fai
         assert state in ("absent", "refused"), state
     code, err = run_copy(src_args, target)  # the same copy again finishes what the last stop left
     assert code == 0, err
-    assert target.state(expected_pending, expected_failed) == "complete"
+    assert target.state(expected) == "complete"
 
 
-def test_a_copy_killed_at_any_point_leaves_no_destination_with_fewer_requests(tmp_path, redis_url, crawl_name):
+def test_a_copy_killed_at_any_point_is_finished_by_running_it_again(tmp_path, redis_url, crawl_name):
     job = str(tmp_path / "src")
     build_source(job)
-    expected_pending = sorted(map(key, pending_requests(job)))
-    expected_failed = sorted(map(failed_key, failed_requests(job)))
-    assert (len(expected_pending), len(expected_failed)) == (PENDING, FAILED)
+    expected = Expected(job)
+    assert (len(expected.pending), len(expected.failed)) == (PENDING, FAILED)
+    assert len(expected.seen) == PENDING + FAILED + DONE + SEEN
     src_crawl = crawl_name + "-src"
     copy_crawl(job, redis_url, to_crawl=src_crawl)  # the Redis source of the other direction
-    tally_to_redis: dict[str, int] = {}
-    tally_to_job: dict[str, int] = {}
+    tallies: dict[str, dict[str, int]] = {"job dir -> Redis": {}, "Redis -> job dir": {}, "job dir -> job dir": {}}
 
-    campaign([job], Target(None, redis_url, crawl_name + "-dst"), expected_pending, expected_failed, tally_to_redis)
+    campaign([job], Target(None, redis_url, crawl_name + "-dst"), expected, tallies["job dir -> Redis"])
     back = str(tmp_path / "back")
-    campaign([redis_url, "--from-crawl", src_crawl], Target(back), expected_pending, expected_failed, tally_to_job)
+    campaign([redis_url, "--from-crawl", src_crawl], Target(back), expected, tallies["Redis -> job dir"])
+    other = str(tmp_path / "other")
+    campaign([job], Target(other), expected, tallies["job dir -> job dir"])
 
-    print(f"\ncopy kill campaign: job dir -> Redis {tally_to_redis}; Redis -> job dir {tally_to_job}")
-    assert sum(tally_to_redis.values()) + sum(tally_to_job.values()) == 2 * KILLS
-    assert not os.path.exists(build_path(back))  # the last run removed what the kills left
-    assert sorted(os.listdir(tmp_path)) == ["back", "src"]
-    short = [s for t in (tally_to_redis, tally_to_job) for s in t if s.startswith("short")]
-    assert short == []
+    print("\ncopy kill campaign: " + "; ".join(f"{name} {tally}" for name, tally in tallies.items()))
+    for name, tally in tallies.items():
+        assert sum(n for state, n in tally.items() if state in LEFT) == KILLS, name
+        left = sum(n for state, n in tally.items() if state in ("unfinished build left", "refused"))
+        assert left > 0, f"{name}: no kill fell while the copy was writing: {tally}"
+        assert tally.get("finished by a rerun", 0) >= left, name
+    for folder in (back, other):
+        assert not os.path.exists(build_path(folder))  # the last run removed what the kills left
+    assert sorted(os.listdir(tmp_path)) == ["back", "other", "src"]

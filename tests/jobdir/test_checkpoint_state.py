@@ -156,7 +156,7 @@ def test_a_state_of_another_directory_is_refused(tmp_path):
     # the same bytes under a new crc: the id it holds is still the other directory's
     state = read_state_file(job, record, dir_id(job), dir_salt(job))
     state.ident = dir_id(other)
-    with pytest.raises(StateUnusable, match="first .* bytes are not those it describes"):
+    with pytest.raises(StateUnusable, match=r"first .* bytes are not those it describes"):
         _scan(other, start=state)
 
 
@@ -174,7 +174,8 @@ def test_a_state_of_the_journal_before_a_compaction_is_refused(tmp_path):
 def test_a_damaged_state_file_is_refused(tmp_path, where):
     job, record = _one_state(tmp_path)
     path = os.path.join(job, record.name)
-    data = bytearray(open(path, "rb").read())
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
     at = {"head": 20, "array": len(data) // 2, "crc": len(data) - 2}[where]
     data[at] ^= 0x40
     with open(path, "wb") as out:

@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 import pytest
 
-from diskfrontier import Frontier, FrontierClosed, FrontierError, JobDirLocked, NotInFlight, Request
+from diskfrontier import Frontier, FrontierClosed, JobDirLocked, NotInFlight, Request
 
 
 class Session:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +16,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from diskfrontier import Frontier, JobDirUnsafe, Request
+from diskfrontier.cli import main
 from diskfrontier.jobdir import inbox
-from diskfrontier.jobdir.delivery import NotApplied, deliver
+from diskfrontier.jobdir.delivery import NotApplied, await_answer, deliver
 from diskfrontier.jobdir.journal import JournalScan
 from diskfrontier.jobdir.layout import Layout, read_meta, salt_of
 from diskfrontier.jobdir.records import MARK, MARK_END, kind_of, parse_mark
@@ -388,3 +392,223 @@ def test_status_json_is_published_while_held_and_gone_after_a_clean_close(tmp_pa
         published = json.loads((job / "status.json").read_text())
         assert published["pid"] == os.getpid() and published["source"] == str(job)
     assert not (job / "status.json").exists()
+
+
+# ------------------------------------------------------------------ entries that cannot be read or set aside
+def unprivileged() -> list[str]:
+    """A command prefix under which a file of mode 000 cannot be read: nothing for a user; for root, root
+    without the capabilities that read any file."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no file can be made unreadable to the holder")
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def start_logged_holder(job: Path, script: Path, log: Path, prefix: list[str] | None = None) -> subprocess.Popen[str]:
+    """A holder whose log (its warnings) goes to ``log``."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen([*(prefix or []), sys.executable, str(script), str(job)], stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_an_entry_beside_a_folder_of_its_set_aside_name_is_set_aside_under_another_name(tmp_path: Path,
+                                                                                        caplog) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    ident = inbox.send(str(job), "push", {"urls": ["https://a.example/1"]})
+    folder = job / "inbox"
+    (folder / "junk.refused").mkdir()
+    (folder / "junk.refused" / "kept").write_text("mine")
+    (folder / "junk").write_text("not a command")
+    with caplog.at_level(logging.WARNING, logger="diskfrontier"), Frontier(job) as f:
+        assert len(f) == 1  # the open went on, and applied the command
+    aside = [n for n in os.listdir(folder) if n.startswith("junk.") and n != "junk.refused"]
+    assert len(aside) == 1 and aside[0].endswith(".refused"), aside
+    assert (folder / aside[0]).read_text() == "not a command" and not (folder / "junk").exists()
+    assert (folder / "junk.refused" / "kept").read_text() == "mine"
+    assert f"set aside 'junk' in {folder} as '{aside[0]}'" in caplog.text
+    answer = inbox.answer_of(str(job), ident)
+    assert answer is not None and answer["queued"] == 1
+
+
+def test_a_name_too_long_for_the_refused_suffix_is_set_aside_under_a_shorter_one(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    folder = job / "inbox"
+    folder.mkdir()
+    name = "n" * 255
+    (folder / name).write_text("x")
+    with Frontier(job) as f:
+        assert f.push(Request("https://a.example/"))
+    names = os.listdir(folder)
+    assert len(names) == 1 and names[0].endswith(".refused") and names[0].startswith("n" * 200), names
+    assert len(names[0]) <= 255
+
+
+def test_a_held_directory_applies_commands_beside_entries_it_cannot_set_aside_as_named(tmp_path: Path) -> None:
+    """While a crawl holds the directory, entries that clash with the names it sets aside under are
+    named in its log once, and every command sent after them is applied and answered."""
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    log = tmp_path / "holder.log"
+    proc = start_logged_holder(job, script, log)
+    try:
+        _, first = deliver(str(job), "push", {"urls": ["https://a.example/0"]})
+        assert first is not None and first["queued"] == 1
+        folder = job / "inbox"
+        (folder / "junk.refused").mkdir()
+        (folder / "junk.refused" / "x").write_text("x")
+        (folder / "junk").write_text("junk")
+        (folder / "dir").mkdir()
+        (folder / "dir.refused").mkdir()
+        (folder / "dir.refused" / "y").write_text("y")
+        (folder / f"{inbox.new_id()}.done").mkdir()  # a folder of a name the inbox keeps for answers
+        for i in range(1, 4):
+            _, answer = deliver(str(job), "push", {"urls": [f"https://a.example/{i}"]})
+            assert answer is not None and answer["queued"] == 1
+        paused = subprocess.run([sys.executable, "-m", "diskfrontier", "pause", str(job)], capture_output=True,
+                                text=True, timeout=120)
+        assert paused.returncode == 0, paused.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    text = log.read_text()
+    assert "set aside 'junk' in" in text and "set aside 'dir' in" in text
+    assert "could not be applied" not in text and "Traceback" not in text
+    done_dirs = [n for n in os.listdir(job / "inbox") if n.endswith(".done")]
+    assert len(done_dirs) == 1 and text.count(f"'{done_dirs[0]}' in {job / 'inbox'}: left in place") == 1
+    with Frontier(job, watch=False) as f:
+        assert f.paused_since is not None
+        f.resume()
+    assert drained_urls(job) == Counter(f"https://a.example/{i}" for i in range(4))
+
+
+def test_an_unreadable_command_is_refused_and_its_sender_told_why(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_logged_holder(job, script, tmp_path / "holder.log", unprivileged())
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)  # so that the command is unreadable before the holder looks
+        try:
+            ident = inbox.send(str(job), "push", {"urls": ["https://a.example/secret"]})
+            os.chmod(job / "inbox" / f"{ident}.cmd", 0)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        with pytest.raises(inbox.CommandRefused, match=r"\.cmd cannot be read \(Permission denied\)"):
+            answer = await_answer(str(job), ident, 30.0)
+            if "error" in answer:
+                raise inbox.CommandRefused(answer["error"])
+        _, after = deliver(str(job), "push", {"urls": ["https://a.example/ok"]})  # and the next one is applied
+        assert after is not None and after["queued"] == 1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [n for n in os.listdir(job / "inbox") if n.startswith(ident)] == [f"{ident}.cmd.refused"]
+    assert drained_urls(job) == Counter(["https://a.example/ok"])
+
+
+def test_a_command_whose_answer_cannot_be_written_is_not_applied_and_its_sender_is_told(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    ident = inbox.send(str(job), "push", {"urls": ["https://a.example/1"]})
+    later = inbox.send(str(job), "push", {"urls": ["https://a.example/2"]})
+    (job / "inbox" / f"{ident}.done").mkdir()
+    with Frontier(job, watch=False) as f:
+        assert len(f) == 1  # the later one only
+        assert f.pop().url == "https://a.example/2"  # type: ignore[union-attr]
+    with pytest.raises(inbox.CommandRefused, match=r"\.done, where its answer goes, is a directory: the command "
+                                                   r"is not applied"):
+        await_answer(str(job), ident, 30.0)
+    answer = inbox.answer_of(str(job), later)
+    assert answer is not None and answer["queued"] == 1
+    assert os.path.exists(job / "inbox" / f"{ident}.cmd.refused")
+
+
+def test_a_sender_whose_command_leaves_the_inbox_unanswered_is_told_at_once(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_holder(job, script)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        ident = inbox.send(str(job), "pause", {})
+        os.rename(job / "inbox" / f"{ident}.cmd", job / "inbox" / f"{ident}.cmd.refused")  # as a holder sets aside
+        with pytest.raises(inbox.CommandRefused, match=f"command {ident} left .* without an answer"):
+            await_answer(str(job), ident, 30.0)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_command_line_writes_to_a_directory_whose_inbox_holds_such_an_entry(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    (job / "inbox").mkdir()
+    (job / "inbox" / "junk.refused").mkdir()
+    (job / "inbox" / "junk.refused" / "x").write_text("x")
+    (job / "inbox" / "junk").write_text("junk")
+    result = CliRunner().invoke(main, ["push", str(job), "https://a.example/"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("queued 1,"), result.output
+
+
+def test_inspect_shows_what_the_inbox_holds_and_names_what_is_not_a_command(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    Frontier(job).close()
+    assert "inbox" not in CliRunner().invoke(main, ["inspect", str(job)]).output  # nothing to show
+    inbox.send(str(job), "pause", {})
+    folder = job / "inbox"
+    (folder / "old.refused").write_text("x")
+    (folder / "junk").mkdir()
+    (folder / "a\nb").write_text("x")
+    result = CliRunner().invoke(main, ["inspect", str(job)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("inbox "))
+    assert row.split(None, 1)[1] == ("1 command waiting; 1 set aside (NAME.refused: never applied); 2 not a command: "
+                                     "'a\\nb' (a regular file), 'junk' (a directory) (set aside at the next open, or "
+                                     "left in place if it cannot be: its log names them)")
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(job), "--json"]).output)
+    assert data["inbox"] == {"waiting": 1, "answers": 0, "set_aside": 1,
+                             "other": [{"name": "a\nb", "kind": "a regular file"},
+                                       {"name": "junk", "kind": "a directory"}]}
+    with Frontier(job):
+        pass
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(job), "--json"]).output)
+    assert (data["inbox"]["waiting"], data["inbox"]["answers"], data["inbox"]["set_aside"]) == (0, 1, 3)
+    assert data["inbox"]["other"] == []
+
+
+def test_a_command_line_whose_command_is_set_aside_unanswered_exits_with_the_reason(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    Frontier(job).close()
+    proc = start_holder(job, script)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        cmd = subprocess.Popen([sys.executable, "-m", "diskfrontier", "pause", str(job)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (sent := [n for n in os.listdir(job / "inbox") if n.endswith(".cmd")]
+                   if (job / "inbox").exists() else []):
+            assert time.monotonic() < deadline and cmd.poll() is None, "the command was never queued"
+            time.sleep(0.01)
+        os.rename(job / "inbox" / sent[0], job / "inbox" / f"{sent[0]}.refused")
+        _, err = cmd.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    ident = sent[0].removesuffix(".cmd")
+    assert cmd.returncode == 1
+    assert err.startswith(f"Error: command {ident} left {job / 'inbox'} without an answer: the crawl holding "
+                          f"{job} set it aside unapplied"), err

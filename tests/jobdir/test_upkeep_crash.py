@@ -91,8 +91,8 @@ def _campaign(tmp_path, order: str, runner: str, seed: int, rounds: int) -> dict
         logged = Counter(line[2:] for line in f.read().split("\n") if line.startswith("S "))
     result["kills"] = rounds
     result["inside a job"] = rounds - where["outside"]
-    print(f"\n{order} {runner} seed={seed}: {rounds} SIGKILLs in {time.monotonic() - started:.0f}s; by how {dict(how)}; "
-          f"killed inside a job at {dict(where)}; steps reached {dict(logged)}; {result}")
+    print(f"\n{order} {runner} seed={seed}: {rounds} SIGKILLs in {time.monotonic() - started:.0f}s; "
+          f"by how {dict(how)}; killed inside a job at {dict(where)}; steps reached {dict(logged)}; {result}")
     return result | {"steps": logged, "where": where}
 
 
