@@ -636,7 +636,7 @@ class Frontier:
         the requests kept in memory only that failed in this run.
         """
         with self._mutex:
-            return self._state.stats(journal_open=not self._closed)
+            return {**self._state.stats(journal_open=not self._closed), **self._upkeep.stats()}
 
     # ------------------------------------------------------------------ compaction and closing
     def checkpoint(self) -> dict[str, Any]:

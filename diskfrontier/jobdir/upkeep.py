@@ -123,6 +123,7 @@ class Upkeep:
         self.compactions = 0
         self.last_error: str | None = None
         self.stopped = False
+        self.busy = threading.Lock()  # one job's start or end at a time: the watcher's, or a call's (run_now)
 
     def reset(self) -> None:
         """Count from the directory as it was opened (called once the open is done)."""
@@ -154,8 +155,14 @@ class Upkeep:
     # ------------------------------------------------------------------ the watcher's turn
     def tick(self) -> None:
         """Collect a job that ended, or start the one that is due (without holding the frontier's lock)."""
-        if self.stopped:
-            return
+        if self.stopped or not self.busy.acquire(blocking=False):
+            return  # a call runs a job of its own (run_now): the next turn looks again
+        try:
+            self._tick()
+        finally:
+            self.busy.release()
+
+    def _tick(self) -> None:
         pending = self.job
         if pending is not None:
             assert pending.job is not None
@@ -169,12 +176,17 @@ class Upkeep:
             self.start(kind)
 
     def start(self, kind: str) -> None:
-        """Choose the journal offset under the lock, then start the job outside it."""
+        """Choose the journal offset under the lock, then start the job outside it (a failure to, such as a full
+        disk when the seen file is flushed first, is named like a job's: the frontier goes on)."""
         assert self.settings is not None
-        params = self.prepare(kind)
-        if params is None:
+        try:
+            params = self.prepare(kind)
+            if params is None:
+                return
+            self.job = _Pending(params, Job(params, self.settings.runner), time.monotonic())
+        except Exception as exc:
+            self.abandoned(kind, f"{type(exc).__name__}: {exc}")
             return
-        self.job = _Pending(params, Job(params, self.settings.runner), time.monotonic())
         reached("job-started")
 
     def prepare(self, kind: str, *, now: bool = False) -> dict[str, Any] | None:
@@ -278,6 +290,10 @@ class Upkeep:
     def run_now(self, kind: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Run a job in this thread and commit it (``Frontier.checkpoint`` and ``compact``): its result, with
         ``"committed"`` saying whether it took effect. A job of the background under way is stopped first."""
+        with self.busy:
+            return self._run_now(kind, progress)
+
+    def _run_now(self, kind: str, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
         if self.job is not None:
             running, self.job = self.job, None
             if running.job is not None:
@@ -320,7 +336,8 @@ class Upkeep:
     def stop(self) -> None:
         """Stop a job under way (the close): the child killed, what it wrote removed."""
         self.stopped = True
-        pending, self.job = self.job, None
+        with self.busy:
+            pending, self.job = self.job, None
         if pending is not None and pending.job is not None:
             pending.job.cancel()
             self.remove_outputs(pending, keep_committed=False)
@@ -334,11 +351,9 @@ class Upkeep:
 
     def stats(self) -> dict[str, Any]:
         """What ``stats()`` shows of the upkeep."""
-        st = self.state
         return {
             "checkpoints": self.checkpoints, "compactions": self.compactions,
             "last_checkpoint": self.last_checkpoint if self.checkpoints else None,
             "maintenance_running": None if self.job is None else self.job.kind,
             "maintenance_error": self.last_error,
-            "live_bytes": st.live_bytes + st.failed_bytes,
         }

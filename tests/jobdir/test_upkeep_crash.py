@@ -65,7 +65,7 @@ def _round(jobdir: str, log_path: str, seed: int, round_no: int, order: str, run
         return f"at {step}", _inside(log_path, start)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     marker = rng.choice(["D ", "P ", "O ", "?D", "?O"])
-    assert kill_when(proc, log_path, marker, rng.randrange(20, 1500), start, timeout=60)
+    assert kill_when(proc, log_path, marker, rng.randrange(200, 6000), start, timeout=60)
     proc.stderr.close()
     return "at an acknowledgement", _inside(log_path, start)
 

@@ -19,7 +19,10 @@ import signal
 import sys
 
 from diskfrontier import Frontier, Maintenance, Request
+from diskfrontier.jobdir import watcher
 from diskfrontier.jobdir.maintenance import steps
+
+watcher.POLL = 0.02  # the upkeep looks at the frontier as often as the runs between kills are short
 
 
 def main() -> None:
@@ -40,8 +43,8 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     steps.HOOK = hook
-    settings = Maintenance(checkpoint_records=150, checkpoint_seconds=None, compact_share=0.3,
-                           compact_min_bytes=8 << 10, runner=runner)
+    settings = Maintenance(checkpoint_records=150, checkpoint_seconds=None, compact_share=0.6,
+                           compact_min_bytes=256 << 10, runner=runner)
     counter = 0
 
     def new_request() -> Request:
@@ -72,22 +75,22 @@ def main() -> None:
             frontier.push_many(batch)
             say("M " + " ".join(f"{r.url} {r.priority}" for r in batch))
             old_urls.extend(r.url for r in batch)
-        elif roll < 0.60:
+        elif roll < 0.60 or roll >= 0.99504 or (roll < 0.995 and not in_flight):
             say("?O")
             request = frontier.pop()
             if request is not None:
                 say(f"O {request.url}")
                 in_flight.append(request)
-        elif roll < 0.995 and in_flight:
+        elif roll < 0.995:
             request = in_flight.pop(rng.randrange(len(in_flight)))
             say(f"?D {request.url}")
             frontier.done(request)
             say(f"D {request.url}")
-        elif roll < 0.998:
+        elif roll < 0.99502:
             say("?K")
             frontier.compact()  # with requests in flight: they stay in flight
             say("K")
-        elif roll < 0.9995:
+        elif roll < 0.99504:
             say("?C")
             frontier.close()
             say("C")
