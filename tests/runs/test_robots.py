@@ -247,3 +247,30 @@ def test_the_crawl_delay_of_a_host_is_the_largest_of_its_sites(tmp_path):
         assert rules.check(Request(f"{slow.base}/docs/0.html")) == ALLOW
         assert rules.check(Request(f"{quick.base}/docs/0.html")) == ALLOW
         assert frontier.host("127.0.0.1").delay == 3.0  # not the last one read
+
+
+def test_a_robots_txt_sent_a_byte_every_2s_costs_one_worker_its_timeout_once(tmp_path):
+    """What a hostile robots.txt costs a run that is not stopped: the worker that fetches it, for
+    robots_timeout; then its site is held (its request waits), and the host's other ports go on."""
+    timeout, pages = 2.0, 6
+
+    def fetch(request: Request, frontier: Any) -> None:
+        import urllib.request
+
+        with urllib.request.urlopen(request.url, timeout=30) as response:  # noqa: S310 - loopback http
+            response.read()
+
+    def run(job: str, *hostile: Request) -> tuple[Any, float]:
+        with Frontier(tmp_path / job) as frontier:
+            frontier.push_many([*hostile, *(Request(f"{site.base}/docs/{n}.html") for n in range(pages))])
+            return timed(crawl, frontier, fetch, workers=1, robots=True, user_agent="testbot", robots_timeout=timeout,
+                         max_requests=pages + len(hostile), progress=False)
+
+    with LinkedSite(pages, delay=0.05) as site, TrickleSite("headers", interval=2.0, seconds=60.0) as trickle:
+        ordinary, baseline = run("a")
+        stats, elapsed = run("b", Request(f"{trickle.base}/docs/0.html", priority=1))
+    print(f"\none worker, {pages} pages: {baseline:.2f}s; with a robots.txt sent a byte every 2s first: {elapsed:.2f}s "
+          f"(robots_timeout={timeout}s)")
+    assert ordinary.done == stats.done == pages and stats.robots_held == 1 and trickle.asked == 1
+    # the documented cost: robots_timeout, once (give or take an ordinary run's own time)
+    assert timeout <= elapsed <= timeout + 2 * baseline
