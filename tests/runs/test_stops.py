@@ -288,3 +288,29 @@ def test_acrawl_leaves_a_handler_that_swallows_its_cancellation(tmp_path):
     assert seconds <= 2 * baseline + grace + CANCEL_WAIT
     assert stats.stopped_by == "duration" and stats.abandoned == 1
     assert [r.url for r in pending_requests(str(tmp_path / "job"))] == ["https://a.example/deaf"]
+
+
+def test_over_redis_a_handler_left_behind_is_given_back_at_close(tmp_path, redis_url, crawl_name):
+    from diskfrontier import RedisFrontier
+
+    duration, grace, release = 0.3, 0.5, threading.Event()
+    baseline = ordinary_run(tmp_path, "crawl", duration, grace=grace)
+    frontier = RedisFrontier(redis_url, crawl=crawl_name)
+    frontier.push_many([Request("https://a.example/stuck"), Request("https://a.example/fine")])
+
+    def stuck(request: Request, f: Any) -> None:
+        if "stuck" in request.url:
+            release.wait()
+
+    thread, box = in_thread(lambda: crawl(frontier, stuck, workers=2, duration=duration, grace=grace, progress=False))
+    try:
+        thread.join(baseline + grace + GRACE)
+        assert "seconds" in box and box["seconds"] <= 2 * baseline + grace
+        assert box["result"].abandoned == 1 and box["result"].done == 1
+        assert [r.url for r in frontier.in_flight] == ["https://a.example/stuck"]  # its lease is kept meanwhile
+    finally:
+        release.set()
+        frontier.close()  # gives back the leases this client holds
+    with RedisFrontier(redis_url, crawl=crawl_name) as again:
+        assert again.stats()["in_flight"] == 0 and again.stats()["done"] == 1
+        assert [r.url for r in again.pending_requests()] == ["https://a.example/stuck"]
