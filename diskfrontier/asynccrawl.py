@@ -6,6 +6,12 @@ The run decides as ``crawl()`` does, through the same ``RunState`` and ``RetryPo
 handler (the frontier's ``done``, ``retry`` or ``fail``) is one hop to the ``AsyncFrontier``'s
 thread pool. While it runs, SIGINT and SIGTERM are the run's (``loop.add_signal_handler``); the
 caller's handlers come back at the end.
+
+A stop is bounded as in ``crawl()``: a task waiting for a robots.txt fetch leaves at once (the
+fetch runs in a thread or a task of its own, not waited for), and the handlers still running
+``grace`` seconds after the stop are cancelled; a handler that does not end when cancelled (it
+swallows the cancellation) is left running in the loop after ``_CANCEL_WAIT`` seconds. Either
+way its request stays in flight and comes back.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from .contract import FrontierProtocol
 from .errors import FrontierError
 from .failurekinds import Classify
 from .request.model import Request
-from .robots import ALLOW, Fetch, Verdict
+from .robots import ALLOW, DEFAULT_TIMEOUT, STOPPED, Fetch, Verdict
 from .runpolicy import CrawlStats, RetryPolicy, RunState, StatusLine, check_argument, check_policy, robots_rules
 
 __all__ = ["acrawl", "run_tasks"]
@@ -34,6 +40,7 @@ __all__ = ["acrawl", "run_tasks"]
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a task waits for a request before it looks at the run's state again
 _TICK = 0.05  # how often the run looks at its duration and at a second Ctrl-C
+_CANCEL_WAIT = 1.0  # how long cancelled handlers are waited for before they are left running
 
 
 async def acrawl(
@@ -55,6 +62,8 @@ async def acrawl(
     user_agent: str | None = None,
     robots_ttl: float = 86400.0,
     fetch_robots: Fetch | None = None,
+    robots_timeout: float = DEFAULT_TIMEOUT,
+    grace: float | None = 10.0,
 ) -> CrawlStats:
     """Run ``await handler(request, frontier)`` over the frontier's requests as ``workers`` tasks
     of the running event loop, until the crawl is finished; the loop's other tasks run meanwhile.
@@ -72,18 +81,22 @@ async def acrawl(
     doubled each attempt, up to ``retries`` times, then recorded as failed. A run stops when the
     crawl is finished or stalled, after ``duration`` seconds or ``max_requests`` requests, or on
     SIGINT or SIGTERM (taken while the run lasts, in the main thread): the tasks take no new
-    request and finish those in hand. A second Ctrl-C cancels the handlers at once; their
-    requests stay in flight and come back (a job directory at close or next open, Redis when
-    their leases run out). ``progress``: a status line on stderr (default: when it is a terminal).
+    request, a task waiting for a robots.txt fetch leaves at once, and the handlers under way
+    are given ``grace`` seconds (None: as long as they take) to finish, then cancelled. A second
+    Ctrl-C cancels the handlers at once. The requests of handlers cancelled (``abandoned``) stay
+    in flight and come back (a job directory at close or next open, Redis at close or when their
+    leases run out). ``progress``: a status line on stderr (default: when it is a terminal).
     Returns a ``CrawlStats`` of one run.
 
     Failure kinds (``PermanentError``, ``classify``), failing hosts (``host_errors``,
     ``host_backoff``, ``host_backoff_max``) and robots.txt (``robots``, ``user_agent``,
-    ``robots_ttl``, ``fetch_robots``) are those of ``crawl()``; here ``fetch_robots`` may be a
-    coroutine function (``async def fetch(url, user_agent) -> (status, body)``, with an httpx
-    client for instance); a plain one, and the default (urllib), run in a thread.
+    ``robots_ttl``, ``fetch_robots``, ``robots_timeout``) are those of ``crawl()``; here
+    ``fetch_robots`` may be a coroutine function (``async def fetch(url, user_agent) -> (status,
+    body)``, with an httpx client for instance), run as a task and cancelled if it outlasts
+    ``robots_timeout``; a plain one, and the default (urllib), run in a thread of their own.
     """
     _check_arguments("acrawl", workers, duration, max_requests, retries, backoff)
+    check_argument("acrawl", "grace", grace)
     check_policy("acrawl", classify, host_errors, host_backoff, host_backoff_max)
     if not _is_async(handler):
         raise TypeError("acrawl(): handler must be an async def function (or an object with an async "
@@ -94,8 +107,9 @@ async def acrawl(
     wrapped = AsyncFrontier(frontier, threads=min(workers, 8)) if not isinstance(frontier, AsyncFrontier) \
         else frontier
     policy = RetryPolicy(retries, backoff, classify, host_errors, host_backoff, host_backoff_max)
-    rules = robots_rules("acrawl", wrapped.frontier, robots, user_agent, robots_ttl, fetch_robots, policy)
-    state = RunState(wrapped.frontier, policy, duration, max_requests, rules)
+    rules = robots_rules("acrawl", wrapped.frontier, robots, user_agent, robots_ttl, fetch_robots, policy,
+                         robots_timeout)
+    state = RunState(wrapped.frontier, policy, duration, max_requests, rules, grace)
     show = sys.stderr.isatty() if progress is None else progress
     status = StatusLine(state) if show else None
     log.info("acrawl: %d tasks", workers)
@@ -122,24 +136,47 @@ async def acrawl(
 async def run_tasks(state: RunState, frontier: AsyncFrontier, call: Callable[[Request], Awaitable[Any]],
                     workers: int) -> None:
     """Run ``workers`` tasks taking requests from ``frontier`` and calling ``call(request)`` on each,
-    until ``state`` says stop; a hard stop cancels them. ``crawl()`` runs its async handlers
-    through this too. If the task running this is cancelled, the tasks are cancelled with it
-    (their requests stay in flight)."""
+    until ``state`` says stop; a hard stop, or the end of the handlers' grace after a stop, cancels
+    them. ``crawl()`` runs its async handlers through this too. If the task running this is
+    cancelled, the tasks are cancelled with it (their requests stay in flight)."""
     tasks = [asyncio.ensure_future(_task(state, frontier, call)) for _ in range(workers)]
     try:
         while not all(task.done() for task in tasks):
             if state.hard.is_set():
                 break
             state.check_deadline()
+            if state.grace_over():
+                state.abandon()
+                break
             await asyncio.wait(tasks, timeout=_TICK)
     finally:
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-    for result in results:  # a task's own error (not a handler's: those are retried, then recorded)
-        if isinstance(result, Exception):
-            raise result
+        await _cancel(tasks)
+        state.seal()
+    for task in tasks:  # a task's own error (not a handler's: those are retried, then recorded)
+        error = None if not task.done() or task.cancelled() else task.exception()
+        if isinstance(error, Exception):
+            raise error
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the tasks still running and wait for them, at most ``_CANCEL_WAIT`` seconds: one that
+    does not end (its handler swallows the cancellation) is left running in the loop."""
+    running = [task for task in tasks if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=_CANCEL_WAIT)
+    stuck = [task for task in running if not task.done()]
+    for task in stuck:
+        task.add_done_callback(_forget)
+    if stuck:
+        log.warning("%d handlers did not end when cancelled: left running; their requests stay in flight", len(stuck))
+
+
+def _forget(task: asyncio.Task[None]) -> None:
+    """A task left running has ended: whatever it raised is not this run's any more."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _task(state: RunState, frontier: AsyncFrontier, call: Callable[[Request], Awaitable[Any]]) -> None:
@@ -155,18 +192,23 @@ async def _task(state: RunState, frontier: AsyncFrontier, call: Callable[[Reques
             log.error("pop failed: %s", exc)
             state.halt(f"error: {exc}")
             return
-        if state.hard.is_set():
-            return  # left at once: a request popped now stays in flight and comes back
         if request is None:
+            if state.hard.is_set():
+                return
             state.unreserve()
             await frontier.call(state.idle)
             continue
         state.took()
+        if state.hard.is_set():
+            return  # left at once: a request popped now stays in flight and comes back
         error: BaseException | None = None
         verdict: Verdict = ALLOW
         try:
             if state.robots is not None:
-                verdict = await state.robots.acheck(request, frontier.call)
+                verdict = await state.robots.acheck(request, frontier.call, state.stop)
+            if verdict is STOPPED:
+                state.release()  # nothing was done for it: it stays in flight and comes back
+                return
             if verdict is not ALLOW:
                 await frontier.call(state.settle_robots, request, verdict)
                 continue

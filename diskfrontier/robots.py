@@ -2,65 +2,55 @@
 
 ``RobotsRules.check(request)`` says whether a request may be fetched:
 
-* The site's robots.txt (``scheme://host[:port]/robots.txt``) is fetched before its first
-  request, once (workers of the same site wait for that one fetch), and kept in the frontier
-  (``set_robots``) with its status and time, so that a restart does not fetch it again. It is
-  fetched again once it is ``ttl`` seconds old.
-* 2xx: its rules decide (protego, for ``user_agent``), and its ``Crawl-delay`` becomes the
-  host's delay (``set_delay``), never below the frontier's own delay.
+* A site is an origin, as RFC 9309 has it: scheme, host and port (``site_of``). Its robots.txt
+  (``scheme://host[:port]/robots.txt``) is fetched before its first request, once (workers of the
+  same site wait for that one fetch), and kept in the frontier (``set_robots``) under the origin's
+  key, with its status and time, so that a restart does not fetch it again. It is fetched again
+  once it is ``ttl`` seconds old.
+* 2xx: its rules decide (protego, for ``user_agent``), and its ``Crawl-delay`` becomes the delay of
+  the request's slot (``set_delay``; a host: the largest Crawl-delay of the host's sites), never
+  below the frontier's own delay.
 * 4xx (and a redirect that ends nowhere): no rules, everything is allowed (RFC 9309, 2.3.1.3).
-* 5xx, a timeout or no connection: the host is held back (``host_failed``, so that the hold
-  doubles while it lasts) and the request is to be tried again when the hold ends; nothing
-  is kept, so the next try fetches it again (RFC 9309, 2.3.1.4, without assuming "disallow
-  all" for ever).
+* 5xx, no answer within ``timeout`` or no connection: that site is held back (``backoff``
+  seconds, doubled for each failure in a row, at most ``backoff_max``) and its request is to be
+  tried again when the hold ends; nothing is kept, so the next try fetches it again (RFC 9309,
+  2.3.1.4, without assuming "disallow all" for ever). The hold is the site's, not its host's: the
+  host's other sites (other ports, the other scheme) go on, which a block of the host (the
+  politeness slot) would stop. It lives in this object (a restart fetches the robots.txt again).
 
-How robots.txt is fetched is ``fetch(url, user_agent) -> (status, body)`` (status 0: no
-answer); by default ``fetch_with_urllib`` (urllib, in the worker's thread, or in a thread of
-its own under ``acrawl``). A coroutine function may be given for ``acheck``.
+How robots.txt is fetched is ``fetch(url, user_agent) -> (status, body)`` (status 0: no answer);
+by default ``fetch_with_urllib`` (``robotsfetch``: one deadline for the whole fetch). Whatever the
+fetch, it runs in a thread of its own (an async one, under ``acheck``, as a task): a worker waits
+for it at most ``timeout`` seconds (then it is no answer) and not at all once its run stops
+(``check(request, stop)``: the verdict is then ``STOPPED``, and the request is left as it is).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import functools
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from hashlib import sha256
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 from protego import Protego
 
-from .contract import MAX_ROBOTS, MAX_SECONDS, FrontierProtocol, RobotsEntry
-from .request.model import Request
+from .contract import MAX_ROBOTS, MAX_SECONDS, FrontierProtocol, RobotsEntry, host_backoff
+from .request.model import MAX_SLOT_BYTES, Request
+from .robotsfetch import DEFAULT_TIMEOUT, Fetch, await_fetch, fetch_with_urllib, run_fetch
 
-DEFAULT_TIMEOUT = 10.0
-Fetch = Callable[[str, str], "tuple[int, bytes] | Awaitable[tuple[int, bytes]]"]
-"""``fetch(robots_url, user_agent) -> (status, body)``; status 0 for no answer (timeout, refused)."""
-
-
-def fetch_with_urllib(url: str, user_agent: str, timeout: float = DEFAULT_TIMEOUT) -> tuple[int, bytes]:
-    """GET ``url`` with urllib (redirects followed): (status, at most ``MAX_ROBOTS`` bytes of body);
-    (0, b"") if no answer came (a timeout, a refused connection, a name that does not resolve)."""
-    if not url.startswith(("http://", "https://")):
-        return 0, b""
-    request = urllib.request.Request(url, headers={"User-Agent": user_agent})  # noqa: S310 - http(s) only, above
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, above
-            return int(response.status), response.read(MAX_ROBOTS)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return int(exc.code), b""
-    except (OSError, ValueError):  # URLError, a timeout, a reset connection, a malformed answer
-        return 0, b""
+_TICK = 0.05  # how often a worker waiting for another's fetch of the same site looks at its run's stop
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What robots.txt says of one request: ``allow``, ``disallow``, or ``hold`` until ``until``."""
+    """What robots.txt says of one request: ``allow``, ``disallow``, or ``hold`` until ``until``;
+    ``stopped``: the run stopped before the site's robots.txt was known (nothing is decided)."""
 
     kind: str
     until: float = 0.0
@@ -68,80 +58,116 @@ class Verdict:
 
 ALLOW = Verdict("allow")
 DISALLOW = Verdict("disallow")
+STOPPED = Verdict("stopped")
 
 
 def site_of(url: str) -> tuple[str, str]:
-    """(the key robots.txt is kept under: ``host[:port]``, lower-cased; the robots.txt URL) of a URL."""
+    """(the key robots.txt is kept under: the URL's origin ``scheme://host[:port]``, lower-cased, the
+    port left out when it is the scheme's default; the robots.txt URL) of a URL."""
     parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     if ":" in host:
         host = f"[{host}]"
-    key = host if parts.port is None else f"{host}:{parts.port}"
+    try:
+        port = parts.port
+    except ValueError:  # a port out of range: the fetch will find no answer
+        port = None
+    key = f"{scheme}://{host}" if port in (None, _DEFAULT_PORTS.get(scheme)) else f"{scheme}://{host}:{port}"
+    if len(key.encode("utf-8", "replace")) > MAX_SLOT_BYTES:  # a key is a host name as the frontier takes one
+        key = f"{scheme}://{sha256(key.encode('utf-8', 'replace')).hexdigest()}"
     return key, f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/robots.txt"
 
 
 class RobotsRules:
-    """robots.txt of every site a crawl meets, for one ``user_agent`` (see the module docstring)."""
+    """robots.txt of every site a crawl meets, for one ``user_agent`` (see the module docstring).
+
+    ``timeout``: the longest a fetch of robots.txt is waited for, all of it (the default fetch gives
+    up then too); ``backoff`` and ``backoff_max``: how long a site whose robots.txt could not be
+    fetched is held back."""
 
     def __init__(self, frontier: FrontierProtocol, user_agent: str, *, ttl: float = 86400.0,
-                 fetch: Fetch | None = None, backoff: float = 60.0, backoff_max: float = 3600.0) -> None:
+                 fetch: Fetch | None = None, backoff: float = 60.0, backoff_max: float = 3600.0,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         if not isinstance(user_agent, str) or not user_agent.strip():
             raise ValueError("robots: user_agent must name the crawler (a non-empty str), e.g. 'mybot/1.0'")
         self.frontier = frontier
         self.user_agent = user_agent
         self.ttl = ttl
-        self.fetch: Fetch = fetch or fetch_with_urllib
+        self.timeout = timeout
+        self.fetch: Fetch = fetch or functools.partial(fetch_with_urllib, timeout=timeout)
         self.backoff, self.backoff_max = backoff, backoff_max
         self.base_delay = float(frontier.stats().get("delay") or 0.0)
         self.fetched = 0  # robots.txt fetches made
         self._rules: dict[str, tuple[float, Protego | None]] = {}  # key -> (fetched_at, rules; None: allow all)
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
-        self._alocks: dict[str, asyncio.Lock] = {}
-        self._held: dict[str, float] = {}  # key -> until when its host is held back (a 5xx or no answer)
+        self._fetching: dict[str, asyncio.Future[None]] = {}  # key -> set when a task's fetch of it ends
+        self._held: dict[str, float] = {}  # key -> until when the site is held back (a 5xx or no answer)
+        self._failures: dict[str, int] = {}  # key -> fetches failed in a row
+        self._delays: dict[str, dict[str, float]] = {}  # slot -> key -> the Crawl-delay its robots.txt asks
 
     # ------------------------------------------------------------------ deciding
-    def check(self, request: Request) -> Verdict:
-        """The verdict for ``request``, fetching its site's robots.txt first if it is not known."""
+    def check(self, request: Request, stop: threading.Event | None = None) -> Verdict:
+        """The verdict for ``request``, fetching its site's robots.txt first if it is not known;
+        ``STOPPED`` as soon as ``stop`` is set while it waits for a fetch."""
         key, url = site_of(request.url)
         known = self._known(key, request)
         if known is None:
-            with self._lock_of(key):
+            lock = self._lock_of(key)
+            while not lock.acquire(timeout=_TICK):  # another worker fetches it
+                if stop is not None and stop.is_set():
+                    return STOPPED
+            try:
                 known = self._known(key, request)
                 if known is None:
                     hold = self._holding(key)
                     if hold is not None:
                         return hold
-                    result = self.fetch(url, self.user_agent)
-                    if inspect.isawaitable(result):
-                        raise TypeError("robots: fetch_robots returned an awaitable: use acrawl() for an async fetch")
+                    result = run_fetch(self.fetch, url, self.user_agent, self.timeout, stop)
+                    if result is None:
+                        return STOPPED
                     return self._learned(key, request, *result)
+            finally:
+                lock.release()
         return self._judge(known[1], request)
 
-    async def acheck(self, request: Request,
-                     call: Callable[..., Awaitable[Any]] | None = None) -> Verdict:
-        """``check`` for asyncio tasks: an async ``fetch`` is awaited, a plain one run in a thread; the
-        frontier's calls go through ``call(function, *args)`` (an ``AsyncFrontier``'s ``call``; by
-        default ``asyncio.to_thread``), so that the loop is never blocked."""
+    async def acheck(self, request: Request, call: Callable[..., Awaitable[Any]] | None = None,
+                     stop: threading.Event | None = None) -> Verdict:
+        """``check`` for asyncio tasks: an async ``fetch`` is run as a task, a plain one in a thread of
+        its own; the frontier's calls go through ``call(function, *args)`` (an ``AsyncFrontier``'s
+        ``call``; by default ``asyncio.to_thread``), so that the loop is never blocked."""
         hop: Callable[..., Awaitable[Any]] = call or asyncio.to_thread
+        loop = asyncio.get_running_loop()
         key, url = site_of(request.url)
+        while True:
+            known = self._fresh(key) or await hop(self._known, key, request)
+            if known is not None:
+                return self._judge(known[1], request)
+            fetching = self._fetching.get(key)
+            if fetching is None or fetching.get_loop() is not loop:  # (one left by an earlier run's loop)
+                break
+            while not fetching.done():  # another task fetches it
+                if stop is not None and stop.is_set():
+                    return STOPPED
+                await asyncio.wait({fetching}, timeout=_TICK)
+        # No await from here to the fetch: no other task can start one, or end one, meanwhile.
         known = self._fresh(key)
-        if known is None:
-            known = await hop(self._known, key, request)
-        if known is None:
-            lock = self._alocks.setdefault(key, asyncio.Lock())
-            async with lock:
-                known = self._fresh(key) or await hop(self._known, key, request)
-                if known is None:
-                    hold = self._holding(key)
-                    if hold is not None:
-                        return hold
-                    if inspect.iscoroutinefunction(self.fetch):
-                        result = await cast(Awaitable[tuple[int, bytes]], self.fetch(url, self.user_agent))
-                    else:
-                        result = cast(tuple[int, bytes], await asyncio.to_thread(self.fetch, url, self.user_agent))
-                    return cast(Verdict, await hop(self._learned, key, request, *result))
-        return self._judge(known[1], request)
+        if known is not None:
+            return self._judge(known[1], request)
+        hold = self._holding(key)
+        if hold is not None:
+            return hold
+        fetching = self._fetching[key] = loop.create_future()
+        try:
+            result = await await_fetch(self.fetch, url, self.user_agent, self.timeout, stop)
+            if result is None:
+                return STOPPED
+            return cast(Verdict, await hop(self._learned, key, request, *result))
+        finally:
+            if self._fetching.get(key) is fetching:
+                del self._fetching[key]
+            fetching.set_result(None)
 
     def _holding(self, key: str) -> Verdict | None:
         """The hold of ``key`` while it lasts (a worker that waited for a fetch that failed does not fetch
@@ -184,17 +210,19 @@ class RobotsRules:
         return self._use(key, request, entry)
 
     def _learned(self, key: str, request: Request, status: int, body: bytes) -> Verdict:
-        """Act on a fetch of robots.txt: keep it and judge, or hold the host back."""
+        """Act on a fetch of robots.txt: keep it and judge, or hold the site back."""
         self.fetched += 1
-        if not 0 <= status <= 999:
+        if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 999:
             status = 0
         if status == 0 or status >= 500:
-            until = self.frontier.host_failed(request.slot, block_after=1, backoff=self.backoff,
-                                              backoff_max=self.backoff_max)
-            held = until if until is not None else time.time() + self.backoff
-            self._held[key] = held
-            return Verdict("hold", held)
-        self._held.pop(key, None)
+            with self._guard:
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                until = time.time() + host_backoff(failures, 1, self.backoff, self.backoff_max)
+                self._held[key] = until
+            return Verdict("hold", until)
+        with self._guard:
+            self._held.pop(key, None)
+            self._failures.pop(key, None)
         entry = RobotsEntry(status, bytes(body[:MAX_ROBOTS]), time.time())
         self.frontier.set_robots(key, entry)
         return self._judge(self._use(key, request, entry)[1], request)
@@ -204,19 +232,28 @@ class RobotsRules:
         rules: Protego | None = None
         if 200 <= entry.status < 300:
             rules = Protego.parse(entry.body.decode("utf-8", "replace"))
-            self._apply_delay(request.slot, rules)
+            self._apply_delay(request.slot, key, rules)
         known = (entry.fetched_at, rules)
         self._rules[key] = known
         return known
 
-    def _apply_delay(self, slot: str, rules: Protego) -> None:
+    def _apply_delay(self, slot: str, key: str, rules: Protego) -> None:
+        """The slot's delay: the largest Crawl-delay of its sites known here (the sites of one host share
+        its politeness), never below the frontier's own delay."""
         asked: Any = rules.crawl_delay(self.user_agent)
-        if asked is None:
-            return
-        delay = min(max(float(asked), self.base_delay), float(MAX_SECONDS))
+        with self._guard:
+            asks = self._delays.setdefault(slot, {})
+            if asked is None:
+                asks.pop(key, None)
+            else:
+                asks[key] = float(asked)
+            if not asks:
+                return
+            delay = min(max(max(asks.values()), self.base_delay), float(MAX_SECONDS))
         info = self.frontier.host(slot)
         if info is None or info.delay != delay:
             self.frontier.set_delay(slot, delay)
 
 
-__all__ = ["ALLOW", "DEFAULT_TIMEOUT", "DISALLOW", "Fetch", "RobotsRules", "Verdict", "fetch_with_urllib", "site_of"]
+__all__ = ["ALLOW", "DEFAULT_TIMEOUT", "DISALLOW", "STOPPED", "Fetch", "RobotsRules", "Verdict", "fetch_with_urllib",
+           "site_of"]

@@ -5,10 +5,11 @@ backoff, fail, or nothing: the handler finished it itself), by the error's kind 
 ``PermanentError`` fails at once, a ``classify`` hook may decide) and with the blame its host takes
 (a failure counted against it, or a block at once); ``apply`` carries the action out on the
 frontier. A robots.txt verdict (``robots.py``) is settled here too: a disallowed request fails, a
-held one is given back for when its host's hold ends. ``RunState`` holds one run's counters and stop
+held one is given back for when its site's hold ends. ``RunState`` holds one run's counters and stop
 flags and decides when the run ends: after ``max_requests``, when an idle worker finds the crawl
-finished or stalled, or at a stop asked for from outside (a duration, a signal). ``RunStats`` and
-``CrawlStats`` are what a run reports.
+finished or stalled, or at a stop asked for from outside (a duration, a signal); and, once stopped,
+when the handlers still running have had their ``grace`` and are left behind (``abandon``: their
+requests stay in flight, never acknowledged). ``RunStats`` and ``CrawlStats`` are what a run reports.
 
 The frontier calls here are the blocking ones of the contract: ``crawl()`` makes them on its worker
 threads, ``acrawl()`` on the thread pool of its ``AsyncFrontier``, so that both settle a request
@@ -29,7 +30,7 @@ from .contract import MAX_SECONDS, FrontierProtocol
 from .errors import FrontierError
 from .failurekinds import Classify, FailureKind, kind_of
 from .request.model import Request, retries_text
-from .robots import Fetch, RobotsRules, Verdict
+from .robots import DEFAULT_TIMEOUT, Fetch, RobotsRules, Verdict, site_of
 
 log = logging.getLogger("diskfrontier")
 
@@ -52,6 +53,7 @@ class RunStats:
     host_blocks: int = 0  # times a host was blocked for its failures (host_errors in a row, a "backoff")
     robots_disallowed: int = 0  # requests robots.txt disallowed (recorded as failed, never fetched)
     robots_held: int = 0  # requests given back because their site's robots.txt could not be fetched
+    abandoned: int = 0  # requests in hand when the run returned, left in flight (they come back): see RunState
     stopped_by: str = ""  # "finished", "stalled", "duration", "max_requests", "SIGINT", "SIGTERM", "interrupted"
 
     @property
@@ -104,6 +106,10 @@ class CrawlStats:
     @property
     def robots_held(self) -> int:
         return self._sum("robots_held")
+
+    @property
+    def abandoned(self) -> int:
+        return self._sum("abandoned")
 
     @property
     def stopped_by(self) -> str:
@@ -229,7 +235,7 @@ def settle_robots(frontier: FrontierProtocol, request: Request, verdict: Verdict
             log.info("disallowed by robots.txt: %s", request.url)
             return ("failed", "failed_at_once", "robots_disallowed")
         frontier.retry(request, delay=min(max(0.0, verdict.until - time.time()), MAX_SECONDS))
-        log.info("robots.txt of %s could not be fetched: %s waits until its host's hold ends", request.slot,
+        log.info("robots.txt of %s could not be fetched: %s waits until the site's hold ends", site_of(request.url)[0],
                  request.url)
         return ("robots_held",)
     except Exception as exc:
@@ -239,12 +245,14 @@ def settle_robots(frontier: FrontierProtocol, request: Request, verdict: Verdict
 
 
 def robots_rules(function: str, frontier: FrontierProtocol, robots: bool, user_agent: str | None,
-                 robots_ttl: float, fetch_robots: Fetch | None, policy: RetryPolicy) -> RobotsRules | None:
+                 robots_ttl: float, fetch_robots: Fetch | None, policy: RetryPolicy,
+                 robots_timeout: float = DEFAULT_TIMEOUT) -> RobotsRules | None:
     """The ``RobotsRules`` of a run asked for ``robots=True`` (None otherwise); ValueError naming
     ``function`` if its arguments do not fit."""
     if not isinstance(robots, bool):
         raise TypeError(f"{function}(): robots must be True or False, got {robots!r}")
     check_argument(function, "robots_ttl", robots_ttl, none=False)
+    check_argument(function, "robots_timeout", robots_timeout, least=0.001, none=False)
     if fetch_robots is not None and not callable(fetch_robots):
         raise TypeError(f"{function}(): fetch_robots must be a function (url, user_agent) -> (status, body), "
                         f"got {fetch_robots!r}")
@@ -254,7 +262,7 @@ def robots_rules(function: str, frontier: FrontierProtocol, robots: bool, user_a
         raise ValueError(f"{function}(): robots=True needs user_agent=, the name your crawler gives in "
                          f"User-agent (the robots.txt rules for it are obeyed), e.g. user_agent='mybot/1.0'")
     return RobotsRules(frontier, user_agent, ttl=robots_ttl, fetch=fetch_robots, backoff=policy.host_backoff,
-                       backoff_max=policy.host_backoff_max)
+                       backoff_max=policy.host_backoff_max, timeout=robots_timeout)
 
 
 def check_policy(function: str, classify: Any, host_errors: Any, host_backoff: Any, host_backoff_max: Any) -> None:
@@ -276,31 +284,46 @@ def error_text(error: BaseException) -> str:
 # ------------------------------------------------------------------ one run
 class RunState:
     """The shared state of one run over ``frontier``: counters, the stop flags, and the decisions
-    of when to stop. Safe to use from many threads (and from an event loop's thread beside them)."""
+    of when to stop. Safe to use from many threads (and from an event loop's thread beside them).
+
+    Once stopped, a run takes no new request; a worker waiting for a robots.txt fetch leaves its
+    request at once (``release``), a handler under way has ``grace`` seconds (None: as long as it
+    takes) to end, and then the run leaves it behind (``abandon``): the run returns, the handler's
+    request stays in flight (it comes back, as after a second Ctrl-C) and is never acknowledged by
+    the run. ``seal`` counts what was still in hand as ``abandoned`` when the run returns."""
 
     def __init__(self, frontier: FrontierProtocol, policy: RetryPolicy, duration: float | None,
-                 max_requests: int | None, robots: RobotsRules | None = None) -> None:
+                 max_requests: int | None, robots: RobotsRules | None = None, grace: float | None = None) -> None:
         self.frontier, self.policy, self.robots = frontier, policy, robots
         self.max_requests = max_requests
+        self.grace = grace
         self.stats = RunStats(time.time())
         self.deadline = None if duration is None else time.monotonic() + duration
         self.lock = threading.Lock()
         self.stop = threading.Event()  # no new work
         self.hard = threading.Event()  # leave at once
+        self.stopped_at: float | None = None  # time.monotonic() of the first stop
+        self.sealed = False  # the run has returned: its counters are final
         self.taken = 0  # hand-outs reserved against max_requests
         self.busy = 0  # requests in hand (popped, not yet settled)
+
+    def _stopped_now(self) -> None:
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
 
     def halt(self, reason: str) -> None:
         """Take no new request; ``reason`` becomes ``stopped_by`` unless a stop came first."""
         with self.lock:
             if not self.stats.stopped_by:
                 self.stats.stopped_by = reason
+            self._stopped_now()
         self.stop.set()
 
     def leave(self) -> None:
         """Stop at once (a second Ctrl-C): the requests in hand stay in flight."""
         with self.lock:
             self.stats.stopped_by = "interrupted"
+            self._stopped_now()
         self.hard.set()
         self.stop.set()
 
@@ -308,6 +331,37 @@ class RunState:
         """Stop the run if its duration is over."""
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.halt("duration")
+
+    def grace_over(self) -> bool:
+        """True once the run has stopped and its handlers' grace has run out."""
+        stopped_at = self.stopped_at
+        return self.grace is not None and stopped_at is not None and time.monotonic() >= stopped_at + self.grace
+
+    def abandon(self) -> None:
+        """Leave the handlers still running behind, as a second Ctrl-C does (``stopped_by`` stays)."""
+        with self.lock:
+            busy = self.busy
+        if not self.hard.is_set():
+            log.warning("%d handlers still running %gs after the stop: left behind; their requests stay in flight "
+                        "and come back", busy, self.grace)
+        self.hard.set()
+        self.stop.set()
+
+    def release(self) -> None:
+        """A request in hand is left in flight without being settled (the run stopped while its
+        robots.txt was being fetched): it comes back, as a request abandoned does."""
+        with self.lock:
+            if self.sealed:
+                return
+            self.busy -= 1
+            self.stats.abandoned += 1
+
+    def seal(self) -> None:
+        """The run returns: what is still in hand is counted as abandoned, and nothing counts after this."""
+        with self.lock:
+            if not self.sealed:
+                self.sealed = True
+                self.stats.abandoned += self.busy
 
     def reserve(self) -> bool:
         """Count a hand-out against max_requests before popping; False if the run must stop."""
@@ -352,6 +406,8 @@ class RunState:
         """One request in hand settled, adding to each of ``counters``; stop at max_requests, and
         look whether the crawl is over if it was the last one in hand."""
         with self.lock:
+            if self.sealed:
+                return  # settled after the run returned (it had left this one behind): not this run's any more
             self.busy -= 1
             idle = self.busy == 0
             self.stats.handled += 1
@@ -392,7 +448,9 @@ class RunState:
             return
         with self.lock:
             busy = self.busy
-        log.warning("%s: stopping; finishing the %d requests in hand (Ctrl-C again to stop at once)", name, busy)
+        within = "" if self.grace is None else f" for at most {self.grace:g}s"
+        log.warning("%s: stopping; finishing the %d requests in hand%s (Ctrl-C again to stop at once)", name, busy,
+                    within)
         self.halt(name)
 
     def signalled_again(self) -> None:

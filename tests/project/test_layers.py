@@ -21,7 +21,8 @@ LAYERS = [
     ("scrapyfiles", 5),
     ("jobdir", 6), ("redisfrontier.leases", 6), ("redisfrontier", 6),
     ("transfer", 7), ("targets", 7), ("asyncfrontier", 7),
-    ("runs", 8), ("runpolicy", 8), ("asynccrawl", 8), ("robots", 8), ("demo", 8), ("scrapy", 8), ("cli", 8),
+    ("runs", 8), ("runpolicy", 8), ("asynccrawl", 8), ("robots", 8), ("robotsfetch", 8), ("demo", 8), ("scrapy", 8),
+    ("cli", 8),
     ("live", 8),
     ("frontier", 9), ("jobinfo", 9), ("verify", 9), ("__init__", 9), ("__main__", 9),  # old paths, the package
 ]
