@@ -80,8 +80,10 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         ("seen", f"{info.seen:,}" if info.seen_exact else
                  f"at least {info.seen:,} (the journal holds fingerprints that requests.seen may not have yet; "
                  f"the next open counts them all)"),
-        ("journal", human_bytes(info.journal_bytes)), ("queues", human_bytes(info.queue_bytes)),
+        ("journal", _journal_row(info.journal_bytes, info.live_bytes)), ("queues", human_bytes(info.queue_bytes)),
         ("seen file", human_bytes(info.seen_bytes)), ("reclaimable", human_bytes(info.reclaimable_bytes)),
+        ("checkpoint", _checkpoint_row(info.checkpoint_at, info.checkpoint_time)),
+        ("compactions", f"{info.compactions:,} since it was made"),
     ]
     rows.append(("hosts", f"{info.hosts:,} with pending requests"))
     if info.delayed:
@@ -165,10 +167,31 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
         ready = live["next_ready"]
         rows.append(("next ready", "now" if ready <= max(live["taken"], time.time()) else when(ready)))
     if stats.get("journal_bytes") is not None:
-        rows.append(("journal", human_bytes(stats["journal_bytes"])))
+        rows.append(("journal", _journal_row(stats["journal_bytes"], stats.get("live_bytes"))))
+    if "checkpoints" in stats:
+        last = stats.get("last_checkpoint")
+        rows.append(("checkpoint", f"{max(0.0, time.time() - last):.0f}s ago ({stats['checkpoints']:,} this run)"
+                                   if last is not None else "none yet in this run"))
+        rows.append(("compactions", f"{stats.get('compactions_total', 0):,} since it was made, "
+                                    f"{stats.get('compactions', 0):,} this run"))
     rows += _failing_rows(failing)
     rows += _inbox_rows(held, "the crawl's next look")
     click.echo(table(rows))
+
+
+def _journal_row(size: int, live: int | None) -> str:
+    """The journal's size, and what share of it a compaction keeps."""
+    if live is None or size <= 0:
+        return human_bytes(size)
+    return f"{human_bytes(size)}, {min(100.0, 100.0 * live / size):.0f}% live"
+
+
+def _checkpoint_row(at: int | None, written: float | None) -> str:
+    """Where a recovery or a read of the directory starts."""
+    if at is None:
+        return "none: a recovery reads the journal from its start"
+    age = "" if written is None else f", written {max(0.0, time.time() - written):.0f}s ago"
+    return f"at byte {at:,}{age}: a recovery reads only the journal after it"
 
 
 def _seen_layout(stats: dict[str, Any]) -> str:

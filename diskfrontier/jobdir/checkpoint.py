@@ -63,6 +63,8 @@ class Checkpoint:
     hosts_file: HostFileRecord | None = None  # requests.hosts as a clean close wrote it
     states: list[StateRecord] = field(default_factory=list)  # saved states of the journal, the newest first
     failed_bytes: int | None = None  # bytes of the failed requests' records (a clean close keeps it)
+    compactions: int = 0  # compactions of the journal since the directory was made (as far as cursors kept count)
+    written: float | None = None  # when this cursor was written (time.time())
     pid: int | None = None
     problem: str | None = None
     ident: str | None = None  # the job directory id it names
@@ -152,6 +154,9 @@ def read_checkpoint(path: str, ident: str | None) -> Checkpoint:
         saved.states = [StateRecord.from_json(entry) for entry in states]
         if "failed_bytes" in value:
             saved.failed_bytes = _int(value, "failed_bytes")
+        saved.compactions = _int(value, "compactions", 0)
+        if "time" in value:
+            saved.written = _time(value, "time")
         if state == "open":
             saved.journal_floor = _int(value, "journal_floor", 0)
             saved.seen_tail = _tail(value)
@@ -201,6 +206,7 @@ def _write(path: str, ident: str | None, value: dict[str, Any]) -> None:
 def write_open(
     path: str, ident: str | None, journal_floor: int, seen_tail: tuple[int, int] | None,
     seen_index: IndexRecord | None = None, journal_crc: int | None = None, states: list[StateRecord] | None = None,
+    compactions: int = 0,
 ) -> None:
     """Mark the directory (whose id is ``ident``) as open: from now on the queue files are not to be trusted.
 
@@ -208,6 +214,8 @@ def write_open(
     ``states``: the saved states (``statefile.py``) a recovery may start from, the newest first.
     """
     value: dict[str, Any] = {"state": "open", "pid": os.getpid(), "journal_floor": journal_floor}
+    if compactions:
+        value["compactions"] = compactions
     if states:
         value["states"] = [record.to_json() for record in states]
     if journal_crc is not None:
@@ -224,9 +232,12 @@ def write_clean(
     pending: dict[int, int], queues: dict[int, int], pushes: int, dones: int, live_bytes: int,
     hosts_file: HostFileRecord, seen_index: IndexRecord | None = None, journal_crc: int | None = None,
     paused_since: float | None = None, states: list[StateRecord] | None = None, failed_bytes: int | None = None,
+    compactions: int = 0,
 ) -> None:
     """Mark a clean close: the queue files and requests.hosts match this journal and seen file."""
     extra: dict[str, Any] = {} if seen_index is None else {"seen_index": seen_index.to_json()}
+    if compactions:
+        extra["compactions"] = compactions
     if states:
         extra["states"] = [record.to_json() for record in states]
     if failed_bytes is not None:

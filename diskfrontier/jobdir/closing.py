@@ -94,7 +94,7 @@ class Closing:
             queues={p: queue_crc(layout.queue_dir, p) for p in queued},
             pushes=st.pushes, dones=st.dones, live_bytes=st.live_bytes,
             hosts_file=hosts_file, seen_index=index, journal_crc=st.journal.crc, paused_since=st.paused_since,
-            states=st.states, failed_bytes=st.failed_bytes)
+            states=st.states, failed_bytes=st.failed_bytes, compactions=st.compactions)
 
     def _give_back(self) -> int:
         """Put what is in flight back at the end of its queue, with a RETRY record each (same attempts) in one

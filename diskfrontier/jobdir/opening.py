@@ -131,8 +131,9 @@ class Opening:
         saved = checkpoint.read_checkpoint(layout.cursor, st.ident)
         st.floor = saved.floor
         st.states = list(saved.states)
+        st.compactions = saved.compactions
         checkpoint.write_open(layout.cursor, st.ident, saved.floor, saved.seen_tail, saved.seen_index,
-                              saved.journal_crc, st.states)
+                              saved.journal_crc, st.states, st.compactions)
         st.floor_crc = saved.journal_crc
         st.seen = SeenFile(layout.seen, st.salt)
         loaded = st.seen.open(require_sums=not fresh, tail=saved.seen_tail, index=saved.seen_index)
@@ -150,7 +151,7 @@ class Opening:
         st.counters["torn_bytes_cut"] += loaded.torn
         st.seen.flush()
         checkpoint.write_open(layout.cursor, st.ident, st.journal.size, st.seen.tail(),
-                              st.seen.index_record, st.journal.crc, st.states)
+                              st.seen.index_record, st.journal.crc, st.states, st.compactions)
         st.floor, st.floor_crc = st.journal.size, st.journal.crc
         remove_stale_states(layout.root, st.states)
         st.hosts.active = st.hosts.active or bool(st.hosts.hot)  # a host with a setting

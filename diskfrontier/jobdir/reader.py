@@ -28,9 +28,10 @@ from .journal import MAGIC, read_fail, read_record, record_end
 from .layout import FORMAT_VERSION, SALTED_FROM, Layout, journal_format, probe_lock, read_meta, salt_of
 from .queues import distrust_reason, queue_offsets
 from .records import request_of
-from .replay import read_state
+from .replay import JournalState, read_state
 from .seen import count_fingerprints, fingerprints_in
 from .seenindex import key_of
+from .statefile import StateUnusable, read_state_file
 
 
 @dataclass
@@ -58,6 +59,10 @@ class JobInfo:
     next_due: float | None = None  # when the first of them is due
     failed: int = 0  # failed requests not requeued
     paused_since: float | None = None  # when the crawl was paused, if it is
+    live_bytes: int = 0  # bytes of the journal a compaction keeps (pending and failed requests' records)
+    compactions: int = 0  # compactions of the journal since the directory was made
+    checkpoint_at: int | None = None  # the journal offset of the newest checkpoint's saved state (None: none)
+    checkpoint_time: float | None = None  # when that checkpoint was written
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -107,9 +112,12 @@ def inspect_jobdir(path: str) -> JobInfo:
         path=path, state=label, holder_pid=holder or None, format_version=meta["version"], order=meta["order"],
         created=meta.get("created", ""), pending=0, journal_bytes=journal_bytes,
         queue_bytes=_dir_bytes(layout.queue_dir), seen_bytes=seen_bytes)
+    info.compactions = saved.compactions
+    if saved.states:
+        info.checkpoint_at, info.checkpoint_time = saved.states[0].at, saved.written
     host_state = _host_state(layout, saved) if label == "clean" else None
     if host_state is not None and record_end(layout.journal, saved.last_record, salt) == journal_bytes:
-        by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes
+        by_priority, info.done, live = saved.pending, saved.journal_dones, saved.live_bytes + (saved.failed_bytes or 0)
         info.seen = _seen_count(layout.seen, seen_bytes)
         info.hosts = sum(1 for pending in host_state.counts.pending if pending)
         info.delayed, info.next_due = len(host_state.delayed), host_state.delayed.next_due()
@@ -119,11 +127,10 @@ def inspect_jobdir(path: str) -> JobInfo:
     else:
         now = time.time()
         tail: set[int] = set()  # the journal's fingerprints from the floor on, which requests.seen may lack
-        state = read_state(layout.journal, salt=salt, sizes=True, offsets=False, hosts=True,
-                           fingerprint=lambda fingerprint: tail.add(key_of(fingerprint)),
-                           fingerprints_from=saved.floor, prefix=_vouched(saved))
+        state = _scan(layout, meta, saved, sizes=True, offsets=False, hosts=True,
+                      fingerprint=lambda fingerprint: tail.add(key_of(fingerprint)), fingerprints_from=saved.floor)
         by_priority = state.counts
-        info.done, live, info.torn_bytes = state.dones, state.live_bytes, state.scan.torn
+        info.done, live, info.torn_bytes = state.dones, state.live_bytes + state.failed_bytes, state.scan.torn
         info.seen = _seen_count(layout.seen, seen_bytes, exact=True)
         if tail:  # some may be in requests.seen already: at least the larger of the two
             info.seen, info.seen_exact = max(info.seen, len(tail)), False
@@ -137,7 +144,8 @@ def inspect_jobdir(path: str) -> JobInfo:
         info.done -= info.failed
     info.pending = sum(by_priority.values())
     info.pending_by_priority = dict(sorted(by_priority.items(), reverse=True))
-    info.reclaimable_bytes = journal_bytes - len(MAGIC) - live
+    info.live_bytes = live
+    info.reclaimable_bytes = max(0, journal_bytes - len(MAGIC) - live)
     return info
 
 
@@ -176,6 +184,21 @@ def _seen_count(path: str, size: int, *, exact: bool = False) -> int:
         if head == b"\x00\x14" and size % 22 == 0:
             return size // 22
     return count_fingerprints(path)
+
+
+def _scan(layout: Layout, meta: dict[str, Any], saved: checkpoint.Checkpoint, **options: Any) -> JournalState:
+    """One scan of the journal as a recovery reads it: from the newest saved state the checkpoint names that still
+    describes the journal (``statefile.py``), then the records after it; else from the journal's start, the part
+    the checkpoint vouches for read without each record's checksums. Nothing is written."""
+    ident, salt = _ident(meta), salt_of(meta)
+    if ident is not None:
+        for record in saved.states:
+            try:
+                start = read_state_file(layout.root, record, ident, salt)
+                return read_state(layout.journal, salt=salt, start=start, **options)
+            except StateUnusable:
+                continue  # replaced by a newer one while this was read, or not this journal's: the next
+    return read_state(layout.journal, salt=salt, prefix=_vouched(saved), **options)
 
 
 def _vouched(saved: checkpoint.Checkpoint) -> tuple[int, int] | None:
@@ -244,7 +267,7 @@ class PendingRequests:
                 self._parts.append((len(held), functools.partial(iter, held)))
             return
         saved = checkpoint.read_checkpoint(self.layout.cursor, _ident(meta))
-        pending = read_state(self.layout.journal, salt=self.salt, prefix=_vouched(saved)).pending
+        pending = _scan(self.layout, meta, saved).pending
         for p in sorted(pending, reverse=True):
             if priority is None or p == priority:
                 offsets = pending[p]
@@ -300,7 +323,7 @@ class FailedRequests:
         if host_state is not None and record_end(layout.journal, saved.last_record, salt) == journal_bytes:
             self._entries = list(host_state.failed.items())
         else:
-            self._entries = list(read_state(layout.journal, salt=salt, offsets=False).failed.items())
+            self._entries = list(_scan(layout, meta, saved, offsets=False).failed.items())
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -383,7 +406,7 @@ def _host_rows(path: str) -> list[HostRow]:
                 rows.append(HostRow(counts.name(hid), counts.pending[hid], counts.done[hid], own_delay,
                                     until or None, own_budget))
         return rows
-    state = read_state(layout.journal, salt=salt_of(meta), offsets=False, hosts=True)
+    state = _scan(layout, meta, saved, offsets=False, hosts=True)
     rows = []
     for hid, raw in enumerate(state.host_names):
         record = state.host_settings.get(hid)
@@ -425,8 +448,8 @@ def all_seen_fingerprints(path: str) -> Iterator[bytes]:
     if saved.clean and saved.journal_bytes == journal_bytes and probe_lock(layout.lock) is None:
         return  # a clean close flushed the seen file: it holds them all
     tail: list[bytes] = []
-    read_state(layout.journal, salt=salt_of(meta), fingerprint=lambda fingerprint: tail.append(bytes(fingerprint)),
-               fingerprints_from=saved.floor, offsets=False)
+    _scan(layout, meta, saved, fingerprint=lambda fingerprint: tail.append(bytes(fingerprint)),
+          fingerprints_from=saved.floor, offsets=False)
     yield from tail
 
 

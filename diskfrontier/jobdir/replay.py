@@ -562,6 +562,9 @@ def read_state(
     """
     if start is not None and repair:
         raise ValueError("a repair reads the journal from its start")
+    if start is not None and fingerprint is not None and fingerprints_from < start.at:
+        raise StateUnusable(f"the fingerprints from byte {fingerprints_from} on are asked for, and it starts at "
+                            f"byte {start.at}")
     options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after,
                        tuple(exclude), start, until, save)
     trusted = (floor, floor_crc) if floor_crc is not None else prefix

@@ -88,6 +88,7 @@ class Shared:
         self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor (upkeep.py)
         self.sealed = False  # the close has written its checkpoint: no later one may replace it
         self.recovered_from: int | None = None  # where the last rebuild began reading the journal (a saved state's)
+        self.compactions = 0  # compactions since the directory was made (kept in every checkpoint)
         self.inbox_skips = Skips()  # inbox entries left in place, each named once in the log
 
     def new_schedule(self) -> HostSchedule:
@@ -135,6 +136,7 @@ class Shared:
             "delay": self.hosts.delay,
             "paused_since": self.paused_since,
             "live_bytes": self.live_bytes + self.failed_bytes,
+            "compactions_total": self.compactions,
             "recovered_from": self.recovered_from,
         }
 

@@ -353,6 +353,24 @@ def _applied(rows: Any) -> list[tuple[str, str]]:
     return out
 
 
+def summary(state: SavedState) -> dict[str, Any]:
+    """What ``state`` says, independent of how its arrays are laid out (hosts by name, not by index): two states
+    of the same journal at the same offset, one made by a compaction and one by a scan, summarise the same."""
+    names = state.names
+    times = dict(zip(state.timed_index, state.timed_at, strict=True))
+    pending = [(offset, state.priorities[state.codes[i]], names[state.hosts[i]], state.sizes[i], times.get(i, 0.0))
+               for i, offset in enumerate(state.order)]
+    settings = {names[hid]: (r.delay if r.delay == r.delay else None, r.blocked_until, r.budget, r.done)
+                for hid, r in state.settings.items()}
+    return {
+        "at": state.at, "journal_crc": state.journal_crc, "last_record": state.last_record, "pushes": state.pushes,
+        "dones": state.dones, "paused_since": state.paused_since, "pending": pending,
+        "failed": list(zip(state.failed, state.fails, state.fail_sizes, strict=True)),
+        "done": {names[hid]: n for hid, n in enumerate(state.host_done) if n}, "settings": settings,
+        "applied": list(state.applied),
+    }
+
+
 def remove_stale_states(directory: str, keep: Iterable[StateRecord]) -> int:
     """Remove the state files of ``directory`` that are not in ``keep`` (replaced, or left by a stop); how many."""
     kept = {record.name for record in keep}

@@ -104,7 +104,7 @@ class Swap:
                     return False
                 checkpoint.write_open(st.layout.cursor, st.ident, result["compacted_end"],
                                       (params["seen_tail"][0], params["seen_tail"][1]), st.seen.index_record,
-                                      record.journal_crc, [record, *st.states][:4])
+                                      record.journal_crc, [record, *st.states][:4], st.compactions + 1)
             reached("swap-named")
             try:
                 with self.mutex:
@@ -242,6 +242,7 @@ class Swap:
         st.floor, st.floor_crc = result["compacted_end"], record.journal_crc
         st.states = [record]
         st.generation += 1
+        st.compactions += 1
         self.aside = aside
         self.last = {"bytes_before": result["bytes_before"], "bytes_after": copy.end, "pending": result["pending"],
                      "failed": len(failed), "dropped_records": result["dropped_records"]}
@@ -252,7 +253,7 @@ class Swap:
         with st.cursor_lock, contextlib.suppress(OSError):
             if not st.sealed and st.generation == generation:
                 checkpoint.write_open(st.layout.cursor, st.ident, floor, st.seen.tail(), st.seen.index_record,
-                                      floor_crc, states)
+                                      floor_crc, states, st.compactions)
 
     def _after(self, record: StateRecord, params: dict[str, Any]) -> None:
         """Step 4: the rename made durable, the checkpoint naming only the new state, the old files removed."""
@@ -265,7 +266,7 @@ class Swap:
                 with contextlib.suppress(OSError):
                     checkpoint.write_open(st.layout.cursor, st.ident, st.floor,
                                           (params["seen_tail"][0], params["seen_tail"][1]), st.seen.index_record,
-                                          st.floor_crc, [record])
+                                          st.floor_crc, [record], st.compactions)
         with contextlib.suppress(OSError):
             remove_tree(self.aside)
         with contextlib.suppress(OSError):

@@ -254,7 +254,7 @@ class Upkeep:
             if st.sealed or st.generation != generation or st.broken:
                 return False
             checkpoint.write_open(st.layout.cursor, st.ident, at, (tail[0], tail[1]), st.seen.index_record,
-                                  record.journal_crc, [record])
+                                  record.journal_crc, [record], st.compactions)
         reached("checkpoint-named")
         with self.mutex:
             if st.generation != generation or st.sealed:

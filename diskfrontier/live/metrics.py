@@ -10,7 +10,9 @@ held) is left out, not reported as 0.
 Names: ``diskfrontier_pending``, ``diskfrontier_in_flight``, ``diskfrontier_done_total``,
 ``diskfrontier_failed_total``, ``diskfrontier_pushed_total``, ``diskfrontier_duplicates_total``,
 ``diskfrontier_pending_by_priority{priority="..."}``, ``diskfrontier_hosts_ready``,
-``diskfrontier_hosts_waiting``, ``diskfrontier_paused`` (0 or 1), and
+``diskfrontier_hosts_waiting``, ``diskfrontier_paused`` (0 or 1), a job directory's
+``diskfrontier_journal_bytes``, ``diskfrontier_live_bytes``, ``diskfrontier_last_checkpoint`` (Unix time),
+``diskfrontier_compactions_total`` and ``diskfrontier_checkpoints_total`` (its holder's run), and
 ``diskfrontier_snapshot_timestamp_seconds`` (when the snapshot was taken).
 """
 
@@ -28,12 +30,17 @@ PREFIX = "diskfrontier_"
 GAUGES = {
     "pending": "Requests waiting to be handed out",
     "in_flight": "Requests handed out and not finished (Redis: leased by any client)",
+    "journal_bytes": "Bytes of a job directory's journal",
+    "live_bytes": "Bytes of a job directory's journal that a compaction keeps (pending and failed requests)",
+    "last_checkpoint": "When a job directory's holder last checkpointed its journal (Unix time)",
 }
 COUNTERS = {
     "done": "Requests done (a job directory's holder: by this run)",
     "failed": "Requests recorded as failed and not requeued",
     "pushed": "Requests queued (a job directory's holder: by this run; Redis: by every client)",
     "duplicates": "Pushes refused as seen before",
+    "compactions": "Compactions of a job directory's journal by its holder's run",
+    "checkpoints": "Checkpoints of a job directory's journal by its holder's run",
 }
 
 

@@ -58,6 +58,8 @@ def main() -> None:
     in_flight: list = []
     while True:
         roll = rng.random()
+        if roll < 0.27 and len(frontier) > 2000:
+            roll = 0.5  # as many pending as the crawl began with: a pop instead of a push
         if roll < 0.22:
             request = new_request()
             say(f"?P {request.url} {request.priority}")

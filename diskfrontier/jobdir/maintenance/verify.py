@@ -53,6 +53,7 @@ from ..records import (
 )
 from ..replay import JournalState, Progress, read_state
 from ..seen import BLOCK, check_seen_file, read_sums, sums_of, write_sums
+from ..statefile import StateUnusable, read_state_file, summary
 from .rejects import find_unservable, write_rejected
 
 PROGRESS_EVERY = 1 << 16
@@ -109,6 +110,7 @@ def verify(path: str | os.PathLike[str], *, repair: bool = False, progress: Prog
             _check_seen(layout, report, saved, state, repair, salt, ident)
         if state is not None and version >= SALTED_FROM:
             _check_queues(layout, report, saved, state, salt)
+            _check_states(layout, report, saved, salt, ident)
         if saved.out_of_range:  # intact, yet holding what no close writes: damage, not a crash's leftover
             report.findings.append(Finding(layout.cursor, 0, f"{saved.problem}; repair marks it for a rebuild"))
         elif saved.problem is not None and saved.state != "missing":
@@ -375,6 +377,28 @@ def _rewrite_seen(layout: Layout, data: bytes, state: JournalState | None, salt:
         _set_aside(layout.seen)
     write_atomic(layout.seen, bytes(out))
     write_sums(layout.seen_sums, sums_of(bytes(out), salt), salt)
+
+
+def _check_states(layout: Layout, report: Report, saved: checkpoint.Checkpoint, salt: int, ident: str | None) -> None:
+    """Each saved state the checkpoint names must say what a scan of the journal up to its offset says: a recovery
+    that starts from it must rebuild what one from the journal's start would."""
+    if ident is None:
+        return
+    for record in saved.states:
+        path = os.path.join(layout.root, record.name)
+        try:
+            stored = read_state_file(layout.root, record, ident, salt)
+            scanned = read_state(layout.journal, salt=salt, until=record.at, save=ident, sizes=True, hosts=True,
+                                 offsets=False).saved
+        except StateUnusable as exc:
+            report.notes.append(f"{path}: not used ({exc}); a recovery reads the journal from its start instead")
+            continue
+        except JobDirCorrupt:
+            continue  # the journal's damage is named by its own check
+        if scanned is None or summary(stored) != summary(scanned):
+            report.findings.append(Finding(path, 0, f"it does not say what the journal says up to byte {record.at:,} "
+                                                    f"(a recovery would start from a wrong state); repair leaves it "
+                                                    f"out"))
 
 
 def _check_queues(

@@ -33,6 +33,17 @@
     return typeof value === "number" ? integer.format(value) : "–";
   }
 
+  function size(value) {
+    if (typeof value !== "number") return "–";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) {
+      value /= 1024;
+      unit += 1;
+    }
+    return `${unit ? decimal.format(value) : integer.format(value)} ${units[unit]}`;
+  }
+
   function rate(value) {
     if (typeof value !== "number") return "–";
     return value >= 100 ? integer.format(value) : decimal.format(value);
@@ -417,6 +428,19 @@
     if (typeof stats.pushed === "number") facts.push(["Pushed", count(stats.pushed)]);
     if (typeof stats.duplicates === "number") facts.push(["Duplicates", count(stats.duplicates)]);
     if (typeof stats.delay === "number") facts.push(["Delay", `${decimal.format(stats.delay)} s a host`]);
+    if (typeof stats.journal_bytes === "number") {
+      const live = typeof stats.live_bytes === "number" && stats.journal_bytes > 0
+        ? `, ${Math.min(100, Math.round(100 * stats.live_bytes / stats.journal_bytes))}% live` : "";
+      facts.push(["Journal", `${size(stats.journal_bytes)}${live}`]);
+    }
+    if (typeof stats.checkpoints === "number") {
+      const last = typeof stats.last_checkpoint === "number"
+        ? `${span(Math.max(0, serverNow() - stats.last_checkpoint))} ago` : "none yet";
+      facts.push(["Checkpoint", last]);
+    }
+    if (typeof stats.compactions_total === "number") {
+      facts.push(["Compactions", `${count(stats.compactions_total)} (${count(stats.compactions || 0)} this run)`]);
+    }
     if (shot.paused_since) facts.push(["Paused since", moment(shot.paused_since)]);
     const box = $("facts");
     const list = document.createDocumentFragment();
