@@ -97,16 +97,27 @@ def test_a_shard_of_another_crawl_is_damage(open_crawl, redis_server, crawl_name
         open_crawl()
 
 
-def test_a_shard_missing_is_made_again_by_the_next_open(open_crawl, redis_server, crawl_name):
+def test_a_shard_its_maker_did_not_reach_is_made_by_the_next_open_and_a_lost_one_is_not(open_crawl, redis_server,
+                                                                                      crawl_name):
     f = open_crawl(shards=3, delay=0.5)
     f.close()
-    tag = shard_tags(crawl_name, 3)[1]
+    tags = shard_tags(crawl_name, 3)
     client = redis_server.client()
-    assert client.delete(f"df:{{{tag}}}:meta", f"df:{{{tag}}}:sentinel") == 2  # as if its maker died before it
+    sentinels = [client.get(f"df:{{{tag}}}:sentinel") for tag in tags]
+    assert sentinels == [b"0/3", b"1/3", b"2/3"]
+    # what a maker leaves when it stops after shard 0 (made without a sentinel until every shard is there)
+    assert client.delete(f"df:{{{tags[1]}}}:meta", f"df:{{{tags[1]}}}:sentinel", f"df:{{{crawl_name}}}:sentinel") == 3
+    assert client.hdel(f"df:{{{crawl_name}}}:meta", "sentinel") == 1
     f = open_crawl()
-    assert client.hget(f"df:{{{tag}}}:meta", "delay") == b"0.5"  # with the crawl's settings, not the defaults
+    assert client.hget(f"df:{{{tags[1]}}}:meta", "delay") == b"0.5"  # with the crawl's settings, not the defaults
+    assert [client.get(f"df:{{{tag}}}:sentinel") for tag in tags] == sentinels  # and the crawl is sealed again
     f.push_many(Request(f"https://h{i}.example/") for i in range(30))
     assert len(f) == 30
+    f.close()
+    client.delete(f"df:{{{tags[1]}}}:meta", f"df:{{{tags[1]}}}:sentinel")  # the same shard, lost from a made crawl
+    with pytest.raises(CrawlDamaged, match=r"shard 1 of crawl .* is gone"):
+        open_crawl()
+    assert not client.exists(f"df:{{{tags[1]}}}:meta")
 
 
 def test_settings_pause_and_seen_reach_every_shard(open_crawl):
