@@ -103,7 +103,7 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
                              f"{copy_mark} (the copy was stopped before its end, or is still running): "
                              f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
     scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
-    if not there and asked.create:
+    if not there:
         _refuse_leftovers(redis, url, crawl, values)
     count = shards or 1
     seen_pairs = _new_seen(asked, redis)
@@ -126,6 +126,9 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
         raise FrontierError(f"crawl {crawl!r} is {order.upper()}; its order is fixed when it is made "
                             f"(open it with order=None or order={order!r})")
     made = bool(answer[7])
+    if answer[12] is None and not answer[15].startswith(b"1"):
+        raise values.bad(f"{meta} field seen_layout", f"is missing (a crawl of format {answer[15].decode()} names the "
+                                                      f"layout of its seen set)")
     seen_layout = values.text(answer[12], f"{meta} field seen_layout") if answer[12] is not None else "hash"
     bits = values.whole(answer[5], f"{meta} field bits") if seen_layout == "hash" else None
     seen = layout_of(seen_layout, bits)
@@ -166,9 +169,9 @@ def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Va
 
 
 def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
-    """Before a crawl is made: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name (under any
-    of the tags it can have), is there: its meta, or its shard 0 whole, was deleted or evicted. (The OPEN
-    script makes no crawl beside a sentinel either: another client may make one meanwhile.)"""
+    """A crawl whose meta is not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
+    (under any of the tags it can have), is there: its meta, or its shard 0 whole, was deleted or evicted.
+    (The OPEN script makes no crawl beside a sentinel either: another client may make one meanwhile.)"""
     pipe = redis.pipeline(transaction=False)
     tags = second_shard_tags(crawl)
     pipe.exists(f"df:{{{crawl}}}:sentinel")

@@ -36,7 +36,9 @@ from .opening import format_of
 from .records import unpack_body
 from .shards import Shard
 from .verify_layout import Said, check_layout, mend_layout, shard_missing
-from .wholeness import LOSS_FIELDS, bitmap_of, bloom_parts, has_bit, losses, sentinel_value
+from .verify_meta import Place, mended, order_of
+from .verify_meta import losses as recorded_losses
+from .wholeness import LOSS_FIELDS, bloom_parts, has_bit, losses, sentinel_value
 
 BATCH = 500  # hosts a REPLACE script call places
 _ID = re.compile(rb"[0-9a-f]{12}\Z")
@@ -49,6 +51,7 @@ _DERIVED = {b"ready", b"wait", b"delayed", b"lease", b"owner", b"hosts", b"senti
 _COUNTERS = (b"pending", b"inflight", b"delayed", b"seq", b"done", b"seen", b"pushed", b"duplicates", b"retried",
              b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped")
 _HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t", b"f")
+_REQUIRED = (b"seq", b"pending", b"inflight", b"seen")  # counters every crawl has had from its start
 
 
 @dataclass
@@ -96,17 +99,6 @@ def _is_time(value: bytes) -> bool:
     """True if ``value`` is a time a script stores (a finite number of seconds, not negative)."""
     number = _number(value)
     return number is not None and number >= 0
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where the shard being checked is in its crawl: shard ``index`` of ``count`` of crawl ``crawl``;
-    ``sealed``: shard 0's sentinel says every shard was made."""
-
-    crawl: str
-    index: int = 0
-    count: int = 1
-    sealed: bool = True
 
 
 @dataclass
@@ -205,7 +197,7 @@ class _Crawl:
 
     def check(self, now: float) -> None:
         """Compare every index and count with the stored requests; each difference is a finding."""
-        self.lifo = self.meta.get(b"order") == b"lifo"
+        self.lifo = order_of(self) == b"lifo"
         self._check_meta()
         self.good: dict[bytes, _Stored] = {}
         self.bad: dict[bytes, bytes] = {}
@@ -241,6 +233,9 @@ class _Crawl:
             value = meta.get(name)
             if value is not None and (_number(value) is None or not value.lstrip(b"-").isdigit()):
                 self.problem(b"meta", f"field {name.decode()} is {value[:60]!r}, not a whole number")
+        for name in _REQUIRED:
+            if name not in meta:
+                self.problem(b"meta", f"field {name.decode()} is missing (repair writes it again)")
         paused = meta.get(b"paused")
         if paused is not None and not _is_time(paused):
             self.problem(b"meta", f"field paused is {paused[:60]!r}, not a time (repair keeps the crawl paused, "
@@ -428,7 +423,7 @@ class _Crawl:
         fill = _number(self.meta.get(b"seen_fill"))
         if level is None or split is None or fill is None or not 0 <= split < 2 ** level or fill < 1:
             self.problem(b"meta", "fields seen_level, seen_split and seen_fill are not a seen set's state (repair "
-                                  "cannot rebuild it)")
+                                  "writes them again from the buckets there)")
             return
         count = 2 ** int(level) + int(split)
         for bucket in range(count):
@@ -452,7 +447,7 @@ class _Crawl:
         last = _number(meta.get(b"bloom_last"))
         if filters is None or last is None or _number(meta.get(b"bloom_rate")) is None:
             self.problem(b"meta", "fields bloom_rate, bloom_filters and bloom_last are not all numbers: the Bloom "
-                                  "filters cannot be read (repair cannot rebuild them)")
+                                  "filters cannot be read (repair writes them again from the filters there)")
             return
         held = 0.0
         offset = 0  # the seen_map bit of the filter's part 0
@@ -540,9 +535,10 @@ def verify_crawl(url: str, crawl: str, *, repair: bool = False) -> RedisReport:
                         raise RedisMisconfigured(f"verify --repair: Redis has maxmemory-policy {policy} and may drop "
                                                  f"keys again; set 'maxmemory-policy noeviction' first")
             layout = check_layout(client, url, crawl, said, repair)
+            first = node_client(client, f"df:{{{crawl}}}:meta").hgetall(f"df:{{{crawl}}}:meta") if layout else {}
             for index, tag in enumerate(layout.tags if layout else []):
                 assert layout is not None
-                place = Place(crawl, index, layout.count, layout.sealed)
+                place = Place(crawl, index, layout.count, layout.sealed, first)
                 if index and shard_missing(client, url, crawl, Shard(index, tag), layout, said, repair):
                     continue
                 _verify_shard(client, url, place, tag, report, repair)
@@ -587,6 +583,8 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
     import redis.exceptions as rx
 
     report, k = keys.report, keys.key
+    written, notes = mended(keys)
+    report.notes += notes
     pipe.multi()
     for suffix in keys.renamed:
         pipe.rename(k(suffix), k(b"bad:" + suffix))
@@ -633,7 +631,8 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
     failed = len(keys.failed) - len(keys.bad_failed) if b"failed" not in keys.renamed else 0
     counts: dict[bytes, Any] = {b"pending": len(keys.pending), b"inflight": len(keys.leased), b"delayed": delayed,
                                 b"failed": failed, b"sentinel": 1}
-    counts.update(_losses(keys, pipe))
+    counts.update(written)
+    counts.update(recorded_losses(keys, pipe))
     if keys.meta.get(b"seen_layout") != b"bloom":
         counts[b"seen"] = keys.seen
     seq = _number(keys.meta.get(b"seq"))
@@ -653,40 +652,6 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
     except rx.WatchError:
         raise FrontierError(f"verify --repair: crawl {report.crawl!r} changed while it was being checked (a client "
                             f"is running): stop its clients and run verify --repair again") from None
-
-
-def _losses(keys: _Crawl, pipe: Any) -> dict[bytes, int]:
-    """What the rebuild of ``keys`` cannot bring back, added to the shard's record of it (``lost_seen``,
-    ``lost_requests``; see ``wholeness.losses``), said in the report's notes; the ``seen_map`` is made again
-    from the buckets that are there (an add then makes one that went again). Queued on ``pipe``."""
-    meta: dict[bytes, bytes] = keys.meta
-    out: dict[bytes, int] = {}
-    counted = [_number(meta.get(name, b"0")) for name in (b"pending", b"inflight", b"failed")]
-    missing = 0
-    if None not in counted:  # (a hash of the wrong type is set aside whole, its requests kept there)
-        pending, inflight, failed = (int(x or 0) for x in counted)
-        if b"req" not in keys.renamed:
-            missing += max(0, pending + inflight - len(keys.bodies))
-        if b"failed" not in keys.renamed:
-            missing += max(0, failed - len(keys.failed))
-    if meta.get(b"seen_layout") == b"bloom":
-        gone = sum(about for _, about in keys.gone_buckets)
-    else:
-        gone = max(0.0, (_number(meta.get(b"seen")) or 0) - keys.seen)
-    if keys.meta.get(b"seen_layout") in (b"set64", b"bloom"):  # the map made again: the buckets that are there
-        pipe.delete(keys.key(b"seen_map"))
-        if keys.buckets_there:
-            pipe.set(keys.key(b"seen_map"), bitmap_of(keys.buckets_there))
-        out[b"seen_map"] = 1
-    for name, more, what in ((b"lost_requests", missing, "requests counted by the crawl are not stored (lost: "
-                                                         "deleted or evicted)"),
-                             (b"lost_seen", round(gone), "seen fingerprints are lost (their buckets were deleted or "
-                                                         "evicted): the URLs they stand for may be fetched again")):
-        if more > 0:
-            out[name] = int(_number(meta.get(name, b"0")) or 0) + int(more)
-            keys.report.notes.append(f"{_name(keys.key(b'meta'))}: cannot be rebuilt: at least {int(more)} {what}; "
-                                     f"recorded in field {name.decode()}, named by every verify from now on")
-    return out
 
 
 def _hosts(keys: _Crawl) -> list[bytes]:

@@ -21,7 +21,12 @@ from .connection import node_client, shown_url, talking
 from .opening import READABLE, format_of, shard_open_args
 from .reading import glob_escape
 from .shards import Shard
-from .wholeness import ShardLayout, second_shard_tags, sentinel_value, shard_layout
+from .verify_meta import order_from_ids
+from .wholeness import ShardLayout, parse_sentinel, second_shard_tags, sentinel_value, shard_layout, tags_of
+
+_LOST_WHOLE = ("{meta}: cannot be rebuilt: shard {index} was lost whole, with the requests of its hosts and their "
+               "seen fingerprints (the URLs of its hosts may be fetched again); made again empty, the loss recorded "
+               "in field lost_shard, named by every verify from now on")
 
 
 @dataclass
@@ -34,7 +39,8 @@ class Said:
 
 def check_layout(client: Any, url: str, crawl: str, said: Said, repair: bool) -> ShardLayout | None:
     """The shards of ``crawl`` as shard 0 names them, each disagreement a finding; None (with a finding) if
-    shard 0's meta is gone while keys of the crawl are there. ``FrontierError`` if there is no crawl."""
+    shard 0's meta is gone while keys of the crawl are there (repair makes it again where it can: then
+    the layout it made). ``FrontierError`` if there is no crawl."""
     meta, sentinel_key = f"df:{{{crawl}}}:meta", f"df:{{{crawl}}}:sentinel"
     node = node_client(client, meta)
     with talking(url, "verify"):
@@ -44,8 +50,9 @@ def check_layout(client: Any, url: str, crawl: str, said: Said, repair: bool) ->
         kind, sentinel = pipe.execute()
         fields = node.hgetall(meta) if kind == b"hash" else {}
     if kind == b"none":
-        _meta_gone(client, node, url, crawl, said, repair)
-        return None
+        if not _meta_gone(client, node, url, crawl, said, repair):
+            return None
+        return check_layout(client, url, crawl, Said(), False)
     if kind != b"hash":
         return ShardLayout(1, [crawl], True)  # the check of shard 0 names it (verify cannot rebuild it)
     found = shard_layout(crawl, {name.decode(errors="replace"): value for name, value in fields.items()}, sentinel)
@@ -53,11 +60,14 @@ def check_layout(client: Any, url: str, crawl: str, said: Said, repair: bool) ->
     return found
 
 
-def _meta_gone(client: Any, node: Any, url: str, crawl: str, said: Said, repair: bool) -> None:
-    """Shard 0's meta is gone: a finding if anything of the crawl is left, else there is no crawl."""
+def _meta_gone(client: Any, node: Any, url: str, crawl: str, said: Said, repair: bool) -> bool:
+    """Shard 0's meta is gone: a finding if anything of the crawl is left, else there is no crawl. With
+    ``repair``, the meta is made again (True) if what is left says how: shard 1's settings and sentinel
+    (the number of shards), or shard 0's own keys (its seen set's layout); ``CrawlDamaged`` if not."""
     meta = f"df:{{{crawl}}}:meta"
+    prefix = f"df:{{{crawl}}}:"
     with talking(url, "verify"):
-        left = sum(1 for _ in node.scan_iter(match=glob_escape(f"df:{{{crawl}}}:") + "*", count=1000))
+        left = [key[len(prefix):] for key in node.scan_iter(match=glob_escape(prefix) + "*", count=1000)]
         pipe = client.pipeline(transaction=False)
         tags = second_shard_tags(crawl)
         for tag in tags:
@@ -65,14 +75,83 @@ def _meta_gone(client: Any, node: Any, url: str, crawl: str, said: Said, repair:
         others = [tag for tag, owner in zip(tags, pipe.execute(), strict=True) if owner == crawl.encode()]
     if not left and not others:
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)} (no key {meta})")
-    where = f"{left} other keys of the crawl are there" if left else ""
+    where = f"{len(left)} other keys of the crawl are there" if left else ""
     if others:
         where += (" and " if where else "") + f"its shard 1 (df:{{{others[0]}}}:) is there"
-    problem = (f"is gone while {where}: the settings, counters and shards of crawl {crawl!r} were deleted or "
-               f"evicted, and verify cannot rebuild them")
-    if repair:
-        raise CrawlDamaged(meta, problem, hint="copy out what is left by hand, or delete the crawl's keys")
+    problem = f"is gone while {where}: the settings, counters and shards of crawl {crawl!r} were deleted or evicted"
     said.findings.append((meta, problem))
+    if not repair:
+        return False
+    _remake_first(client, node, url, crawl, left, others[0] if others else None, said)
+    return True
+
+
+def _remake_first(client: Any, node: Any, url: str, crawl: str, left: list[bytes], second: str | None,
+                  said: Said) -> None:
+    """Make shard 0's meta again: the settings and seen layout of shard 1 (``second``: its tag) if the crawl has
+    one, with the number of shards its sentinel says; else the defaults, the order its stored ids were made
+    in and the layout its seen keys show (the state of the seen set, the counts and the indexes are then
+    derived from the keys by the repair of its keys, and the crawl sealed by ``mend_layout``)."""
+    other: dict[bytes, bytes] = {}
+    count = 1
+    if second is not None:
+        second_node = node_client(client, f"df:{{{second}}}:meta")
+        with talking(url, "verify --repair"):
+            other = second_node.hgetall(f"df:{{{second}}}:meta")
+            named = parse_sentinel(second_node.get(f"df:{{{second}}}:sentinel"))
+        if named is None:
+            raise CrawlDamaged(f"df:{{{crawl}}}:meta", "is gone, and the sentinel of shard 1 does not say how many "
+                                                       "shards the crawl has: verify cannot make it again",
+                               hint="copy out what is left by hand, or delete the crawl's keys")
+        count = named[1]
+    layout = other.get(b"seen_layout") or _layout_in(left)
+    if layout is None and b"bits" not in other:
+        raise CrawlDamaged(f"df:{{{crawl}}}:meta", "is gone, and the bucket count of its seen set (field bits of a "
+                                                   "crawl made before format 2) went with it: verify cannot make it "
+                                                   "again", hint="copy out what is left by hand, or delete the "
+                                                                 "crawl's keys")
+    with talking(url, "verify --repair"):
+        ids = [*node.hkeys(f"df:{{{crawl}}}:req"), *node.hkeys(f"df:{{{crawl}}}:failed")]
+    pairs = ["v", format_of((layout or b"hash").decode(), count)]
+    if count > 1:
+        pairs += ["shards", str(count), "tags", ",".join(tags_of(crawl, count)[1:])]
+    if layout == b"set64":
+        pairs += ["seen_layout", "set64", "seen_fill", (other.get(b"seen_fill") or b"128").decode(), "seen_map", "1"]
+    elif layout == b"bloom":
+        pairs += ["seen_layout", "bloom", "bloom_rate", (other.get(b"bloom_rate") or b"1e-07").decode(),
+                  "seen_map", "1"]
+    meta = f"df:{{{crawl}}}:meta"
+    script = node.register_script(lua.OPEN)
+
+    def text(name: bytes, default: str) -> str:
+        return (other.get(name) or default.encode()).decode()
+
+    with talking(url, "verify --repair"):
+        node.delete(f"df:{{{crawl}}}:sentinel")  # made again with the meta (OPEN makes no crawl beside one)
+        script(keys=[meta], args=[" ".join(READABLE), text(b"order", order_from_ids(ids).decode()),
+                                  text(b"delay", "0"), text(b"per_host", "0"), text(b"prefer", "priority"),
+                                  text(b"bits", "17"), "create", "lifo", "", "1" if count == 1 else "", *pairs])
+        state = [name for name in node.hkeys(meta) if name in (b"seen_level", b"seen_split", b"bloom_filters",
+                                                                b"bloom_last", b"seen")]
+        if state:
+            node.hdel(meta, *state)
+        if not left:
+            node.hset(meta, "lost_shard", str(int(time.time())))
+    if not left:
+        said.notes.append(_LOST_WHOLE.format(meta=meta, index=0))
+    source = "shard 1's" if second else "the defaults (delay 0, no per-host limit, prefer priority)"
+    said.notes.append(f"{meta}: made again, with {source} settings, {count} shard{'s' if count > 1 else ''}; its "
+                      f"counters of what is no longer stored (done, pushed, duplicates, ...) and a copy mark it may "
+                      f"have had are lost")
+
+
+def _layout_in(suffixes: list[bytes]) -> bytes | None:
+    """The seen layout shard 0's keys show: ``set64`` buckets, Bloom filter parts, or neither."""
+    if any(s.startswith(b"k:") for s in suffixes):
+        return b"set64"
+    if any(s.startswith(b"b:") for s in suffixes):
+        return b"bloom"
+    return None if any(s.startswith((b"s:", b"x:")) for s in suffixes) else b"set64"
 
 
 def shard_missing(client: Any, url: str, crawl: str, shard: Shard, layout: ShardLayout, said: Said,
@@ -99,10 +178,7 @@ def shard_missing(client: Any, url: str, crawl: str, shard: Shard, layout: Shard
             _make(client, url, crawl, shard, layout)
             with talking(url, "verify --repair"):
                 node.hset(shard.meta, "lost_shard", str(int(time.time())))
-            said.notes.append(f"{shard.meta}: cannot be rebuilt: shard {shard.index} was lost whole, with the requests "
-                              f"of its hosts and their seen fingerprints (the URLs of its hosts may be fetched again); "
-                              f"made again empty, the loss recorded in field lost_shard, named by every verify from "
-                              f"now on")
+            said.notes.append(_LOST_WHOLE.format(meta=shard.meta, index=shard.index))
         return True
     said.findings.append((shard.meta, f"is gone while {len(left)} other keys of shard {shard.index} are there: its "
                                       f"settings and counters were deleted or evicted"))
@@ -134,37 +210,19 @@ def _make(client: Any, url: str, crawl: str, shard: Shard, layout: ShardLayout) 
 
 def _make_for(client: Any, url: str, crawl: str, shard: Shard, layout: ShardLayout, left: list[bytes],
               said: Said) -> None:
-    """A meta for shard ``shard``, whose other keys (``left``) are there: the crawl's settings, and the state of
-    its seen set from the buckets it has (``set64``: as many as the highest one's number says; the filters
-    of a Bloom seen set cannot be read without their settings: they are set aside, and their loss
-    recorded). Its indexes and counts are then rebuilt by the check of its keys."""
-    suffixes = [key[len(shard.prefix.encode()):] for key in left]
+    """A meta for shard ``shard``, whose other keys (``left``) are there: the crawl's settings, and no state of
+    its seen set (the repair of its keys then derives it from the buckets or filters it has, and rebuilds
+    its indexes and counts)."""
     node = node_client(client, shard.meta)
     with talking(url, "verify --repair"):
         node.delete(shard.prefix + "sentinel")  # made again with the meta (OPEN makes no crawl beside one)
-        answer = _make(client, url, crawl, shard, layout)
-        if answer[12] == b"set64":
-            numbers = [int(s[2:], 16) for s in suffixes if s.startswith(b"k:") and _is_hex(s[2:])]
-            buckets = max(numbers, default=0) + 1
-            level = buckets.bit_length() - 1
-            node.hset(shard.meta, mapping={"seen_level": level, "seen_split": buckets - 2 ** level})
-        elif answer[12] == b"bloom":
-            parts = [s for s in suffixes if s.startswith(b"b:")]
-            bits = sum(node.bitcount(shard.prefix.encode() + s) for s in parts)
-            for suffix in parts:
-                node.rename(shard.prefix.encode() + suffix, shard.prefix.encode() + b"bad:" + suffix)
-            if parts:
-                node.hset(shard.meta, "lost_seen", max(1, bits // 64))  # an add sets at most 64 bits
-                said.notes.append(f"{shard.meta}: cannot be rebuilt: the Bloom filters of shard {shard.index} (at "
-                                  f"least {max(1, bits // 64)} seen fingerprints) cannot be read without their "
-                                  f"settings: set aside as {shard.prefix}bad:b:*, the loss recorded in field "
-                                  f"lost_seen")
+        _make(client, url, crawl, shard, layout)
+        state = [name for name in node.hkeys(shard.meta)
+                 if name in (b"seen_level", b"seen_split", b"bloom_filters", b"bloom_last")]
+        if state:
+            node.hdel(shard.meta, *state)
     said.notes.append(f"{shard.meta}: made again with the crawl's settings; its counters of what is no longer stored "
                       f"(done, pushed, duplicates, ...) are lost")
-
-
-def _is_hex(text: bytes) -> bool:
-    return bool(text) and all(c in b"0123456789abcdef" for c in text)
 
 
 def mend_layout(client: Any, url: str, crawl: str, layout: ShardLayout, said: Said) -> None:

@@ -14,6 +14,7 @@ shards, the seen buckets that must exist, and the losses ``verify --repair`` rec
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -141,6 +142,23 @@ def bitmap_of(numbers: list[int]) -> bytes:
 def bloom_parts(bits: int) -> int:
     """How many parts a Bloom filter of ``bits`` bits is split in."""
     return -(-bits // BLOOM_PART)
+
+
+def bloom_filter_settings(rate: float, index: int) -> str:
+    """The settings (``capacity bits hashes``) of filter ``index`` (from 1) of a Bloom seen set of error rate
+    ``rate``, as the scripts' ``bloom_grow`` makes them (the same operations on the same doubles)."""
+    capacity = 100000 * 2.0 ** (index - 1)
+    p = rate * (1 - 0.8) * 0.8 ** (index - 1)
+    bits = math.ceil(capacity * -math.log(p) / (math.log(2) ** 2))
+    hashes = max(1, math.floor(-math.log(p) / math.log(2) + 0.5))
+    return f"{int(capacity)} {bits} {hashes}"
+
+
+def bloom_rate_of(settings: bytes) -> float:
+    """The error rate a first filter's ``settings`` were made for, nearly (its bits per fingerprint give it
+    back but for rounding): for a crawl whose ``bloom_rate`` was lost, the rate of its next filters."""
+    capacity, bits, _ = (int(x) for x in settings.split())
+    return math.exp(-bits * math.log(2) ** 2 / capacity) / (1 - 0.8)
 
 
 def losses(meta: Mapping[str, bytes | None]) -> list[str]:

@@ -5,8 +5,15 @@ Against a real redis-server."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
+from paths import KITS
 
 from diskfrontier import CrawlDamaged, RedisFrontier, Request
 from diskfrontier.cli import main
@@ -56,7 +63,8 @@ def test_a_crawl_that_lost_a_shard_is_refused_at_open_and_verify_names_it(redis_
     lost = keys_of(client, tag)
     assert f"df:{{{tag}}}:meta".encode() in lost and f"df:{{{tag}}}:sentinel".encode() in lost
     client.delete(*lost)
-    with pytest.raises(CrawlDamaged, match=rf"df:\{{{tag}\}}:meta: .*shard 2 of crawl '{crawl_name}' is gone") as caught:
+    gone = rf"df:\{{{tag}\}}:meta: .*shard 2 of crawl '{crawl_name}' is gone"
+    with pytest.raises(CrawlDamaged, match=gone) as caught:
         RedisFrontier(redis_url, crawl=crawl_name)
     assert "verify" in str(caught.value)
     assert keys_of(client, tag) == []  # open made nothing in its place
@@ -66,7 +74,7 @@ def test_a_crawl_that_lost_a_shard_is_refused_at_open_and_verify_names_it(redis_
 
 
 def test_a_running_client_names_a_shard_lost_under_it(redis_server, redis_url, crawl_name):
-    pending, _ = made(redis_url, crawl_name)
+    made(redis_url, crawl_name)
     with RedisFrontier(redis_url, crawl=crawl_name) as f:
         tag = shard_tags(crawl_name, 3)[2]
         client = redis_server.client()
@@ -139,9 +147,9 @@ def test_repair_of_a_lost_shard_makes_it_again_empty_and_records_the_loss_for_go
     result = verify_cli(redis_url, crawl_name, "--repair")
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0] == (f"damaged: df:{{{tag}}}:meta: shard 2 of crawl '{crawl_name}' is gone: its keys were deleted or "
-                        f"evicted, with the requests of its hosts (how many is unknown: its counters went with it) and "
-                        f"their seen fingerprints")
+    assert lines[0] == (f"damaged: df:{{{tag}}}:meta: shard 2 of crawl '{crawl_name}' is gone: its keys were "
+                        f"deleted or evicted, with the requests of its hosts (how many is unknown: its counters went "
+                        f"with it) and their seen fingerprints")
     assert (f"note: df:{{{tag}}}:meta: cannot be rebuilt: shard 2 was lost whole, with the requests of its hosts and "
             f"their seen fingerprints (the URLs of its hosts may be fetched again); made again empty, the loss "
             f"recorded in field lost_shard, named by every verify from now on") in lines
@@ -172,7 +180,7 @@ def test_repair_of_a_lost_shard_count_writes_it_again_and_loses_nothing(redis_se
 # ------------------------------------------------------------------ crawls made before the sentinels said more
 def test_a_sharded_crawl_made_before_its_sentinels_named_their_shard_is_sealed_at_its_first_open(
         redis_server, redis_url, crawl_name):
-    pending, _ = made(redis_url, crawl_name)
+    made(redis_url, crawl_name)
     client = redis_server.client()
     tags = shard_tags(crawl_name, 3)
     for tag in tags:  # what an earlier version wrote: '1' in every shard
@@ -182,7 +190,7 @@ def test_a_sharded_crawl_made_before_its_sentinels_named_their_shard_is_sealed_a
         assert [client.get(f"df:{{{tag}}}:sentinel") for tag in tags] == [b"0/3", b"1/3", b"2/3"]
         assert f.shards == 3 and verify_crawl(redis_url, crawl_name).sound
     client.delete(*keys_of(client, tags[1]))
-    with pytest.raises(CrawlDamaged, match="shard 1 of crawl .* is gone"):  # from now on, a lost shard is named
+    with pytest.raises(CrawlDamaged, match=r"shard 1 of crawl .* is gone"):  # from now on, a lost shard is named
         RedisFrontier(redis_url, crawl=crawl_name)
 
 
@@ -193,3 +201,135 @@ def test_a_crawl_made_before_the_sentinel_opens_and_gets_one(redis_server, redis
     client.hdel(f"df:{{{crawl_name}}}:meta", "sentinel")
     with RedisFrontier(redis_url, crawl=crawl_name) as f:
         assert client.get(f"df:{{{crawl_name}}}:sentinel") == b"1" and len(f) == len(pending)
+
+
+# ------------------------------------------------------------------ the map of the seen buckets
+def sha1s(count: int, salt: str) -> list[bytes]:
+    return [hashlib.sha1(f"{salt}-{i}".encode(), usedforsecurity=False).digest() for i in range(count)]
+
+
+def bucket_keys(client, crawl: str) -> list[bytes]:
+    return sorted(client.scan_iter(match=f"df:[{{]{crawl}[}}]:k:*", count=1000))
+
+
+def test_fingerprints_marked_bucket_by_bucket_are_not_taken_for_lost_buckets(redis_server, redis_url, crawl_name):
+    # what a copy sends: fingerprints read bucket after bucket, so that whole buckets stay empty for a while
+    marked = sorted(sha1s(6_000, "order"), key=lambda fp: int.from_bytes(fp[4:8], "big") % 64)
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        for at in range(0, len(marked), 500):
+            assert f.mark_seen(marked[at:at + 500]) == 500
+            assert f.has_seen(marked[at])
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        assert f.mark_seen(marked) == 0 and f.stats()["seen"] == 6_000
+    assert verify_crawl(redis_url, crawl_name).sound
+
+
+def test_a_bucket_lost_is_named_by_has_seen_and_a_push_to_a_bucket_never_made_is_not(redis_server, redis_url,
+                                                                                     crawl_name):
+    client = redis_server.client()
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        marked = sha1s(2_000, "h")
+        f.mark_seen(marked)
+        buckets = bucket_keys(client, crawl_name)
+        client.delete(buckets[-1])
+        with pytest.raises(CrawlDamaged, match=r":k:[0-9a-f]+: is gone"):
+            for fingerprint in marked:
+                f.has_seen(fingerprint)
+
+
+def test_a_crawl_made_before_the_seen_map_gets_it_at_open_and_then_names_a_lost_bucket(redis_server, redis_url,
+                                                                                     crawl_name):
+    _, finished = made(redis_url, crawl_name, shards=1)
+    client = redis_server.client()
+    meta, seen_map = f"df:{{{crawl_name}}}:meta", f"df:{{{crawl_name}}}:seen_map"
+    mapped = client.get(seen_map)
+    client.delete(seen_map)  # as a crawl made by an earlier version has it: no map, no field
+    client.hdel(meta, "seen_map")
+    RedisFrontier(redis_url, crawl=crawl_name).close()
+    assert client.get(seen_map) == mapped and client.hget(meta, "seen_map") == b"1"
+    client.delete(bucket_keys(client, crawl_name)[0])
+    with pytest.raises(CrawlDamaged, match=r":k:0: is gone"):
+        RedisFrontier(redis_url, crawl=crawl_name)
+    assert finished
+
+
+def test_a_lost_seen_map_is_named_and_repair_makes_it_again_losing_nothing(redis_server, redis_url, crawl_name):
+    pending, finished = made(redis_url, crawl_name, shards=1)
+    client = redis_server.client()
+    seen_map = f"df:{{{crawl_name}}}:seen_map"
+    client.delete(seen_map)
+    with pytest.raises(CrawlDamaged, match=r":seen_map: is gone"):
+        RedisFrontier(redis_url, crawl=crawl_name)
+    report = verify_crawl(redis_url, crawl_name, repair=True)
+    assert [x.key for x in report.findings] == [seen_map] and report.repaired
+    assert verify_crawl(redis_url, crawl_name).sound  # the map is an index of the buckets: nothing was lost
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        assert f.push_many(Request(url) for url in finished) == 0 and sorted(drain(f)) == pending
+
+
+def test_a_lost_part_of_a_bloom_filter_is_named_and_repair_records_the_loss(redis_server, redis_url, crawl_name):
+    pending, finished = made(redis_url, crawl_name, shards=1, dedupe="bloom")
+    client = redis_server.client()
+    part = f"df:{{{crawl_name}}}:b:1:0"
+    assert client.exists(part)
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        client.delete(part)
+        with pytest.raises(CrawlDamaged, match=r":b:1:0: is gone"):
+            f.push(Request(finished[0]))
+    with pytest.raises(CrawlDamaged, match=r":b:1:0: is gone"):
+        RedisFrontier(redis_url, crawl=crawl_name)
+    report = verify_crawl(redis_url, crawl_name, repair=True)
+    assert report.findings[0].key == part and report.repaired
+    assert any("cannot be rebuilt: at least 595 seen fingerprints are lost" in note for note in report.notes)
+    assert not verify_crawl(redis_url, crawl_name).sound
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        assert sorted(drain(f)) == pending  # the requests are all there; what was seen is what was lost
+
+
+# ------------------------------------------------------------------ a maker killed while it makes the shards
+@pytest.mark.crash
+def test_a_maker_killed_while_it_makes_the_shards_leaves_a_crawl_the_next_open_finishes(redis_server, redis_url,
+                                                                                         crawl_name):
+    client = redis_server.client()
+    shards = 64
+    for attempt in range(20):  # the kill must fall between shard 0 and its sentinel: a few ms, usually the first try
+        name = f"{crawl_name}-{attempt}"
+        meta, sentinel = f"df:{{{name}}}:meta", f"df:{{{name}}}:sentinel"
+        child = subprocess.Popen([sys.executable, os.path.join(KITS, "shard_maker_child.py"), redis_url, name,
+                                  str(shards)], stderr=subprocess.DEVNULL)
+        try:
+            while child.poll() is None and not client.exists(meta):
+                pass
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        if client.exists(meta) and not client.exists(sentinel):
+            break
+    else:
+        pytest.fail("no kill fell while the shards were being made in 20 tries")
+    tags = shard_tags(name, shards)
+    made_before = sum(client.exists(f"df:{{{tag}}}:meta") for tag in tags)
+    print(f"killed after {made_before} of {shards} shards were made (try {attempt + 1})")
+    with RedisFrontier(redis_url, crawl=name) as f:
+        assert f.shards == shards
+        assert [client.get(f"df:{{{tag}}}:sentinel") for tag in tags] == [f"{i}/{shards}".encode()
+                                                                        for i in range(shards)]
+        assert f.push_many(Request(url) for url in urls(600)) == 600 and len(f) == 600
+    assert verify_crawl(redis_url, name).sound
+
+
+def test_the_settings_repair_gives_a_bloom_filter_are_the_scripts_own(redis_server, redis_url):
+    from diskfrontier.redisfrontier import lua
+    from diskfrontier.redisfrontier.wholeness import bloom_filter_settings, bloom_rate_of
+
+    grow = lua._COMMON + lua._SEEN + """
+SEEN = {n = 0, f = {}, rate = tonumber(ARGV[1]), count = 0}
+local out = {}
+for i = 1, 14 do bloom_grow(); out[i] = call('HGET', META, 'bloom_' .. i) end
+return out
+"""
+    client = redis_server.client()
+    for rate in ("1e-07", "0.001", "1e-15", "0.1", "3.3e-05"):
+        made_by_scripts = client.eval(grow, 1, f"df:{{grow{rate}}}:meta", rate)
+        assert made_by_scripts == [bloom_filter_settings(float(rate), i).encode() for i in range(1, 15)]
+        assert abs(bloom_rate_of(made_by_scripts[0]) / float(rate) - 1) < 1e-4

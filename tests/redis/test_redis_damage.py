@@ -400,7 +400,7 @@ def test_verify_names_seen_buckets_that_went_and_repair_records_the_loss(crawl, 
                                                 f"{gone} seen fingerprints are lost: the URLs they stand for may be "
                                                 f"fetched again"]
     assert f.stats()["seen"] == len(URLS) - gone
-    assert f.push_many(Request(url) for url in URLS) == gone  # those of the bucket that went: accepted again, as recorded
+    assert f.push_many(Request(url) for url in URLS) == gone  # those of the bucket that went: accepted again
     assert [str(x) for x in verify_crawl(redis_url, crawl_name).findings] == [str(x) for x in after.findings]
 
 
