@@ -105,7 +105,8 @@ def shard_layout(crawl: str, meta: Mapping[str, bytes | None], sentinel: bytes |
     return ShardLayout(count, tags, sealed, problems)
 
 
-def second_shard_tags(crawl: str) -> list[str]:
+@functools.lru_cache(maxsize=64)
+def second_shard_tags(crawl: str) -> tuple[str, ...]:
     """Every tag shard 1 of ``crawl`` can have, whatever its number of shards (a few dozen at most): the
     keys to look for when shard 0 of a crawl is gone entirely."""
     first = key_slot(crawl)
@@ -121,7 +122,7 @@ def second_shard_tags(crawl: str) -> list[str]:
                 break
             k += 1
         found[k] = None
-    return [f"{crawl}/1.{k}" for k in found]
+    return tuple(f"{crawl}/1.{k}" for k in found)
 
 
 # ------------------------------------------------------------------ the seen set
