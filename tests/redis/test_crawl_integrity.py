@@ -333,3 +333,21 @@ return out
         made_by_scripts = client.eval(grow, 1, f"df:{{grow{rate}}}:meta", rate)
         assert made_by_scripts == [bloom_filter_settings(float(rate), i).encode() for i in range(1, 15)]
         assert abs(bloom_rate_of(made_by_scripts[0]) / float(rate) - 1) < 1e-4
+
+
+def test_a_drop_stopped_part_way_leaves_a_crawl_the_next_open_takes_as_it_is(redis_server, redis_url, crawl_name):
+    made(redis_url, crawl_name)
+    client = redis_server.client()
+    tags = shard_tags(crawl_name, 3)
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        readers = f._reader.readers
+        readers[0].unseal()  # what drop_crawl does first: shard 0 reads as a crawl whose shards are being made
+        readers[2].delete_keys()  # and then shard 2 went before the drop was stopped
+    report = verify_crawl(redis_url, crawl_name)
+    assert report.sound and report.notes == [
+        f"shard 2 of crawl '{crawl_name}' (df:{{{tags[2]}}}:) is not made yet: the client that made the crawl stopped "
+        f"before it; the next open makes it"]
+    with RedisFrontier(redis_url, crawl=crawl_name) as f:
+        assert f.shards == 3 and client.get(f"df:{{{crawl_name}}}:sentinel") == b"0/3"
+        assert f.drop_crawl() > 0
+    assert keys_of(client, crawl_name) == [] and all(keys_of(client, tag) == [] for tag in tags)
