@@ -569,11 +569,12 @@ def _verify_shard(client: Any, url: str, place: Place, tag: str, report: RedisRe
         _rebuild(keys, watcher, now)
         _place_all(node, keys)
         report.repaired = True
-        report.kept += len(keys.good)
         report.set_aside += shard.set_aside
         again = RedisReport(place.crawl)
         _Crawl(node, url, tag, again, place).read_and_check(float(node.time()[0]))
         shard.notes += [f"left after repair: {finding}" for finding in again.findings]
+    if repair:
+        report.kept += len(keys.good)  # (a sound shard keeps every one too)
     report.notes += shard.notes
     watcher.reset()
 

@@ -11,7 +11,6 @@ written again from the evidence, and every shard is sealed (its sentinel of its 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,7 +135,7 @@ def _remake_first(client: Any, node: Any, url: str, crawl: str, left: list[bytes
         if state:
             node.hdel(meta, *state)
         if not left:
-            node.hset(meta, "lost_shard", str(int(time.time())))
+            node.hset(meta, "lost_shard", node.time()[0])
     if not left:
         said.notes.append(_LOST_WHOLE.format(meta=meta, index=0))
     source = "shard 1's" if second else "the defaults (delay 0, no per-host limit, prefer priority)"
@@ -177,7 +176,7 @@ def shard_missing(client: Any, url: str, crawl: str, shard: Shard, layout: Shard
         if repair:
             _make(client, url, crawl, shard, layout)
             with talking(url, "verify --repair"):
-                node.hset(shard.meta, "lost_shard", str(int(time.time())))
+                node.hset(shard.meta, "lost_shard", node.time()[0])
             said.notes.append(_LOST_WHOLE.format(meta=shard.meta, index=shard.index))
         return True
     said.findings.append((shard.meta, f"is gone while {len(left)} other keys of shard {shard.index} are there: its "

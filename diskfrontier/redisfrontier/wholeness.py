@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -167,8 +168,11 @@ def losses(meta: Mapping[str, bytes | None]) -> list[str]:
     out = []
     shard = meta.get("lost_shard")
     if shard is not None:
-        out.append(f"this shard was lost and made again empty by verify --repair (at {shard.decode(errors='replace')}, "
-                   f"the server's clock): the requests of its hosts are lost (how many is unknown: its counters went "
+        when = shard.decode(errors="replace")
+        if shard.isdigit():
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(shard)))
+        out.append(f"this shard was lost and made again empty by verify --repair (at {when}, the server's clock): "
+                   f"the requests of its hosts are lost (how many is unknown: its counters went "
                    f"with it), and with its seen set the URLs of its hosts may be fetched again")
     for name, what in (("lost_requests", "requests (pending, leased or failed) counted by the crawl were not stored "
                                          "and are lost"),
