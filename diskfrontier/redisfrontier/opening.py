@@ -12,9 +12,9 @@ from . import lua
 from .connection import check_server, log, shown_url, talking
 from .records import SeenKeys, bucket_bits
 from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, layout_of, new_layout
-from .shards import Shard
+from .shards import Shard, second_shard_tags
 from .values import Values
-from .wholeness import LOSS_FIELDS, ShardLayout, second_shard_tags, sentinel_value, shard_layout, tags_of
+from .wholeness import LOSS_FIELDS, ShardLayout, sentinel_value, shard_layout, tags_of
 
 FORMAT = "1"  # a crawl of one shard whose seen set is hash buckets: what every version reads
 SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several shards: refused by older clients

@@ -19,9 +19,9 @@ from . import lua
 from .connection import node_client, shown_url, talking
 from .opening import READABLE, format_of, shard_open_args
 from .reading import glob_escape
-from .shards import Shard
+from .shards import Shard, second_shard_tags
 from .verify_meta import order_from_ids
-from .wholeness import ShardLayout, parse_sentinel, second_shard_tags, sentinel_value, shard_layout, tags_of
+from .wholeness import ShardLayout, parse_sentinel, sentinel_value, shard_layout, tags_of
 
 _LOST_WHOLE = ("{meta}: cannot be rebuilt: shard {index} was lost whole, with the requests of its hosts and their "
                "seen fingerprints (the URLs of its hosts may be fetched again); made again empty, the loss recorded "

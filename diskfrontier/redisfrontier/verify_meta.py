@@ -15,6 +15,7 @@ from .seen import intset_fill
 from .wholeness import bitmap_of, bloom_filter_settings, bloom_parts, bloom_rate_of
 
 _LIFO_BASE = 2**48
+_LAYOUTS = (b"set64", b"bloom")  # the seen layouts a meta names (a crawl of the earlier one names none)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def mended(keys: ShardView) -> tuple[dict[bytes, Any], list[str]]:
             out[name] = first.get(name, default)
     if meta.get(b"order") not in (b"lifo", b"fifo"):
         out[b"order"] = order_of(keys)
-    layout = meta.get(b"seen_layout") or first.get(b"seen_layout") or _layout_of(keys)
+    layout = next((x for x in (meta.get(b"seen_layout"), first.get(b"seen_layout")) if x in _LAYOUTS), None)
+    layout = layout or _layout_of(keys)
     if layout is not None:
         out[b"seen_layout"] = layout
         out.update(_set64(keys, first) if layout == b"set64" else _bloom(keys, first))

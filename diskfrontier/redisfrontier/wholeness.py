@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .shards import CLUSTER_SLOTS, MAX_SHARDS, key_slot, shard_tags
+from .shards import MAX_SHARDS, shard_tags
 
 BLOOM_PART = 2**23  # the scripts' BLOOM_PART: bits in one part of a Bloom filter, at most
 _SHARD_SENTINEL = re.compile(rb"(\d+)/(\d+)\Z")
@@ -104,26 +104,6 @@ def shard_layout(crawl: str, meta: Mapping[str, bytes | None], sentinel: bytes |
         problems.append((f"df:{{{crawl}}}:sentinel", f"is {sentinel[:60]!r}, not a sentinel diskfrontier made"))
     sealed = named is not None or count == 1
     return ShardLayout(count, tags, sealed, problems)
-
-
-@functools.lru_cache(maxsize=64)
-def second_shard_tags(crawl: str) -> tuple[str, ...]:
-    """Every tag shard 1 of ``crawl`` can have, whatever its number of shards (a few dozen at most): the
-    keys to look for when shard 0 of a crawl is gone entirely."""
-    first = key_slot(crawl)
-    slots: list[int] = []
-    found: dict[int, None] = {}
-    for count in range(2, MAX_SHARDS + 1):
-        wanted = (first * count // CLUSTER_SLOTS + 1) % count
-        k = 0
-        while True:
-            if k == len(slots):
-                slots.append(key_slot(f"{crawl}/1.{k}"))
-            if slots[k] * count // CLUSTER_SLOTS == wanted:
-                break
-            k += 1
-        found[k] = None
-    return tuple(f"{crawl}/1.{k}" for k in found)
 
 
 # ------------------------------------------------------------------ the seen set

@@ -10,7 +10,7 @@ import pytest
 from diskfrontier import CrawlDamaged, FrontierError, Request
 from diskfrontier.redisfrontier.connection import NotReplicated
 from diskfrontier.redisfrontier.management import crawl_names, summaries
-from diskfrontier.redisfrontier.shards import CLUSTER_SLOTS, key_slot, shard_tags
+from diskfrontier.redisfrontier.shards import CLUSTER_SLOTS, key_slot, second_shard_tags, shard_tags
 
 
 def tags_in_use(client, crawl: str) -> collections.Counter:
@@ -30,6 +30,13 @@ def test_each_shard_falls_in_its_own_slot_range():
             ranges = [key_slot(tag) * count // CLUSTER_SLOTS for tag in tags]
             assert sorted(ranges) == list(range(count)), (crawl, count, tags)
             assert tags[0] == crawl and all(tag.startswith(f"{crawl}/{i}.") for i, tag in enumerate(tags) if i)
+
+
+def test_the_tags_shard_1_can_have_cover_every_number_of_shards():
+    for crawl in ("news", "t1", "shop.example"):
+        candidates = second_shard_tags(crawl)
+        assert len(candidates) < 64
+        assert all(shard_tags(crawl, count)[1] in candidates for count in (2, 3, 5, 16, 100, 1024))
 
 
 def test_one_shard_keeps_the_keys_of_a_crawl_made_before_shards(open_crawl, redis_server, crawl_name):
