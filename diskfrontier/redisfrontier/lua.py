@@ -79,7 +79,13 @@ local function crawl_settings()
   local now = clock()
   -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
   local checked = check_policy(s[9] or (s[1] and '0'), now)
-  if not s[1] then error({err = 'DFNOCRAWL'}) end
+  if not s[1] then
+    if call('EXISTS', META) == 1 then damaged(META .. ' field order is missing') end
+    if string.find(P, '/', 1, true) then  -- shard i > 0 (no crawl name holds '/'): the crawl is there without it
+      damaged(META .. ' is gone: this shard of the crawl was deleted or evicted, with the requests of its hosts')
+    end
+    error({err = 'DFNOCRAWL'})
+  end
   if call('EXISTS', SENTINEL) == 0 then
     damaged(SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them')
   end
@@ -320,21 +326,32 @@ _SEEN = r"""
 local SEEN = nil
 local BLOOM_PART = 8388608  -- at most this many bits in one bitmap key of a Bloom filter (1 MiB)
 local BLOOM_FIRST, BLOOM_GROWTH, BLOOM_TIGHTEN = 100000, 2, 0.8
+-- Bit n of MAP is set while seen bucket n (set64) or Bloom filter part n (bloom: the parts of the
+-- filters one after the other) holds something: a bucket whose bit is set and that is not there was
+-- evicted or deleted. Meta field seen_map says the map covers every bucket (its key must be there
+-- once anything was seen); a crawl made before the map gets it from the open's SEEN_CHECK walk.
+local MAP = P .. 'seen_map'
 
 -- A Bloom filter's settings as meta keeps them ('capacity bits hashes'); its bits are split in
 -- ``parts`` bitmap keys of ``pb`` bits each, and all the bits of one fingerprint are in one part.
-local function bloom_filter(i, text)
+-- ``offset``: the MAP bit of its part 0.
+local function bloom_filter(i, text, offset)
   local cap, m, k = string.match(text or '', '^(%d+) (%d+) (%d+)$')
   if not cap then damaged(META .. ' field bloom_' .. i .. ' is not a Bloom filter diskfrontier made') end
   m = tonumber(m)
   local parts = math.ceil(m / BLOOM_PART)
-  return {cap = tonumber(cap), m = m, k = tonumber(k), parts = parts, pb = math.ceil(m / parts), made = {}}
+  return {cap = tonumber(cap), m = m, k = tonumber(k), parts = parts, pb = math.ceil(m / parts), made = {},
+          offset = offset}
 end
 
 local function seen_open()
   local s = call('HMGET', META, 'seen_layout', 'seen_level', 'seen_split', 'seen_fill', 'seen',
-                 'bloom_rate', 'bloom_filters', 'bloom_last')
-  SEEN = {layout = s[1] or 'hash', count = num(s[5], META .. ' field seen', true) or 0, fresh = 0}
+                 'bloom_rate', 'bloom_filters', 'bloom_last', 'v', 'seen_map')
+  if not s[1] and s[9] and string.sub(s[9], 1, 1) ~= '1' then
+    damaged(META .. ' field seen_layout is missing (a crawl of format ' .. s[9] .. ' names the layout of its seen set)')
+  end
+  SEEN = {layout = s[1] or 'hash', count = num(s[5], META .. ' field seen'), fresh = 0, checked = {},
+          mapped = s[10] ~= false}
   if SEEN.layout == 'set64' then
     SEEN.level = num(s[2], META .. ' field seen_level')
     SEEN.split = num(s[3], META .. ' field seen_split')
@@ -348,19 +365,50 @@ local function seen_open()
       local names = {}
       for i = 1, SEEN.n do names[i] = 'bloom_' .. i end
       local got = call('HMGET', META, unpack(names))
-      for i = 1, SEEN.n do SEEN.f[i] = bloom_filter(i, got[i]) end
+      local offset = 0
+      for i = 1, SEEN.n do
+        SEEN.f[i] = bloom_filter(i, got[i], offset)
+        offset = offset + SEEN.f[i].parts
+      end
     end
   elseif SEEN.layout ~= 'hash' then
     damaged(META .. ' field seen_layout is ' .. SEEN.layout .. ', a layout this version of diskfrontier does not know')
   end
 end
 
--- set64: the bucket of a key whose low 32 bits are ``low`` (linear hashing).
+-- Check the seen bucket (or Bloom filter part) ``key`` whose MAP bit is ``bit``, before the step reads or
+-- writes it: one that is not there must not have its bit set (nor, once anything was seen, may the map
+-- of a mapped crawl be gone). ``making``: this step's write makes it: its bit is set. Once a step.
+local function seen_bucket(key, bit, making)
+  local state = SEEN.checked[key]
+  if state == nil then
+    state = 'there'
+    if call('EXISTS', key) == 0 then
+      if call('GETBIT', MAP, bit) == 1 then
+        damaged(key .. ' is gone: Redis evicted it or something deleted it, with the seen fingerprints it held: '
+                .. 'the URLs they stand for would be accepted again')
+      end
+      if SEEN.mapped and SEEN.count > 0 and call('EXISTS', MAP) == 0 then
+        damaged(MAP .. ' is gone: Redis evicted it or something deleted it (it tells which seen buckets must be '
+                .. 'there)')
+      end
+      state = 'new'
+    end
+    SEEN.checked[key] = state
+  end
+  if making and state == 'new' then
+    call('SETBIT', MAP, bit, 1)
+    SEEN.checked[key] = 'there'
+  end
+end
+
+-- set64: the bucket of a key whose low 32 bits are ``low`` (linear hashing), and its number.
 local function set_bucket(low)
   local b = low % (2 ^ SEEN.level)
   if b < SEEN.split then b = low % (2 ^ (SEEN.level + 1)) end
-  return P .. 'k:' .. string.format('%x', b)
+  return P .. 'k:' .. string.format('%x', b), b
 end
+
 
 -- The low 32 bits of a key kept as a signed decimal integer (exact in doubles: at most 2**36).
 local function low32(member)
@@ -384,13 +432,17 @@ local function split_one()
   local from = P .. 'k:' .. string.format('%x', SEEN.split)
   local to = P .. 'k:' .. string.format('%x', SEEN.split + bit)
   local stay, move = {}, {}
-  for _, member in ipairs(call('SMEMBERS', from)) do
+  local members = call('SMEMBERS', from)
+  if #members == 0 then seen_bucket(from, SEEN.split, false) end
+  for _, member in ipairs(members) do
     if math.floor(low32(member) / bit) % 2 == 1 then move[#move + 1] = member else stay[#stay + 1] = member end
   end
   if #move > 0 then
     call('DEL', from)
     add_all(from, stay)
     add_all(to, move)
+    call('SETBIT', MAP, SEEN.split + bit, 1)
+    if #stay == 0 then call('SETBIT', MAP, SEEN.split, 0) end
   end
   SEEN.split = SEEN.split + 1
   if SEEN.split == bit then
@@ -407,9 +459,14 @@ local function bloom_grow()
   local m = math.ceil(cap * -math.log(p) / (math.log(2) ^ 2))
   local k = math.max(1, math.floor(-math.log(p) / math.log(2) + 0.5))
   local text = string.format('%d %d %d', cap, m, k)
-  SEEN.f[i] = bloom_filter(i, text)
+  SEEN.f[i] = bloom_filter(i, text, i == 1 and 0 or SEEN.f[i - 1].offset + SEEN.f[i - 1].parts)
   SEEN.n, SEEN.last = i, 0
   call('HSET', META, 'bloom_' .. i, text, 'bloom_filters', i, 'bloom_last', 0)
+end
+
+-- bloom: check part ``part`` of filter i (``seen_bucket``).
+local function bloom_part(i, part, making)
+  seen_bucket(P .. 'b:' .. i .. ':' .. part, SEEN.f[i].offset + part, making)
 end
 
 -- bloom: the part key of (h1, h2) in filter i, and its k bit offsets in it (enhanced double hashing
@@ -430,7 +487,11 @@ end
 -- bloom: true if every bit of (h1, h2) is set in filter i (GETBIT until the first 0: a fingerprint
 -- not in the filter costs about two reads).
 local function bloom_in(i, h1, h2)
-  return bloom_walk(i, h1, h2, function(key, x) return call('GETBIT', key, x) == 1 end) ~= false
+  return bloom_walk(i, h1, h2, function(key, x)
+    if call('GETBIT', key, x) == 1 then return true end
+    bloom_part(i, h1 % SEEN.f[i].parts, false)  -- a part that is gone reads as zeros
+    return false
+  end) ~= false
 end
 
 -- bloom: set the bits of (h1, h2) in filter i, in one BITFIELD. A part is made whole at its first
@@ -446,6 +507,7 @@ local function bloom_set(i, h1, h2)
   end)
   args[1] = key
   if not f.made[key] then
+    bloom_part(i, h1 % f.parts, true)
     if call('EXISTS', key) == 0 then call('SET', key, string.rep('\0', math.ceil(f.pb / 8))) end
     f.made[key] = true
   end
@@ -465,7 +527,9 @@ local function seen_add(a, b)
   if SEEN.layout == 'hash' then
     added = call('HSETNX', P .. a, b, '')
   elseif SEEN.layout == 'set64' then
-    added = call('SADD', set_bucket(tonumber(b)), a)
+    local key, number = set_bucket(tonumber(b))
+    seen_bucket(key, number, true)
+    added = call('SADD', key, a)
   else
     local h1, h2 = tonumber(a), tonumber(b)
     if bloom_has(h1, h2) then return 0 end
@@ -481,7 +545,12 @@ end
 -- 1 if the fingerprint is in the seen set (bloom: may be a false positive), 0 if not.
 local function seen_has(a, b)
   if SEEN.layout == 'hash' then return call('HEXISTS', P .. a, b) end
-  if SEEN.layout == 'set64' then return call('SISMEMBER', set_bucket(tonumber(b)), a) end
+  if SEEN.layout == 'set64' then
+    local key, number = set_bucket(tonumber(b))
+    local found = call('SISMEMBER', key, a)
+    if found == 0 then seen_bucket(key, number, false) end
+    return found
+  end
   if bloom_has(tonumber(a), tonumber(b)) then return 1 end
   return 0
 end
@@ -800,22 +869,24 @@ return 1
 
 # ARGV: the format versions this client reads (space-separated; the first is a new crawl's unless a pair
 # below sets 'v'), order, delay, per_host, prefer, seen bucket bits ('' each: keep, or the
-# default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for, and
-# the copy mark of a new crawl ('': none; a crawl made by 'copy' is marked in the same step).
+# default for a new crawl), 'create' or 'open', the order of a new crawl when none is asked for, the
+# copy mark of a new crawl ('': none; a crawl made by 'copy' is marked in the same step) and the value of a
+# new crawl's sentinel ('1' for a crawl of one shard, 'i/N' for shard i > 0 of N; '' for shard 0 of several,
+# whose sentinel SEAL makes once every shard is there).
 # Then pairs of a field and its value that a new crawl's meta gets too (its shards: 'shards' and 'tags'
 # in shard 0's, 'shard' and 'crawl' in another's).
-# Returns {1, order, delay, per_host, prefer, bits, changed, made, shards, tags, shard, crawl}, {0} (no such
-# crawl, not created) or {-1, version} (a format this version cannot read); changed is 1 when delay,
-# per_host or prefer of an existing crawl changed, so that its hosts must be placed again (REPLACE);
+# Returns {1, order, delay, per_host, prefer, bits, changed, made, shards, tags, shard, crawl, seen_layout,
+# seen_fill, bloom_rate, v, the field sentinel, the sentinel's value, lost_seen, lost_requests, lost_shard},
+# {0} (no such crawl, not created) or {-1, version} (a format this version cannot read); changed is 1 when
+# delay, per_host or prefer of an existing crawl changed, so that its hosts must be placed again (REPLACE);
 # made is 1 when this call made the crawl.
 # A new crawl's seen layout comes in these pairs too: 'seen_layout' ('set64' or 'bloom'; none: 'hash')
 # with 'seen_level', 'seen_split', 'seen_fill' (set64) or 'bloom_rate', 'bloom_filters', 'bloom_last'.
-# The answer ends with seen_layout, seen_fill and bloom_rate.
 OPEN = r"""
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
 local SENTINEL = P .. 'sentinel'
-local version, order, delay, per_host, prefer, bits, mode, new_order, mark = unpack(ARGV, 1, 9)
+local version, order, delay, per_host, prefer, bits, mode, new_order, mark, sentinel = unpack(ARGV, 1, 10)
 local changed, made = 0, 0
 local readable = {}
 for each in string.gmatch(version, '%S+') do readable[each] = true end
@@ -826,25 +897,36 @@ if kind ~= 'none' and kind ~= 'hash' then
 end
 if kind == 'none' then
   if mode ~= 'create' then return {0} end
+  if redis.call('EXISTS', SENTINEL) == 1 then  -- made with the crawl and deleted after its meta: the meta went
+    error({err = 'DFDAMAGED ' .. META .. ' is gone while ' .. SENTINEL .. ' is there: the settings, counters and '
+                 .. 'shards of the crawl were deleted or evicted'})
+  end
   redis.call('HSET', META, 'v', version, 'order', order ~= '' and order or new_order,
              'delay', delay ~= '' and delay or '0', 'per_host', per_host ~= '' and per_host or '0',
              'prefer', prefer ~= '' and prefer or 'priority', 'bits', bits, 'seq', 0, 'pending', 0,
-             'inflight', 0, 'delayed', 0, 'done', 0, 'seen', 0, 'created', redis.call('TIME')[1],
-             'sentinel', 1)
-  redis.call('SET', SENTINEL, '1')
+             'inflight', 0, 'delayed', 0, 'done', 0, 'seen', 0, 'created', redis.call('TIME')[1])
+  if sentinel ~= '' then
+    redis.call('SET', SENTINEL, sentinel)
+    redis.call('HSET', META, 'sentinel', 1)
+  end
   if mark ~= '' then redis.call('HSET', META, 'copying', mark) end
-  for k = 10, #ARGV - 1, 2 do redis.call('HSET', META, ARGV[k], ARGV[k + 1]) end
+  for k = 11, #ARGV - 1, 2 do redis.call('HSET', META, ARGV[k], ARGV[k + 1]) end
   made = 1
 else
   local have = redis.call('HGET', META, 'v')
   -- ('1s', '2s': a shard of a crawl of several shards, which a client from before shards must refuse; '2':
   -- a seen set of 64-bit keys or a Bloom filter, which a client from before them must refuse)
   if not have or not readable[have] then return {-1, have or ''} end
-  -- A crawl made before the sentinel and the delayed count: both are made now. (A crawl whose
-  -- sentinel went is left as it is: its first step names the damage.)
+  -- A crawl made before the sentinel: its sentinel is made now. One whose field went while the key
+  -- stayed gets the field back. Shard 0 of several is left to SEAL, the others to the client (a crawl
+  -- whose sentinel went is left as it is: the client names the damage).
   if not redis.call('HGET', META, 'sentinel') then
-    redis.call('SET', SENTINEL, '1')
-    redis.call('HSET', META, 'sentinel', 1)
+    if redis.call('EXISTS', SENTINEL) == 1 then
+      redis.call('HSET', META, 'sentinel', 1)
+    elseif not redis.call('HGET', META, 'shards') and not redis.call('HGET', META, 'shard') then
+      redis.call('SET', SENTINEL, '1')
+      redis.call('HSET', META, 'sentinel', 1)
+    end
   end
   if not redis.call('HGET', META, 'delayed') then
     redis.call('HSET', META, 'delayed', redis.call('ZCARD', P .. 'delayed'))
@@ -860,8 +942,80 @@ else
   end
 end
 local s = redis.call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'bits', 'shards', 'tags', 'shard',
-                    'crawl', 'seen_layout', 'seen_fill', 'bloom_rate')
-return {1, s[1], s[2], s[3], s[4], s[5], changed, made, s[6], s[7], s[8], s[9], s[10], s[11], s[12]}
+                    'crawl', 'seen_layout', 'seen_fill', 'bloom_rate', 'v', 'sentinel', 'lost_seen',
+                    'lost_requests', 'lost_shard')
+return {1, s[1], s[2], s[3], s[4], s[5], changed, made, s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14],
+        redis.call('GET', SENTINEL), s[15], s[16], s[17]}
+"""
+
+# ARGV: the value of this shard's sentinel ('i/N', or '1' for a crawl of one shard). Makes the shard's
+# sentinel once its crawl is whole (shard 0's: every shard is there), or gives a shard of a crawl made
+# before sentinels named their shard its value in place of '1'. Returns 1, or 0 if the shard is gone;
+# a sentinel of any other value, or gone while meta says it was made, is damage.
+SEAL = r"""
+local META = KEYS[1]
+local SENTINEL = string.sub(META, 1, -5) .. 'sentinel'
+if redis.call('EXISTS', META) == 0 then return 0 end
+local have = redis.call('GET', SENTINEL)
+if have ~= ARGV[1] then
+  if have and have ~= '1' then
+    error({err = 'DFDAMAGED ' .. SENTINEL .. ' is ' .. have .. ', not ' .. ARGV[1]})
+  end
+  if not have and redis.call('HGET', META, 'sentinel') then
+    error({err = 'DFDAMAGED ' .. SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them'})
+  end
+  redis.call('SET', SENTINEL, ARGV[1])
+end
+redis.call('HSET', META, 'sentinel', 1)
+return 1
+"""
+
+# ARGV: the first bucket, how many. The check of a shard's seen set made at open: each bucket of
+# [first, first + how many) whose MAP bit is set is there (seen_bucket), and one that is there has its
+# bit (a bucket made by a client from before the map gets it here: its bit only ever says a bucket was
+# made); with the Bloom filter, every part of every filter (first 0), and its count against the filters'.
+# The call that ends the walk marks the crawl as mapped (meta field seen_map). Returns {stamp, held,
+# next}: the seen count, level and split read (a client compares held, summed over calls of one stamp,
+# with the count), what the buckets looked at hold, and the next bucket ('' at the end). A 'hash' crawl is
+# not checked.
+SEEN_CHECK = _COMMON + _SEEN + r"""
+if call('EXISTS', META) == 0 then error({err = 'DFNOCRAWL'}) end
+seen_open()
+local first, many = tonumber(ARGV[1]), tonumber(ARGV[2])
+local stamp = string.format('%.0f:%s:%s', SEEN.count, tostring(SEEN.level), tostring(SEEN.split))
+if SEEN.layout == 'hash' then return {stamp, SEEN.count, ''} end
+if SEEN.mapped and SEEN.count > 0 and call('EXISTS', MAP) == 0 then
+  damaged(MAP .. ' is gone: Redis evicted it or something deleted it (it tells which seen buckets must be there)')
+end
+-- One bucket: checked, or given its bit if a client from before the map made it; returns what it holds.
+local function look(key, bit, size)
+  local n = call(size, key)
+  if n == 0 then
+    seen_bucket(key, bit, false)
+  elseif call('GETBIT', MAP, bit) == 0 then
+    call('SETBIT', MAP, bit, 1)
+  end
+  return n
+end
+local held, after = 0, ''
+if SEEN.layout == 'set64' then
+  local buckets = 2 ^ SEEN.level + SEEN.split
+  local last = math.min(first + many, buckets) - 1
+  for b = first, last do held = held + look(P .. 'k:' .. string.format('%x', b), b, 'SCARD') end
+  if last + 1 < buckets then after = tostring(last + 1) end
+else
+  local counted = SEEN.n > 0 and SEEN.last or 0
+  for i = 1, SEEN.n do
+    if i < SEEN.n then counted = counted + SEEN.f[i].cap end
+    for part = 0, SEEN.f[i].parts - 1 do look(P .. 'b:' .. i .. ':' .. part, SEEN.f[i].offset + part, 'STRLEN') end
+  end
+  if counted ~= SEEN.count then
+    damaged(META .. ' field seen counts ' .. SEEN.count .. ' fingerprints; the Bloom filters count ' .. counted)
+  end
+  held = SEEN.count
+end
+if after == '' and not SEEN.mapped then call('HSET', META, 'seen_map', 1) end
+return {stamp, held, after}
 """
 
 # ARGV: host names. Places each host again under the crawl's settings (after OPEN changed them).

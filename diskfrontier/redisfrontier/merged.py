@@ -68,5 +68,7 @@ class MergedReader:
         return self.readers[self.router.of_slot(name)].host(name)
 
     def delete_keys(self) -> int:
-        """Delete every key of the crawl, shard 0 (whose meta names the others) last."""
-        return sum(reader.delete_keys() for reader in reversed(self.readers))
+        """Delete every key of the crawl, shard 0 (whose meta names the others) last, after its sentinel, so
+        that shards deleted by a deletion stopped part-way read as shards not made yet, not as lost ones."""
+        unsealed = self.readers[0].unseal()
+        return unsealed + sum(reader.delete_keys() for reader in reversed(self.readers))

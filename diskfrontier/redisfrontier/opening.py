@@ -9,11 +9,12 @@ from typing import Any
 from ..contract import check_seconds
 from ..errors import FrontierError, IncompleteCopy
 from . import lua
-from .connection import check_server, shown_url, talking
+from .connection import check_server, log, shown_url, talking
 from .records import SeenKeys, bucket_bits
 from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, layout_of, new_layout
-from .shards import MAX_SHARDS, Shard, shard_tags
+from .shards import Shard, second_shard_tags
 from .values import Values
+from .wholeness import LOSS_FIELDS, ShardLayout, sentinel_value, shard_layout, tags_of
 
 FORMAT = "1"  # a crawl of one shard whose seen set is hash buckets: what every version reads
 SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several shards: refused by older clients
@@ -29,8 +30,10 @@ def format_of(seen_layout: str, shards: int) -> str:
     return base + ("s" if shards > 1 else "")
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
-           "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN")
+           "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN", "SEAL",
+           "SEEN_CHECK")
 BATCH = 500  # hosts per REPLACE call
+SEEN_BATCH = 1000  # seen buckets a SEEN_CHECK call looks at
 
 
 @dataclass(frozen=True)
@@ -85,31 +88,37 @@ class Opened:
 def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings,
                shards: int | None = None) -> Opened:
     """Open (or make) the crawl ``crawl`` on the server ``redis`` with the settings ``asked``; a crawl made
-    here gets ``shards`` shards (None: 1), an existing one must have that many (None: any)."""
+    here gets ``shards`` shards (None: 1), an existing one must have that many (None: any). Every shard
+    is checked to be there and whole (``wholeness.py``), and so is the seen set of each."""
     meta = f"df:{{{crawl}}}:meta"
     check_server(redis, url, crawl)
     with talking(url, "open"):
-        mark = redis.hget(meta, COPY_MARK)
+        pipe = redis.pipeline(transaction=False)
+        pipe.hget(meta, COPY_MARK)
+        pipe.exists(meta)
+        mark, there = pipe.execute()
     copy_mark: str | None = None if mark is None else mark.decode("utf-8", "replace")
     if copy_mark is not None and asked.copy_of is None:
         raise IncompleteCopy(f"crawl {crawl!r} in Redis at {shown_url(url)} is an unfinished copy of "
                              f"{copy_mark} (the copy was stopped before its end, or is still running): "
                              f"run the same 'diskfrontier copy' again to redo it, or drop the crawl")
     scripts = {name: redis.register_script(getattr(lua, name)) for name in SCRIPTS}
+    if not there:
+        _refuse_leftovers(redis, url, crawl, values)
     count = shards or 1
     seen_pairs = _new_seen(asked, redis)
     layout = ["v", format_of(_layout_in(seen_pairs), count)]
     if count > 1:
-        layout += ["shards", str(count), "tags", ",".join(shard_tags(crawl, count)[1:])]
+        layout += ["shards", str(count), "tags", ",".join(tags_of(crawl, count)[1:])]
     with talking(url, "open"):
         answer = scripts["OPEN"](keys=[meta], args=[
             " ".join(READABLE), asked.order or "", "" if asked.delay is None else repr(asked.delay),
             "" if asked.per_host is None else str(asked.per_host), asked.prefer or "",
             str(bucket_bits(asked.expected_urls)), "create" if asked.create else "open", asked.new_order,
-            asked.copy_of or "", *layout, *seen_pairs])
+            asked.copy_of or "", sentinel_value(0, 1) if count == 1 else "", *layout, *seen_pairs])
     if answer[0] == 0:
         raise FrontierError(f"there is no crawl {crawl!r} in Redis at {shown_url(url)}")
-    _check_version(answer, crawl, url)
+    _check_version(answer, meta, crawl, url, values)
     order = values.text(answer[1], f"{meta} field order")
     if order not in ("lifo", "fifo"):
         raise values.bad(f"{meta} field order", f"is {order!r}, not 'lifo' or 'fifo'")
@@ -117,6 +126,9 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
         raise FrontierError(f"crawl {crawl!r} is {order.upper()}; its order is fixed when it is made "
                             f"(open it with order=None or order={order!r})")
     made = bool(answer[7])
+    if answer[12] is None and not answer[15].startswith(b"1"):
+        raise values.bad(f"{meta} field seen_layout", f"is missing (a crawl of format {answer[15].decode()} names the "
+                                                      f"layout of its seen set)")
     seen_layout = values.text(answer[12], f"{meta} field seen_layout") if answer[12] is not None else "hash"
     bits = values.whole(answer[5], f"{meta} field bits") if seen_layout == "hash" else None
     seen = layout_of(seen_layout, bits)
@@ -127,58 +139,89 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
                             f"with dedupe=None)")
     if made and asked.copy_of is not None:
         copy_mark = asked.copy_of
-    layout_found = _shards_of(answer, crawl, url, values, shards)
+    found = _shards_of(answer, crawl, url, values, shards)
+    shard_list = [Shard(index, tag) for index, tag in enumerate(found.tags)]
     opened = Opened(
         scripts, order, values.real(answer[2], f"{meta} field delay", 0.0),
         values.whole(answer[3], f"{meta} field per_host", 0) or None,
         values.text(answer[4], f"{meta} field prefer") if answer[4] is not None else "priority",
-        seen, made, copy_mark, layout_found)
+        seen, made, copy_mark, shard_list)
     if answer[6]:
-        _place_hosts_again(redis, url, layout_found[0], scripts)
-    for shard in layout_found[1:]:
-        _open_shard(redis, url, crawl, shard, scripts, values, answer)
+        _place_hosts_again(redis, url, shard_list[0], scripts)
+    answers = [answer]
+    for shard in shard_list[1:]:
+        answers.append(_open_shard(redis, url, crawl, shard, scripts, values, answer, found))
+    if not found.sealed:
+        _seal(url, crawl, shard_list, answers, scripts, values)
+    for shard in shard_list:
+        _check_seen(url, shard, scripts, values)
+    _warn_of_losses(url, crawl, shard_list, answers)
     return opened
 
 
-def _check_version(answer: list[Any], name: str, url: str) -> None:
+def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Values) -> None:
     if answer[0] == -1:
+        if not answer[1]:
+            raise values.bad(f"{meta} field v", "is missing (the format of the crawl)")
         raise FrontierError(f"crawl {name!r} in Redis at {shown_url(url)} is of format "
-                            f"{answer[1].decode(errors='replace') or '?'}; this version of diskfrontier reads "
+                            f"{answer[1].decode(errors='replace')}; this version of diskfrontier reads "
                             f"formats {', '.join(READABLE)}")
 
 
-def _shards_of(answer: list[Any], crawl: str, url: str, values: Values, asked: int | None) -> list[Shard]:
-    """The shards shard 0's meta (its OPEN ``answer``) names; ``FrontierError`` if ``asked`` is another count."""
+def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
+    """A crawl whose meta is not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
+    (under any of the tags it can have), is there: its meta, or its shard 0 whole, was deleted or evicted.
+    (The OPEN script makes no crawl beside a sentinel either: another client may make one meanwhile.)"""
+    pipe = redis.pipeline(transaction=False)
+    tags = second_shard_tags(crawl)
+    pipe.exists(f"df:{{{crawl}}}:sentinel")
+    for tag in tags:
+        pipe.hget(f"df:{{{tag}}}:meta", "crawl")
+    with talking(url, "open"):
+        sentinel, *named = pipe.execute()
+    if sentinel:
+        raise values.bad(f"df:{{{crawl}}}:meta", f"is gone while df:{{{crawl}}}:sentinel is there: the settings, "
+                                                 f"counters and shards of the crawl were deleted or evicted")
+    for tag, owner in zip(tags, named, strict=True):
+        if owner == crawl.encode():
+            raise values.bad(f"df:{{{crawl}}}:meta", f"is gone while shard 1 of the crawl is there (df:{{{tag}}}:): "
+                                                     f"shard 0 of crawl {crawl!r} (its settings, counters and the "
+                                                     f"requests of its hosts) was deleted or evicted")
+
+
+def _shards_of(answer: list[Any], crawl: str, url: str, values: Values, asked: int | None) -> ShardLayout:
+    """The shards shard 0's meta (its OPEN ``answer``) names, checked against its sentinel; ``FrontierError``
+    if ``asked`` is another count."""
     meta = f"df:{{{crawl}}}:meta"
     if (answer[10] is not None and answer[10] != b"0") or answer[11] is not None:
         raise values.bad(meta, "is the meta of a shard of another crawl, not of a crawl")
-    count = 1 if answer[8] is None else values.whole(answer[8], f"{meta} field shards")
-    tags = [crawl]
-    if count > 1:
-        tags += values.text(answer[9], f"{meta} field tags").split(",")
-    if not 1 <= count <= MAX_SHARDS or len(tags) != count or any(
-            tag != f"{crawl}/{index}.{tag.rpartition('.')[2]}" for index, tag in enumerate(tags) if index):
-        raise values.bad(meta, f"names {count} shards with the tags {tags!r}, not shards of crawl {crawl!r}")
-    if asked is not None and asked != count:
-        raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} has {count} shard"
-                            f"{'s' if count > 1 else ''}; the number of shards is fixed when a crawl is made "
-                            f"(open it with shards=None or shards={count})")
-    return [Shard(index, tag) for index, tag in enumerate(tags)]
+    fields = {"shards": answer[8], "tags": answer[9], "v": answer[15], "sentinel": answer[16]}
+    found = shard_layout(crawl, fields, answer[17])
+    if found.problems:
+        key, problem = found.problems[0]
+        raise values.bad(key, problem)
+    if asked is not None and asked != found.count:
+        raise FrontierError(f"crawl {crawl!r} in Redis at {shown_url(url)} has {found.count} shard"
+                            f"{'s' if found.count > 1 else ''}; the number of shards is fixed when a crawl is made "
+                            f"(open it with shards=None or shards={found.count})")
+    return found
 
 
 def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[str, Any], values: Values,
-                first: list[Any]) -> None:
-    """Open (or make) shard ``shard`` of ``crawl`` with the settings shard 0's OPEN answered (``first``):
-    a shard missing (its maker stopped before it) is made here; one of another crawl is damage."""
-    def text(value: Any) -> str:
-        return "" if value is None else value.decode()
-
+                first: list[Any], layout: ShardLayout) -> list[Any]:
+    """Open shard ``shard`` of ``crawl`` with the settings shard 0's OPEN answered (``first``), and return its
+    OPEN answer. In a crawl whose shards are not all made yet (``layout.sealed`` False: its maker stopped
+    before the end, or it was made before shard 0's sentinel said so) a shard missing is made here; in
+    any other, a shard missing was lost; one of another crawl is damage."""
+    expected = sentinel_value(shard.index, layout.count)
     with talking(url, "open"):
-        answer = scripts["OPEN"](keys=[shard.meta], args=[
-            " ".join(READABLE), text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]),
-            "create", "lifo", "", "v", format_of(text(first[12]) or "hash", 2), "shard", str(shard.index),
-            "crawl", crawl, *_shard_seen(first)])
-    _check_version(answer, shard.tag, url)
+        answer = scripts["OPEN"](keys=[shard.meta], args=shard_open_args(crawl, shard, first, layout.count,
+                                                                         create=not layout.sealed))
+    if answer[0] == 0:
+        raise values.bad(shard.meta, f"shard {shard.index} of crawl {crawl!r} is gone: its keys were deleted or "
+                                     f"evicted, with the requests of its hosts and their seen fingerprints (the "
+                                     f"sentinel of shard 0 says all {layout.count} shards were made)")
+    _check_version(answer, shard.meta, shard.tag, url, values)
     if answer[11] != crawl.encode() or answer[10] != str(shard.index).encode():
         raise values.bad(shard.meta, f"is not the meta of shard {shard.index} of crawl {crawl!r} (it names shard "
                                      f"{answer[10]!r} of crawl {answer[11]!r})")
@@ -186,8 +229,73 @@ def _open_shard(redis: Any, url: str, crawl: str, shard: Shard, scripts: dict[st
         raise values.bad(f"{shard.meta} field order", f"is {answer[1]!r}, not the crawl's {first[1]!r}")
     if answer[12] != first[12]:
         raise values.bad(f"{shard.meta} field seen_layout", f"is {answer[12]!r}, not the crawl's {first[12]!r}")
+    have = answer[17]
+    if have != expected.encode() and (layout.sealed or have not in (None, b"1") or (have is None and answer[16])):
+        where = shard.prefix + "sentinel"
+        if have is None:
+            raise values.bad(where, "is gone: Redis evicted keys of the crawl or something deleted them")
+        raise values.bad(where, f"is {have[:60]!r}, not {expected!r}: not the sentinel of shard {shard.index} of the "
+                                f"crawl's {layout.count} (the shard was made again after it was lost, or its keys "
+                                f"are another crawl's)")
     if answer[6]:
         _place_hosts_again(redis, url, shard, scripts)
+    return answer
+
+
+def shard_open_args(crawl: str, shard: Shard, first: list[Any], count: int, *, create: bool) -> list[str]:
+    """The OPEN arguments of shard ``shard`` (i > 0) of a crawl of ``count`` shards, with the settings shard 0's
+    OPEN answered (``first``); ``create``: make it if it is missing."""
+    def text(value: Any) -> str:
+        return "" if value is None else value.decode()
+
+    return [" ".join(READABLE), text(first[1]), text(first[2]), text(first[3]), text(first[4]), text(first[5]),
+            "create" if create else "open", "lifo", "", sentinel_value(shard.index, count), "v",
+            format_of(text(first[12]) or "hash", 2), "shard", str(shard.index), "crawl", crawl, *_shard_seen(first)]
+
+
+def _seal(url: str, crawl: str, shards: list[Shard], answers: list[list[Any]], scripts: dict[str, Any],
+          values: Values) -> None:
+    """Every shard of a crawl not sealed yet is there: each gets the sentinel of its place (in place of the
+    ``1`` of a crawl made before sentinels named their shard), shard 0's last, which then says so."""
+    count = len(shards)
+    for shard, answer in [*zip(shards[1:], answers[1:], strict=True), (shards[0], answers[0])]:
+        value = sentinel_value(shard.index, count)
+        if answer[17] == value.encode() and shard.index:
+            continue
+        with talking(url, "open"):
+            sealed = scripts["SEAL"](keys=[shard.meta], args=[value])
+        if not sealed:
+            raise values.bad(shard.meta, f"shard {shard.index} of crawl {crawl!r} is gone: its keys were deleted or "
+                                         f"evicted while the crawl was opened")
+
+
+def _check_seen(url: str, shard: Shard, scripts: dict[str, Any], values: Values) -> None:
+    """Check the seen set of ``shard`` (``SEEN_CHECK``, ``SEEN_BATCH`` buckets a call): every bucket that must
+    be there is, and, when nothing was added while it was read, the buckets hold what the count says."""
+    stamps: set[bytes] = set()
+    held, first = 0, "0"
+    while first:
+        with talking(url, "open"):
+            stamp, got, after = scripts["SEEN_CHECK"](keys=[shard.meta], args=[first, SEEN_BATCH])
+        stamps.add(stamp)
+        held += int(got)
+        first = after.decode()
+    if len(stamps) == 1:
+        counted = int(stamps.pop().partition(b":")[0])
+        if held != counted:
+            lost = " (they were deleted or evicted: the URLs they stand for would be accepted again)"
+            raise values.bad(f"{shard.meta} field seen", f"counts {counted} fingerprints; the seen buckets hold "
+                                                         f"{held}{lost if held < counted else ''}")
+
+
+def _warn_of_losses(url: str, crawl: str, shards: list[Shard], answers: list[list[Any]]) -> None:
+    """Log what ``verify --repair`` recorded as lost for good in any shard (OPEN answers it last)."""
+    for shard, answer in zip(shards, answers, strict=True):
+        recorded = {name: value for name, value in zip(LOSS_FIELDS, answer[18:21], strict=True) if value is not None}
+        if recorded:
+            shown = ", ".join(f"{name} {value.decode(errors='replace')}" for name, value in recorded.items())
+            log.warning("crawl %r at %s: shard %d records what verify --repair could not bring back (%s); "
+                        "'diskfrontier verify' lists it", crawl, shown_url(url), shard.index, shown)
 
 
 def _place_hosts_again(redis: Any, url: str, shard: Shard, scripts: dict[str, Any]) -> None:
@@ -226,9 +334,10 @@ def _new_seen(asked: Settings, client: Any) -> list[str]:
     layout = new_layout(asked.dedupe or "exact")
     if layout == "set64":
         return ["seen_layout", layout, "seen_level", "0", "seen_split", "0",
-                "seen_fill", str(intset_fill(_intset_entries(client)))]
+                "seen_fill", str(intset_fill(_intset_entries(client))), "seen_map", "1"]
     if layout == "bloom":
-        return ["seen_layout", layout, "bloom_rate", repr(asked.error_rate), "bloom_filters", "0", "bloom_last", "0"]
+        return ["seen_layout", layout, "bloom_rate", repr(asked.error_rate), "bloom_filters", "0", "bloom_last", "0",
+                "seen_map", "1"]
     return []
 
 
@@ -246,8 +355,8 @@ def _shard_seen(first: list[Any]) -> list[str]:
     layout = first[12]
     if layout == b"set64":
         fill = (first[13] or b"128").decode()
-        return ["seen_layout", "set64", "seen_level", "0", "seen_split", "0", "seen_fill", fill]
+        return ["seen_layout", "set64", "seen_level", "0", "seen_split", "0", "seen_fill", fill, "seen_map", "1"]
     if layout == b"bloom":
         return ["seen_layout", "bloom", "bloom_rate", (first[14] or b"1e-07").decode(), "bloom_filters", "0",
-                "bloom_last", "0"]
+                "bloom_last", "0", "seen_map", "1"]
     return []

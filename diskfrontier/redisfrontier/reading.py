@@ -43,6 +43,22 @@ class CrawlReader:
         self.prefix = f"df:{{{tag or crawl}}}:"  # tag: the hash tag of one of the crawl's shards
         self.meta = self.prefix + "meta"
 
+    def gone(self) -> FrontierError:
+        """The error of this shard's ``meta`` found gone: a shard i > 0 lost while the crawl is there is damage
+        (``CrawlDamaged``); shard 0's, the crawl deleted (or evicted) while it was open."""
+        if self.prefix != f"df:{{{self.crawl}}}:":
+            return self.values.bad(self.meta, "is gone: this shard of the crawl was deleted or evicted, with the "
+                                              "requests of its hosts")
+        return FrontierError(f"the crawl's keys are gone from Redis at {shown_url(self.url)} (deleted or evicted "
+                             f"while this client had it open)")
+
+    def check_there(self) -> None:
+        """Raise ``gone()`` unless this shard's ``meta`` is there (before a read that would find nothing)."""
+        with talking(self.url, "read"):
+            there = self.redis.exists(self.meta)
+        if not there:
+            raise self.gone()
+
     def body(self, key: str, rid: bytes, body: Any) -> Request:
         """The request stored as ``rid`` in hash ``key`` of the crawl (``CrawlDamaged`` if it is not one)."""
         where = f"{self.prefix}{key} field {rid.decode(errors='replace')}"
@@ -51,6 +67,7 @@ class CrawlReader:
     def failed(self) -> list[FailedRequest]:
         """Every failed request of the crawl (not requeued), oldest failure first."""
         p = self.prefix
+        self.check_there()
         with talking(self.url, "failed"):
             pipe = self.redis.pipeline(transaction=False)
             pipe.hgetall(p + "failed")
@@ -71,6 +88,7 @@ class CrawlReader:
         """Every request of the crawl not done, in no particular order (``leased=False``: not those
         leased to a client now), read with HSCAN."""
         p = self.prefix
+        self.check_there()
         with talking(self.url, "pending_requests"):
             owners = set() if leased else set(self.redis.hkeys(p + "owner"))
             for rid, body in self.redis.hscan_iter(p + "req", count=1000):
@@ -80,6 +98,7 @@ class CrawlReader:
     def stored_requests(self, count: int) -> Iterator[tuple[bytes, Request]]:
         """(id, request) of every request in the crawl's ``req`` hash (pending or leased), read with HSCAN
         about ``count`` at a time: a request moved meanwhile may be seen twice or not at all."""
+        self.check_there()
         with talking(self.url, "drop"):
             for rid, body in self.redis.hscan_iter(self.prefix + "req", count=count):
                 yield rid, self.body("req", rid, body)
@@ -94,6 +113,7 @@ class CrawlReader:
             raise FrontierError(f"crawl {self.crawl!r} at {shown_url(self.url)} dedupes with a Bloom filter, whose "
                                 f"fingerprints cannot be listed: its seen set cannot be copied or exported (export "
                                 f"its pending requests without --seen)")
+        self.check_there()
         if isinstance(seen, SeenSets):
             yield from self._set_fingerprints(seen)
             return
@@ -137,8 +157,13 @@ class CrawlReader:
     def pending(self) -> int:
         """Requests pending in the crawl (not counting those leased to any client)."""
         with talking(self.url, "len"):
-            pending = self.redis.hget(self.meta, "pending")
-        return self.values.whole(pending, f"{self.meta} field pending", 0)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hget(self.meta, "pending")
+            pipe.exists(self.meta)
+            pending, there = pipe.execute()
+        if not there:
+            raise self.gone()
+        return self.values.whole(pending, f"{self.meta} field pending")
 
     def paused_since(self) -> float | None:
         """When the crawl was paused (the ``meta`` field ``paused``); None if it is not paused."""
@@ -159,6 +184,8 @@ class CrawlReader:
             pipe.scard(p + "hosts")
             pipe.zcard(p + "ready")
             meta, delayed, hosts, ready = pipe.execute()
+        if not meta:
+            raise self.gone()
         v, key = self.values, self.meta
         meta = {k.decode(errors="replace"): value for k, value in meta.items()}
         count = {name: v.whole(meta.get(name), f"{key} field {name}", 0) for name in _COUNTERS}
@@ -177,6 +204,7 @@ class CrawlReader:
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl: pending, leased and done counts, delay, ready time, block and budget."""
         p = self.prefix
+        self.check_there()
         with talking(self.url, "hosts"):
             default_delay = self.values.real(self.redis.hget(self.meta, "delay"), f"{self.meta} field delay", 0.0)
             names = sorted(self.values.text(name, f"{p}hosts member {name!r}")
@@ -200,6 +228,16 @@ class CrawlReader:
             delay, row = pipe.execute()
         default_delay = self.values.real(delay, f"{self.meta} field delay", 0.0)
         return host_info(name, row, default_delay, self.values.bad, self.prefix)
+
+    def unseal(self) -> int:
+        """Remove this shard's sentinel (key and field): a crawl whose shard 0 has none reads as one whose
+        shards are not all made yet, so that a deletion stopped part-way leaves a crawl the next open takes
+        as it is (``drop_crawl`` does this first). Returns the keys deleted (1, or 0 if it had none)."""
+        with talking(self.url, "drop_crawl"):
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hdel(self.meta, "sentinel")
+            pipe.delete(self.prefix + "sentinel")
+            return int(pipe.execute()[1])
 
     def delete_keys(self) -> int:
         """Delete every key of the crawl, ``meta`` last (SCAN and UNLINK in batches, never KEYS), so that

@@ -13,6 +13,7 @@ each step of a request still runs as one script on one slot. See docs/format.md,
 from __future__ import annotations
 
 import binascii
+import functools
 import random
 import zlib
 from collections.abc import Sequence
@@ -47,6 +48,26 @@ def shard_tags(crawl: str, count: int) -> list[str]:
             k += 1
         tags.append(f"{crawl}/{index}.{k}")
     return tags
+
+
+@functools.lru_cache(maxsize=64)
+def second_shard_tags(crawl: str) -> tuple[str, ...]:
+    """Every tag shard 1 of ``crawl`` can have, whatever its number of shards (a few dozen at most, found as
+    ``shard_tags`` finds each): where to look for the rest of a crawl whose shard 0 is gone entirely."""
+    first = key_slot(crawl)
+    slots: list[int] = []
+    found: dict[int, None] = {}
+    for count in range(2, MAX_SHARDS + 1):
+        wanted = (first * count // CLUSTER_SLOTS + 1) % count
+        k = 0
+        while True:
+            if k == len(slots):
+                slots.append(key_slot(f"{crawl}/1.{k}"))
+            if slots[k] * count // CLUSTER_SLOTS == wanted:
+                break
+            k += 1
+        found[k] = None
+    return tuple(f"{crawl}/1.{k}" for k in found)
 
 
 def is_shard_tag(tag: str) -> bool:

@@ -13,6 +13,12 @@ with the crawl's clients stopped, writes in one ``MULTI``/``EXEC``
 aside in the ``bad`` hash, keys of a wrong type that hold what cannot be rebuilt are
 renamed to ``bad:KEY``, a leased request whose lease or token is gone becomes pending,
 every index and count is written anew, and then every host is placed again.
+
+What repair cannot bring back (seen fingerprints of buckets that went, requests counted but not
+stored, a shard lost whole) it records in the shard's ``meta`` (``lost_seen``, ``lost_requests``,
+``lost_shard``) and says so; every later verify names the record, so such a crawl is never sound
+again. The crawl's shards, their sentinels and the seen buckets that must be there are checked
+with ``wholeness.py`` (``verify_layout.py`` reads and repairs the shards as a whole).
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from . import lua
 from .connection import RedisMisconfigured, connect, node_client, servers, shown_url, talking
 from .opening import format_of
 from .records import unpack_body
+from .shards import Shard
+from .verify_layout import Said, check_layout, mend_layout, shard_missing
+from .verify_meta import Place, mended, order_of
+from .verify_meta import losses as recorded_losses
+from .wholeness import LOSS_FIELDS, bloom_parts, has_bit, losses, sentinel_value
 
 BATCH = 500  # hosts a REPLACE script call places
 _ID = re.compile(rb"[0-9a-f]{12}\Z")
@@ -35,11 +46,12 @@ _LIFO_BASE = 2**48
 # The kind of each fixed key; None: a key the crawl may lack.
 _KINDS = {b"meta": b"hash", b"req": b"hash", b"ready": b"zset", b"wait": b"zset", b"delayed": b"zset",
           b"lease": b"zset", b"owner": b"hash", b"hosts": b"set", b"sentinel": b"string", b"failed": b"hash",
-          b"failinfo": b"hash", b"bad": b"hash", b"clients": b"hash", b"robots": b"hash"}
+          b"failinfo": b"hash", b"bad": b"hash", b"clients": b"hash", b"robots": b"hash", b"seen_map": b"string"}
 _DERIVED = {b"ready", b"wait", b"delayed", b"lease", b"owner", b"hosts", b"sentinel"}  # rebuilt from req
 _COUNTERS = (b"pending", b"inflight", b"delayed", b"seq", b"done", b"seen", b"pushed", b"duplicates", b"retried",
              b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped")
 _HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t", b"f")
+_REQUIRED = (b"seq", b"pending", b"inflight", b"seen")  # counters every crawl has had from its start
 
 
 @dataclass
@@ -101,11 +113,12 @@ class _Stored:
 class _Crawl:
     """Every key of one crawl, read once, and what they should hold."""
 
-    def __init__(self, client: Any, url: str, crawl: str, report: RedisReport) -> None:
+    def __init__(self, client: Any, url: str, crawl: str, report: RedisReport, place: Place | None = None) -> None:
         self.client = client
         self.shown_url = shown_url(url)
         self.prefix = f"df:{{{crawl}}}:".encode()
         self.report = report
+        self.place = place or Place(crawl)
         self.types: dict[bytes, bytes] = {}
         self.renamed: list[bytes] = []  # keys of a wrong type that repair sets aside whole
 
@@ -147,7 +160,8 @@ class _Crawl:
         meta, bodies, owner, failed, failinfo = (snap.hash(s) for s in (b"meta", b"req", b"owner", b"failed",
                                                                             b"failinfo"))
         lease, delayed, ready, wait = (snap.zset(s) for s in (b"lease", b"delayed", b"ready", b"wait"))
-        hosts = snap.members(b"hosts")
+        hosts, seen_map = snap.members(b"hosts"), snap.get(b"seen_map")
+        sentinel = snap.get(b"sentinel")
         queues = {s[2:]: snap.zset(s) for s in self.types if s.startswith(b"q:")}
         host_hashes = {s[2:]: snap.hash(s) for s in self.types if s.startswith(b"h:")}
         buckets = [snap.size(s) for s, kind in self.types.items() if s.startswith((b"s:", b"x:")) and kind == b"hash"]
@@ -157,6 +171,8 @@ class _Crawl:
             meta, bodies, owner, failed, failinfo))
         self.lease, self.delayed, self.ready, self.wait = (got(x, {}) for x in (lease, delayed, ready, wait))
         self.hosts: set[bytes] = got(hosts, set())
+        self.seen_map: bytes | None = got(seen_map, None)
+        self.sentinel: bytes | None = got(sentinel, None)
         self.queues = {host: got(x, {}) for host, x in queues.items()}
         self.host_hashes = {host: got(x, {}) for host, x in host_hashes.items()}
         self.seen = sum(got(x, 0) for x in buckets)
@@ -181,7 +197,7 @@ class _Crawl:
 
     def check(self, now: float) -> None:
         """Compare every index and count with the stored requests; each difference is a finding."""
-        self.lifo = self.meta.get(b"order") == b"lifo"
+        self.lifo = order_of(self) == b"lifo"
         self._check_meta()
         self.good: dict[bytes, _Stored] = {}
         self.bad: dict[bytes, bytes] = {}
@@ -205,8 +221,8 @@ class _Crawl:
     def _check_meta(self) -> None:
         meta = self.meta
         layout = meta.get(b"seen_layout", b"hash").decode("utf-8", "replace")
-        several = b"shard" in meta or meta.get(b"shards", b"1") != b"1"
-        expected = format_of(layout, 2 if several else 1).encode()
+        several = self.place.count > 1
+        expected = format_of(layout, self.place.count).encode()
         if meta.get(b"v") != expected:  # "1s"/"2s": a shard of a crawl of several shards; "2": a newer seen layout
             self.problem(b"meta", f"field v is {meta.get(b'v')!r}, not {expected.decode()} (the format of a crawl "
                                   f"of {'several shards' if several else 'one shard'} whose seen set is kept as "
@@ -217,12 +233,38 @@ class _Crawl:
             value = meta.get(name)
             if value is not None and (_number(value) is None or not value.lstrip(b"-").isdigit()):
                 self.problem(b"meta", f"field {name.decode()} is {value[:60]!r}, not a whole number")
+        for name in _REQUIRED:
+            if name not in meta:
+                self.problem(b"meta", f"field {name.decode()} is missing (repair writes it again)")
         paused = meta.get(b"paused")
         if paused is not None and not _is_time(paused):
             self.problem(b"meta", f"field paused is {paused[:60]!r}, not a time (repair keeps the crawl paused, "
                                   f"since the time of the repair)")
-        if meta.get(b"sentinel") and b"sentinel" not in self.types:
+        if self.place.index:
+            self._check_shard_marks()
+        for loss in losses({name: meta.get(name.encode()) for name in LOSS_FIELDS}):
+            self.problem(b"meta", f"records what verify --repair could not bring back: {loss}")
+
+    def _check_shard_marks(self) -> None:
+        """Shard i > 0: its meta names its place, and its sentinel says so (shard 0's are the layout's)."""
+        place, meta = self.place, self.meta
+        if meta.get(b"shard") != str(place.index).encode() or meta.get(b"crawl") != place.crawl.encode():
+            self.problem(b"meta", f"is not the meta of shard {place.index} of crawl {place.crawl!r} (it names shard "
+                                  f"{meta.get(b'shard')!r} of crawl {meta.get(b'crawl')!r})")
+        want = self.expected_sentinel.encode()
+        have = self.sentinel
+        if have == want or (not place.sealed and have in (None, b"1") and not (have is None and meta.get(b"sentinel"))):
+            return
+        if have is None:
             self.problem(b"sentinel", "is gone: Redis evicted keys of the crawl, or something deleted them")
+        else:
+            self.problem(b"sentinel", f"is {have[:60]!r}, not {want.decode()!r}: not the sentinel of shard "
+                                      f"{place.index} of the crawl's {place.count} (the shard was made again after it "
+                                      f"was lost, or its keys are another crawl's)")
+
+    @property
+    def expected_sentinel(self) -> str:
+        return sentinel_value(self.place.index, self.place.count)
 
     def _decode(self, rid: bytes, body: bytes) -> None:
         where = f"{_name(self.key(b'req'))} field {_name(rid)}"
@@ -346,27 +388,46 @@ class _Crawl:
                                   f"would overwrite stored ones")
 
     def _check_seen(self, seen: float | None) -> None:
+        self.gone_buckets: list[tuple[bytes, float]] = []  # (bucket, about how many fingerprints it held)
+        self.buckets_there: list[int] = []  # the seen_map bits of the buckets (or Bloom parts) that are there
         layout = self.meta.get(b"seen_layout")
+        if layout in (b"set64", b"bloom") and self.meta.get(b"seen_map") and (seen or 0) > 0 and self.seen_map is None:
+            self.problem(b"seen_map", "is gone: Redis evicted it or something deleted it (it tells which seen buckets "
+                                      "must be there; repair makes it again from the buckets that are)")
         if layout == b"bloom":
             self._check_bloom(seen)
             return
         if layout == b"set64":
-            self._check_set_buckets()
+            self._check_set_buckets(seen)
         if seen is not None and seen != self.seen:
             self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the seen buckets hold {self.seen}"
                                   + (" (buckets were evicted or deleted: the URLs they held would be accepted "
                                      "again, and repair cannot bring them back)" if seen > self.seen else ""))
 
-    def _check_set_buckets(self) -> None:
-        """The linear-hashing state of a ``set64`` seen set: numbers, and no bucket past the last one (its
-        fingerprints would never be looked up)."""
+    def _look_at_bucket(self, suffix: bytes, bit: int, about: float) -> None:
+        """A seen bucket (or Bloom filter part) whose ``seen_map`` bit is ``bit``: there, or gone (damage) if its
+        bit says it held something (about ``about`` fingerprints)."""
+        if suffix in self.types:
+            self.buckets_there.append(bit)
+        elif has_bit(self.seen_map or b"", bit):
+            self.gone_buckets.append((suffix, about))
+            self.problem(suffix, "is gone: Redis evicted it or something deleted it, with the seen fingerprints it "
+                                 "held: the URLs they stand for would be accepted again, and repair cannot bring them "
+                                 "back")
+
+    def _check_set_buckets(self, seen: float | None) -> None:
+        """The linear-hashing state of a ``set64`` seen set: numbers, every bucket that must be there (it
+        holds fingerprints for certain), and no bucket past the last one (its fingerprints would never be
+        looked up)."""
         level, split = _number(self.meta.get(b"seen_level")), _number(self.meta.get(b"seen_split"))
         fill = _number(self.meta.get(b"seen_fill"))
         if level is None or split is None or fill is None or not 0 <= split < 2 ** level or fill < 1:
             self.problem(b"meta", "fields seen_level, seen_split and seen_fill are not a seen set's state (repair "
-                                  "cannot rebuild it)")
+                                  "writes them again from the buckets there)")
             return
         count = 2 ** int(level) + int(split)
+        for bucket in range(count):
+            self._look_at_bucket(b"k:%x" % bucket, bucket, (seen or 0) / count)
         for suffix in sorted(self.types):
             if not suffix.startswith(b"k:"):
                 continue
@@ -386,16 +447,22 @@ class _Crawl:
         last = _number(meta.get(b"bloom_last"))
         if filters is None or last is None or _number(meta.get(b"bloom_rate")) is None:
             self.problem(b"meta", "fields bloom_rate, bloom_filters and bloom_last are not all numbers: the Bloom "
-                                  "filters cannot be read (repair cannot rebuild them)")
+                                  "filters cannot be read (repair writes them again from the filters there)")
             return
         held = 0.0
+        offset = 0  # the seen_map bit of the filter's part 0
         for i in range(1, int(filters) + 1):
             parts = meta.get(b"bloom_%d" % i, b"").split()
             if len(parts) != 3 or not all(part.isdigit() for part in parts):
                 self.problem(b"meta", f"field bloom_{i} is {meta.get(b'bloom_%d' % i)!r}, not a Bloom filter's "
                                       f"settings (capacity, bits, hashes)")
                 return
-            held += last if i == filters else int(parts[0])
+            adds = last if i == filters else int(parts[0])
+            held += adds
+            pieces = bloom_parts(int(parts[1]))
+            for piece in range(pieces):
+                self._look_at_bucket(b"b:%d:%d" % (i, piece), offset + piece, adds / pieces)
+            offset += pieces
         if seen is not None and seen != held:
             self.problem(b"meta", f"field seen counts {seen:g} fingerprints; the Bloom filters count {held:g}")
 
@@ -428,6 +495,9 @@ class _Snapshot:
     def members(self, suffix: bytes) -> int | None:
         return self._queue(suffix, b"set", self.pipe.smembers)
 
+    def get(self, suffix: bytes) -> int | None:
+        return self._queue(suffix, b"string", self.pipe.get)
+
     def size(self, suffix: bytes) -> int | None:
         return self._queue(suffix, b"hash", self.pipe.hlen)
 
@@ -448,9 +518,11 @@ class _Snapshot:
 
 
 def verify_crawl(url: str, crawl: str, *, repair: bool = False) -> RedisReport:
-    """Check the crawl ``crawl`` at ``url`` (each of its shards); with ``repair``, rebuild its indexes and
-    counts from its stored requests (stop the crawl's clients first)."""
+    """Check the crawl ``crawl`` at ``url`` (its shards as a whole, then each of them); with ``repair``,
+    rebuild its indexes and counts from its stored requests (stop the crawl's clients first), and record
+    what cannot be rebuilt."""
     report = RedisReport(crawl)
+    said = Said()
     client = connect(url)
     try:
         with talking(url, "verify"):
@@ -462,40 +534,48 @@ def verify_crawl(url: str, crawl: str, *, repair: bool = False) -> RedisReport:
                     if repair:
                         raise RedisMisconfigured(f"verify --repair: Redis has maxmemory-policy {policy} and may drop "
                                                  f"keys again; set 'maxmemory-policy noeviction' first")
-            tags = [crawl]
-            listed = client.hget(f"df:{{{crawl}}}:meta", "tags")
-            if listed:  # a crawl of several shards: shard 0's meta names the others
-                tags += listed.decode("utf-8", "replace").split(",")
-            for tag in tags:
-                _verify_shard(client, url, crawl, tag, report, repair)
+            layout = check_layout(client, url, crawl, said, repair)
+            first = node_client(client, f"df:{{{crawl}}}:meta").hgetall(f"df:{{{crawl}}}:meta") if layout else {}
+            for index, tag in enumerate(layout.tags if layout else []):
+                assert layout is not None
+                place = Place(crawl, index, layout.count, layout.sealed, first)
+                if index and shard_missing(client, url, crawl, Shard(index, tag), layout, said, repair):
+                    continue
+                _verify_shard(client, url, place, tag, report, repair)
+            if repair and layout is not None:
+                mend_layout(client, url, crawl, layout, said)
     finally:
         client.close()
+    report.findings[:0] = [Finding(key, problem) for key, problem in said.findings]
+    report.notes += said.notes
+    if said.findings and repair:
+        report.repaired = True
     return report
 
 
-def _verify_shard(client: Any, url: str, crawl: str, tag: str, report: RedisReport, repair: bool) -> None:
+def _verify_shard(client: Any, url: str, place: Place, tag: str, report: RedisReport, repair: bool) -> None:
     """Check (and with ``repair`` rebuild) the keys of one shard of the crawl (``tag``: its hash tag)."""
     node = node_client(client, f"df:{{{tag}}}:meta")  # every key of a shard is on one node
     watcher = node.pipeline(transaction=True)
-    keys = _Crawl(node, url, tag, report)
+    shard = RedisReport(place.crawl)
+    keys = _Crawl(node, url, tag, shard, place)
     if repair:
         watcher.watch(keys.key(b"meta"), keys.key(b"req"))
     now = float(node.time()[0])
-    shard = RedisReport(crawl)
-    keys.report = shard
     keys.read_and_check(now)
     report.findings += shard.findings
     report.requests += shard.requests
-    report.notes += shard.notes
     if repair and not shard.sound:
         _rebuild(keys, watcher, now)
         _place_all(node, keys)
         report.repaired = True
-        report.kept += len(keys.good)
         report.set_aside += shard.set_aside
-        again = RedisReport(crawl)
-        _Crawl(node, url, tag, again).read_and_check(float(node.time()[0]))
-        report.notes += [f"left after repair: {finding}" for finding in again.findings]
+        again = RedisReport(place.crawl)
+        _Crawl(node, url, tag, again, place).read_and_check(float(node.time()[0]))
+        shard.notes += [f"left after repair: {finding}" for finding in again.findings]
+    if repair:
+        report.kept += len(keys.good)  # (a sound shard keeps every one too)
+    report.notes += shard.notes
     watcher.reset()
 
 
@@ -504,6 +584,8 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
     import redis.exceptions as rx
 
     report, k = keys.report, keys.key
+    written, notes = mended(keys)
+    report.notes += notes
     pipe.multi()
     for suffix in keys.renamed:
         pipe.rename(k(suffix), k(b"bad:" + suffix))
@@ -550,6 +632,8 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
     failed = len(keys.failed) - len(keys.bad_failed) if b"failed" not in keys.renamed else 0
     counts: dict[bytes, Any] = {b"pending": len(keys.pending), b"inflight": len(keys.leased), b"delayed": delayed,
                                 b"failed": failed, b"sentinel": 1}
+    counts.update(written)
+    counts.update(recorded_losses(keys, pipe))
     if keys.meta.get(b"seen_layout") != b"bloom":
         counts[b"seen"] = keys.seen
     seq = _number(keys.meta.get(b"seq"))
@@ -563,7 +647,7 @@ def _rebuild(keys: _Crawl, pipe: Any, now: float) -> None:
         counts[b"paused"] = f"{now:.6f}"
     pipe.hset(k(b"meta"), mapping=counts)
     pipe.hdel(k(b"meta"), b"audited")
-    pipe.set(k(b"sentinel"), b"1")
+    pipe.set(k(b"sentinel"), keys.expected_sentinel)
     try:
         pipe.execute()
     except rx.WatchError:

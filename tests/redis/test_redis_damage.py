@@ -373,21 +373,35 @@ def test_verify_names_an_evicting_server_and_repair_refuses_it(crawl, client, cr
 
 
 @pytest.mark.parametrize("dedupe", sorted(SEEN_BUCKETS))
-def test_verify_names_seen_buckets_that_went_and_repair_counts_what_is_left(crawl, client, crawl_name, redis_url,
-                                                                           dedupe):
+def test_verify_names_seen_buckets_that_went_and_repair_records_the_loss(crawl, client, crawl_name, redis_url, dedupe):
     f = crawl(expected_urls=100, dedupe=dedupe)
     pushed(f)
     pattern, size = SEEN_BUCKETS[dedupe]
     buckets = client.keys(key(crawl_name, pattern))
     gone = getattr(client, size)(buckets[0])
     client.delete(buckets[0])
+    meta = key(crawl_name, "meta")
     report = verify_crawl(redis_url, crawl_name, repair=True)
-    assert [str(x) for x in report.findings] == [
-        f"{key(crawl_name, 'meta')}: field seen counts {len(URLS)} fingerprints; the seen buckets hold "
+    named = [] if dedupe == "hash" else [  # (the buckets of a hash crawl are not mapped: only the count tells)
+        f"{buckets[0].decode()}: is gone: Redis evicted it or something deleted it, with the seen fingerprints it "
+        f"held: the URLs they stand for would be accepted again, and repair cannot bring them back"]
+    assert [str(x) for x in report.findings] == [*named,
+        f"{meta}: field seen counts {len(URLS)} fingerprints; the seen buckets hold "
         f"{len(URLS) - gone} (buckets were evicted or deleted: the URLs they held would be accepted again, and "
         f"repair cannot bring them back)"]
-    assert report.repaired and verify_crawl(redis_url, crawl_name).sound
+    assert report.repaired and report.notes == [
+        f"{meta}: cannot be rebuilt: at least {gone} seen fingerprints are lost (their buckets were deleted or "
+        f"evicted): the URLs they stand for may be fetched again; recorded in field lost_seen, named by every verify "
+        f"from now on",
+        f"left after repair: {meta}: records what verify --repair could not bring back: at least {gone} seen "
+        f"fingerprints are lost: the URLs they stand for may be fetched again"]
+    after = verify_crawl(redis_url, crawl_name)  # never sound again: the loss is named by every verify
+    assert [str(x) for x in after.findings] == [f"{meta}: records what verify --repair could not bring back: at least "
+                                                f"{gone} seen fingerprints are lost: the URLs they stand for may be "
+                                                f"fetched again"]
     assert f.stats()["seen"] == len(URLS) - gone
+    assert f.push_many(Request(url) for url in URLS) == gone  # those of the bucket that went: accepted again
+    assert [str(x) for x in verify_crawl(redis_url, crawl_name).findings] == [str(x) for x in after.findings]
 
 
 def test_verify_names_two_ready_entries_of_one_host(crawl, client, crawl_name, redis_url):

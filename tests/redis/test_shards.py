@@ -10,7 +10,7 @@ import pytest
 from diskfrontier import CrawlDamaged, FrontierError, Request
 from diskfrontier.redisfrontier.connection import NotReplicated
 from diskfrontier.redisfrontier.management import crawl_names, summaries
-from diskfrontier.redisfrontier.shards import CLUSTER_SLOTS, key_slot, shard_tags
+from diskfrontier.redisfrontier.shards import CLUSTER_SLOTS, key_slot, second_shard_tags, shard_tags
 
 
 def tags_in_use(client, crawl: str) -> collections.Counter:
@@ -30,6 +30,13 @@ def test_each_shard_falls_in_its_own_slot_range():
             ranges = [key_slot(tag) * count // CLUSTER_SLOTS for tag in tags]
             assert sorted(ranges) == list(range(count)), (crawl, count, tags)
             assert tags[0] == crawl and all(tag.startswith(f"{crawl}/{i}.") for i, tag in enumerate(tags) if i)
+
+
+def test_the_tags_shard_1_can_have_cover_every_number_of_shards():
+    for crawl in ("news", "t1", "shop.example"):
+        candidates = second_shard_tags(crawl)
+        assert len(candidates) < 64
+        assert all(shard_tags(crawl, count)[1] in candidates for count in (2, 3, 5, 16, 100, 1024))
 
 
 def test_one_shard_keeps_the_keys_of_a_crawl_made_before_shards(open_crawl, redis_server, crawl_name):
@@ -97,16 +104,27 @@ def test_a_shard_of_another_crawl_is_damage(open_crawl, redis_server, crawl_name
         open_crawl()
 
 
-def test_a_shard_missing_is_made_again_by_the_next_open(open_crawl, redis_server, crawl_name):
+def test_a_shard_its_maker_did_not_reach_is_made_by_the_next_open_and_a_lost_one_is_not(open_crawl, redis_server,
+                                                                                      crawl_name):
     f = open_crawl(shards=3, delay=0.5)
     f.close()
-    tag = shard_tags(crawl_name, 3)[1]
+    tags = shard_tags(crawl_name, 3)
     client = redis_server.client()
-    assert client.delete(f"df:{{{tag}}}:meta", f"df:{{{tag}}}:sentinel") == 2  # as if its maker died before it
+    sentinels = [client.get(f"df:{{{tag}}}:sentinel") for tag in tags]
+    assert sentinels == [b"0/3", b"1/3", b"2/3"]
+    # what a maker leaves when it stops after shard 0 (made without a sentinel until every shard is there)
+    assert client.delete(f"df:{{{tags[1]}}}:meta", f"df:{{{tags[1]}}}:sentinel", f"df:{{{crawl_name}}}:sentinel") == 3
+    assert client.hdel(f"df:{{{crawl_name}}}:meta", "sentinel") == 1
     f = open_crawl()
-    assert client.hget(f"df:{{{tag}}}:meta", "delay") == b"0.5"  # with the crawl's settings, not the defaults
+    assert client.hget(f"df:{{{tags[1]}}}:meta", "delay") == b"0.5"  # with the crawl's settings, not the defaults
+    assert [client.get(f"df:{{{tag}}}:sentinel") for tag in tags] == sentinels  # and the crawl is sealed again
     f.push_many(Request(f"https://h{i}.example/") for i in range(30))
     assert len(f) == 30
+    f.close()
+    client.delete(f"df:{{{tags[1]}}}:meta", f"df:{{{tags[1]}}}:sentinel")  # the same shard, lost from a made crawl
+    with pytest.raises(CrawlDamaged, match=r"shard 1 of crawl .* is gone"):
+        open_crawl()
+    assert not client.exists(f"df:{{{tags[1]}}}:meta")
 
 
 def test_settings_pause_and_seen_reach_every_shard(open_crawl):
