@@ -683,7 +683,7 @@ class Frontier:
         with self._mutex:
             if self._closed:
                 return
-            if not self._state.broken and not self._state.compacting:
+            if not self._state.broken:
                 try:
                     commands.apply_queued(self, self._state, self._ledger)  # those sent while it ran
                 except Exception as exc:
@@ -703,7 +703,7 @@ class Frontier:
     def _check_open(self) -> None:
         # a forked child's copy of the lock is closed right after the fork (lock.py)
         state = self._state
-        if self._closed or state.broken or state.compacting or self._lock.fd < 0:
+        if self._closed or state.broken or self._lock.fd < 0:
             self._refuse()
 
     def _refuse(self) -> None:
@@ -714,9 +714,6 @@ class Frontier:
         if state.broken:
             raise FrontierError(f"the frontier of {self.path} cannot go on ({state.broken}); close it and open it "
                                 f"again: it is rebuilt from its journal")
-        if state.compacting:
-            raise FrontierError(f"the frontier of {self.path} is being compacted: a compact() progress callback may "
-                                f"read it (len, stats) but not change it")
         raise FrontierClosed(f"the frontier of {self.path} no longer holds its lock; open it again with Frontier(path)")
 
     def __enter__(self) -> Frontier:

@@ -23,7 +23,7 @@ from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 
 from ..contract import check_seconds
 from ..errors import JobDirCorrupt, ScrapyQueueFound
-from ..files.safefs import check_entries, open_file, remove_stale_temps
+from ..files.safefs import check_entries, open_file, remove_stale_temps, remove_tree
 from ..politeness.delayed import DelayedRequests
 from ..scrapyfiles.queue import holds_requests, set_aside
 from . import checkpoint
@@ -126,8 +126,7 @@ class Opening:
         st.ident = meta["id"]
         st.salt = salt_of(meta)
         st.hosts = st.new_schedule()
-        if os.path.lexists(layout.compacting):
-            os.unlink(layout.compacting)  # a compaction killed before its rename: the old journal stands
+        remove_compaction_leftovers(layout.root)  # a compaction stopped before its swap: the old journal stands
         saved = checkpoint.read_checkpoint(layout.cursor, st.ident)
         st.floor = saved.floor
         st.states = list(saved.states)
@@ -316,6 +315,24 @@ class Opening:
                 "%s seen, in %.2fs", st.path, f"{pending:,}", tail, f"{len(st.seen):,}", elapsed)
         else:
             log.info("resumed %s: %s pending, %s seen%s", st.path, f"{pending:,}", f"{len(st.seen):,}", tail)
+
+
+LEFTOVERS = ("requests.urls.compact", "requests.urls.map.", "requests.queue.compact.", "requests.queue.old.")
+
+
+def remove_compaction_leftovers(root: str) -> int:
+    """Remove what compactions stopped by a kill left in the job directory (never following a link); how many."""
+    removed = 0
+    for name in os.listdir(root):
+        if not name.startswith(LEFTOVERS):
+            continue
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove_tree(path)
+        else:
+            os.unlink(path)
+        removed += 1
+    return removed
 
 
 def _just_created(journal: str) -> bool:

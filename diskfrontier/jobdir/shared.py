@@ -75,7 +75,6 @@ class Shared:
         self.floor = 0  # the journal's end at its last checkpoint
         self.floor_crc: int | None = None  # the crc32 of the journal below the floor, when known
         self.waiters = 0  # threads waiting in pop(timeout=...)
-        self.compacting = False
         self.dirty: str | None = None  # why the queues may not match the journal any more
         self.broken: str | None = None  # why no further call can be served
         self.paused_since: float | None = None  # pause(): when; None while running

@@ -87,6 +87,11 @@ def _campaign(tmp_path, order: str, runner: str, seed: int, rounds: int) -> dict
     except AssertionError as exc:
         raise AssertionError(f"{exc} (the child's log: {log_path})") from None
     result["dedupe_checked"] = dedupe_survives(jobdir, replayed.model)
+    left = [n for n in os.listdir(jobdir) if ".compact" in n or ".map." in n or ".old." in n]
+    assert not left, f"a compaction's files were left after the opens: {left}"
+    named = [n for n in os.listdir(jobdir) if n.startswith("requests.state.")]
+    assert len(named) <= 1, f"state files no checkpoint names were left: {named}"
+
     with open(log_path) as f:
         logged = Counter(line[2:] for line in f.read().split("\n") if line.startswith("S "))
     result["kills"] = rounds
