@@ -171,7 +171,7 @@ def walk(
     header, frame_unpack = rules.frame.size, rules.frame.unpack_from
     short_size, short_unpack = rules.short.size, rules.short.unpack_from
     head_size, head_unpack = rules.head.size, rules.head.unpack_from
-    seeded, requests, body_ok, fits, kind_at = rules.seeded, rules.requests, rules.body_ok, request_fits, rules.kind_at
+    seeded, requests, body_ok, kind_at = rules.seeded, rules.requests, rules.body_ok, rules.kind_at
     sized = rules.sizes.get
     salt = salt if rules.salted else 0
     crc32 = _crc32
@@ -197,26 +197,42 @@ def walk(
         if checked:
             at = base + rel
             seed = (at ^ (at >> 32) ^ salt) & 0xFFFFFFFF if seeded else 0  # records.identity(at, salt), inline
-            if seeded and crc32(view[rel:rel + 4], seed) & 0xFFFF != fields[2]:
-                stop.at(rel, f"a damaged record frame (length field {length})")
-                return
-        if not 0 < length <= MAX_BODY:
-            stop.at(rel, f"impossible record length {length}")
-            return
-        if end > n:
-            if at_end:
-                stop.at(rel, f"a record of {length} bytes runs past the end of the file", True)
-            else:
-                stop.at(rel, None, want=header + length)
-            return
-        if checked:
             body = view[rel + header:end]
-            if crc32(body, seed) != fields[1]:
-                stop.at(rel, _MISMATCH)
+            # The usual record: whole in the buffer and its body's crc right, which its length then is too
+            # (a wrong length would give another body). Anything else goes through the checks in their order,
+            # which name what is wrong, and tell a torn tail from damage.
+            if not (seeded and end <= n and 0 < length <= MAX_BODY and crc32(body, seed) == fields[1]):
+                if seeded and crc32(view[rel:rel + 4], seed) & 0xFFFF != fields[2]:
+                    stop.at(rel, f"a damaged record frame (length field {length})")
+                    return
+                if not 0 < length <= MAX_BODY:
+                    stop.at(rel, f"impossible record length {length}")
+                    return
+                if end > n:
+                    if at_end:
+                        stop.at(rel, f"a record of {length} bytes runs past the end of the file", True)
+                    else:
+                        stop.at(rel, None, want=header + length)
+                    return
+                if crc32(body, seed) != fields[1]:
+                    stop.at(rel, _MISMATCH)
+                    return
+        else:
+            if not 0 < length <= MAX_BODY:
+                stop.at(rel, f"impossible record length {length}")
+                return
+            if end > n:
+                if at_end:
+                    stop.at(rel, f"a record of {length} bytes runs past the end of the file", True)
+                else:
+                    stop.at(rel, None, want=header + length)
                 return
         kind = fields[kind_at]
         if kind in requests and length > _PUSH_SIZE:  # its head was read with the frame (the record holds it)
-            ok = fits(kind, length, fields[6], fields[7], fields[9])
+            # records.request_fits, inline: every request record passes here
+            not_before = fields[9]
+            ok = (length > _PUSH_SIZE + fields[6] + fields[7] + (0 if kind == PUSH else 8)
+                  and (not not_before or 0.0 < not_before <= MAX_TIME))
         elif (size := sized(kind)) is not None:
             ok = length == size
         else:

@@ -317,7 +317,8 @@ class Opening:
             log.info("resumed %s: %s pending, %s seen%s", st.path, f"{pending:,}", f"{len(st.seen):,}", tail)
 
 
-LEFTOVERS = ("requests.urls.compact", "requests.urls.map.", "requests.queue.compact.", "requests.queue.old.")
+LEFTOVERS = ("requests.urls.compact", "requests.urls.map.", "requests.queue.compact.", "requests.queue.old.",
+             "requests.seen.index.")
 
 
 def remove_compaction_leftovers(root: str) -> int:

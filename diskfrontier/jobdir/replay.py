@@ -55,6 +55,7 @@ from .records import (
     PAUSE,
     PUSH,
     PUSH_HEAD,
+    REFETCH,
     RETRY,
     TARGET_AT,
     HostRecord,
@@ -562,9 +563,6 @@ def read_state(
     """
     if start is not None and repair:
         raise ValueError("a repair reads the journal from its start")
-    if start is not None and fingerprint is not None and fingerprints_from < start.at:
-        raise StateUnusable(f"the fingerprints from byte {fingerprints_from} on are asked for, and it starts at "
-                            f"byte {start.at}")
     options = _Options(salt, floor, repair, fingerprint, fingerprints_from, progress, sizes, offsets, hosts, hold_after,
                        tuple(exclude), start, until, save)
     trusted = (floor, floor_crc) if floor_crc is not None else prefix
@@ -619,6 +617,9 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
             check_state_prefix(f, size, start)
             collect.load(start)
             begin = (start.at, start.last_record, start.journal_crc)
+            if fingerprint is not None and options.fingerprints_from < start.at:
+                _fingerprints_between(f, max(options.fingerprints_from, len(MAGIC)), start.at, options.salt,
+                                      fingerprint)
         if size >= floor and version >= 3:
             stop, last, end_crc = _fast_scan(f, size, collect, fingerprint, options.fingerprints_from, progress,
                                              trusted, options.salt, version, begin)
@@ -645,6 +646,27 @@ def _read_state(path: str, options: _Options, trusted: tuple[int, int] | None) -
     if progress is not None:
         progress(state.scan.size, state.scan.size)
     return state
+
+
+def _fingerprints_between(f: IO[bytes], low: int, high: int, salt: int, fingerprint: Callable[[bytes], object]) -> None:
+    """Call ``fingerprint`` with the fingerprint of each request record (not ``dont_filter``) from byte ``low`` to
+    byte ``high``: records a saved state covers whose fingerprints requests.seen may still lack (the checkpoint's
+    floor is below the state). Those bytes are vouched for by the state's crc32, checked before."""
+    fp_start = FRAME.size + PUSH_HEAD.size
+    pos, want = low, CHUNK
+    stop = Stop()
+    while pos < high:
+        f.seek(pos)
+        buf = f.read(min(want, high - pos))
+        for rel, fields in walk(buf, pos, salt, 4, stop, at_end=pos + len(buf) == high, trusted_to=len(buf)):
+            kind = fields[3]
+            if kind in (PUSH, RETRY, REFETCH) and not fields[5] & FLAG_DONT_FILTER:
+                at = rel + fp_start
+                fingerprint(buf[at:at + fields[6]])
+        if stop.problem is not None or (stop.rel == 0 and not want < stop.want <= high - pos):
+            raise StateUnusable(f"the journal's records from byte {low} on do not follow one another")
+        want = stop.want if stop.rel == 0 else CHUNK
+        pos += stop.rel
 
 
 def check_state_prefix(f: IO[bytes], size: int, start: SavedState) -> None:
@@ -689,6 +711,9 @@ def _fast_scan(
     host_id = collect.host_id
     timed_index, timed_at = collect.timed_index.append, collect.timed_at.append
     done, fail = collect.done, collect.fail
+    order, codes, dead = collect.order, collect.codes, collect.dead
+    host_ids, host_done = (collect.host_ids, collect.host_done) if collect.hosts else (None, None)
+    finished = 0  # DONE records taken on the usual path below (collect.dones gains them at the end)
     header, fp_start = FRAME.size, FRAME.size + PUSH_HEAD.size  # where a request's fingerprint starts in its record
     pos, last, running = begin  # running: the crc32 of the file up to pos
     want = CHUNK
@@ -702,8 +727,16 @@ def _fast_scan(
         for rel, fields in walk(buf, pos, salt, version, stop, at_end=pos + len(buf) == size, trusted_to=floor - pos):
             at = pos + rel
             kind = fields[3]
-            if kind == DONE:
-                done(at, _TARGET(buf, rel + header + TARGET_AT)[0])
+            if kind == DONE:  # the usual one inline (collect.done's first case); anything else goes to it
+                target = _TARGET(buf, rel + header + TARGET_AT)[0]
+                i = bisect_left(order, target)
+                if target < at and i < len(order) and order[i] == target and codes[i] != dead:
+                    codes[i] = dead
+                    finished += 1
+                    if host_done is not None:
+                        host_done[host_ids[i]] += 1  # type: ignore[index]
+                else:
+                    done(at, target)
             elif kind == HOST:
                 if host_append is not None:
                     collect.host_record(memoryview(buf)[rel + header:rel + header + fields[0]])
@@ -719,7 +752,8 @@ def _fast_scan(
                 code = code_of.get(priority)
                 if code is None:
                     code = collect.code(priority)
-                    codes_append = collect.codes.append  # the array may have widened
+                    codes = collect.codes  # the array may have widened
+                    codes_append, dead = codes.append, collect.dead
                 order_append(at)
                 codes_append(code)
                 if lengths_append is not None:
@@ -743,6 +777,8 @@ def _fast_scan(
         rel = stop.rel
         view = memoryview(buf)
         if stop.problem is not None or (rel == 0 and not want < stop.want <= size - pos):
+            collect.dones += finished
+            finished = 0
             _check_prefix(running, view, pos, rel, floor, floor_crc, trusted)
             return pos + rel, last, crc32(view[:rel], running)
         if rel == 0:  # a record longer than what was read: read it whole
@@ -759,6 +795,7 @@ def _fast_scan(
         want = CHUNK
         if progress is not None:
             progress(pos, size)
+    collect.dones += finished
     _check_prefix(running, b"", pos, 0, floor, floor_crc, trusted)
     return pos, last, running
 

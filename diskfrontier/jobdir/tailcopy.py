@@ -49,6 +49,7 @@ _HEADER = FRAME.size
 _TARGET = OFFSET.unpack_from
 _CARRIES = (PUSH, RETRY, REFETCH)
 _MAX_MAP = 1 << 34
+FINISHED, REQUEUED = 0, 1  # what a ``Digest`` event did to the request it names
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Digest:
     requeued: set[int] = field(default_factory=set)  # failed requests it made pending again
     fails: list[tuple[int, int, int]] = field(default_factory=list)  # (request, new FAIL offset, bytes of both)
     moved: dict[int, int] = field(default_factory=dict)  # every record of the tail: old offset -> new
+    events: list[tuple[int, int]] = field(default_factory=list)  # (FINISHED or REQUEUED, old offset), in order
     push_count: int = 0
     done_count: int = 0
     dropped: int = 0
@@ -201,10 +203,12 @@ class TailCopy:
         failed_pair = self._failed_pair(target)
         if kind == RETRY and failed_pair is not None:
             digest.requeued.add(target)
+            digest.events.append((REQUEUED, target))
             digest.failed_delta -= failed_pair
             return
         size = self._size_of(target)
         digest.finished.add(target)
+        digest.events.append((FINISHED, target))
         digest.done_count += 1
         digest.live_delta -= size
         if kind == FAIL:
@@ -273,6 +277,8 @@ def save_map(path: str, copy: TailCopy, extra: dict[str, Any]) -> None:
         "f_new": _raw(array("Q", (f[1] for f in digest.fails))),
         "f_size": _raw(array("I", (f[2] for f in digest.fails))),
         "m_old": _raw(array("Q", digest.moved)), "m_new": _raw(array("Q", digest.moved.values())),
+        "e_kind": _raw(array("B", (e[0] for e in digest.events))),
+        "e_old": _raw(array("Q", (e[1] for e in digest.events))),
         "counts": [digest.push_count, digest.done_count, digest.dropped, digest.live_delta, digest.failed_delta],
         "extra": extra,
     }
@@ -309,6 +315,7 @@ def load_map(path: str, salt: int) -> tuple[TailCopy, dict[str, Any]]:
     digest.fails = list(zip(_array("Q", value["f_old"]), _array("Q", value["f_new"]), _array("I", value["f_size"]),
                             strict=True))
     digest.moved = dict(zip(_array("Q", value["m_old"]), _array("Q", value["m_new"]), strict=True))
+    digest.events = list(zip(_array("B", value["e_kind"]), _array("Q", value["e_old"]), strict=True))
     digest.push_count, digest.done_count, digest.dropped, digest.live_delta, digest.failed_delta = value["counts"]
     copy = TailCopy(moved, salt, int(value["pos"]), int(value["end"]), int(value["crc"]), int(value["last"]), digest)
     copy._sizes = {old: size for old, _new, _p, _due, size in digest.pushes}

@@ -43,7 +43,7 @@ from .maintenance.compaction import Compacted
 from .maintenance.steps import reached
 from .shared import Shared
 from .statefile import StateRecord, read_state_file, state_name
-from .swap import Swap
+from .swap import Swap, take_seen_index
 
 log = logging.getLogger("diskfrontier")
 
@@ -66,7 +66,7 @@ class Maintenance:
 
     checkpoint_seconds: float | None = 300.0
     checkpoint_records: int | None = 100_000
-    compact_share: float | None = 0.5
+    compact_share: float | None = 0.4
     compact_min_bytes: int = 8 << 20
     runner: str = "process"
 
@@ -101,7 +101,7 @@ class _Pending:
     @property
     def outputs(self) -> list[str]:
         """The files and folders it may write, removed if it is abandoned."""
-        names = [self.params["name"]]
+        names = [self.params["name"], self.params["index_out"]]
         if self.kind == "compact":
             names += [self.params[key] for key in ("journal_out", "queues_out", "map_out", "new_name")]
         return [os.path.join(self.params["root"], name) for name in names]
@@ -204,6 +204,8 @@ class Upkeep:
                 "start": st.states[0].to_json() if st.states else None, "seen_tail": list(st.seen.tail()),
                 "name": state_name(at, secrets.randbits(48)), "generation": st.generation,
                 "records": st.pushes + st.dones, "now": time.time(), "fsync": st.fsync,
+                "seen_index": None if st.seen.index_record is None else st.seen.index_record.to_json(),
+                "index_out": f"requests.seen.index.{secrets.randbits(48):x}",
             }
         if kind == "compact":
             nonce = f"{secrets.randbits(48):x}"
@@ -253,8 +255,10 @@ class Upkeep:
         with st.cursor_lock:
             if st.sealed or st.generation != generation or st.broken:
                 return False
-            checkpoint.write_open(st.layout.cursor, st.ident, at, (tail[0], tail[1]), st.seen.index_record,
-                                  record.journal_crc, [record], st.compactions)
+            index = take_seen_index(st, result, params)
+            checkpoint.write_open(st.layout.cursor, st.ident, at, (tail[0], tail[1]), index, record.journal_crc,
+                                  [record], st.compactions)
+            st.seen.index_record = index
         reached("checkpoint-named")
         with self.mutex:
             if st.generation != generation or st.sealed:

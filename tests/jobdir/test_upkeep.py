@@ -146,19 +146,15 @@ def test_a_killed_maintenance_process_is_abandoned_and_the_frontier_goes_on(tmp_
     settings = Maintenance(checkpoint_records=None, checkpoint_seconds=None, compact_share=0.2,
                            compact_min_bytes=1 << 10)
     f = Frontier(job, maintenance=settings)
-    work = Steady(f, 20000)  # enough for the job to take a while
-    for _ in range(20):
-        work.run(1000)
-    killed = None
-    deadline = time.monotonic() + 60
-    while killed is None and time.monotonic() < deadline:
+    work = Steady(f, 20000)  # enough for a job to take a while
+    deadline = time.monotonic() + 120
+    while f.stats()["maintenance_error"] is None:  # a job that ended before the kill landed: the next one
+        assert time.monotonic() < deadline, "no job of the background could be killed while it ran"
+        work.run(500)
         pending = f._upkeep.job
         if pending is not None and pending.job is not None and pending.job.pid is not None:
-            killed = pending.job.pid
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.001)
-    assert killed is not None
-    _wait_for(lambda: f.stats()["maintenance_error"] is not None, "the abandoned job to be noticed")
+            os.kill(pending.job.pid, signal.SIGKILL)
+            _wait_for(lambda job=pending: f._upkeep.job is not job, "the killed job to be collected")
     assert "status -9" in f.stats()["maintenance_error"]
     work.run(500)  # it goes on
     inflight = {r.url for r in work.inflight}

@@ -53,9 +53,10 @@ from ..records import (
     mark_body,
     pause_body,
 )
+from ..replay import read_state
 from ..statefile import MAX_COMMANDS, SavedState, write_state
 from ..tailcopy import Moved, TailCopy, save_map
-from .jobs import state_at
+from .jobs import save_seen_index, state_at
 
 _WRITE_CHUNK = 1 << 20
 _READ_CHUNK = 8 << 20
@@ -184,6 +185,15 @@ def compact_beside(params: dict[str, Any], cancelled: Callable[[], bool],
             if os.path.getsize(layout.journal) - copy.pos < _TAIL_ENOUGH or cancelled():
                 break
         os.fsync(fd)
+        # The state where the copy ends, so that a recovery after the swap reads only what follows it (the
+        # checkpoint's floor stays where the live records end: the seen file was flushed there).
+        compacted = (new_state.at, new_state.journal_crc)
+        named = new_state  # the state the checkpoint names: where the copy ends, when it can be had
+        if copy.end > new_state.at:
+            caught_up = read_state(out_path, salt=salt, start=new_state, until=copy.end, save=params["ident"],
+                                   sizes=True, hosts=True, offsets=False).saved
+            if caught_up is not None:
+                named = caught_up
         if progress is not None:
             progress(2 * at, 2 * at)
     except BaseException:
@@ -192,7 +202,7 @@ def compact_beside(params: dict[str, Any], cancelled: Callable[[], bool],
     finally:
         os.close(old)
     os.close(fd)
-    record = write_state(root, params["new_name"], new_state, salt)
+    record = write_state(root, params["new_name"], named, salt)
     waiting = _queues(root, params, saved, moved, new_state)
     codes, priorities = new_state.codes, new_state.priorities
     save_map(os.path.join(root, params["map_out"]), copy, {
@@ -204,8 +214,10 @@ def compact_beside(params: dict[str, Any], cancelled: Callable[[], bool],
         "d_due": array("d", (due for i, due in zip(new_state.timed_index, new_state.timed_at, strict=True)
                              if i in waiting)).tobytes(),
         "priorities": sorted({priorities[code] for code in set(codes)})})
+    index = save_seen_index(layout, params)
     return {"ok": True, "journal_out": params["journal_out"], "state": record.to_json(), "bytes_before": at,
-            "compacted_end": new_state.at, "pending": saved.pending, "failed": len(saved.failed),
+            "seen_index": None if index is None else index.to_json(), "compacted_end": compacted[0],
+            "compacted_crc": compacted[1], "pending": saved.pending, "failed": len(saved.failed),
             "dropped_records": saved.pushes + saved.dones - saved.pending - 2 * len(saved.failed),
             "seconds": round(time.monotonic() - started, 4)}
 

@@ -23,10 +23,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...files.safefs import open_fd
+from ...errors import JobDirCorrupt
+from ...files.safefs import open_fd, open_file
 from ..layout import Layout
 from ..replay import JournalState, read_state
+from ..seen import BLOCK, check_blocks, parse_seen, read_sums
+from ..seenindex import IndexRecord, IndexUnusable, SeenIndex
 from ..statefile import SavedState, StateRecord, StateUnusable, read_state_file, write_state
+
+INDEX_MIN_NEW_KEYS = 1 << 16
+"""A checkpoint saves the seen index when at least this many keys (and a quarter of it) are new since the last."""
+ENTRY_BYTES = 22  # a fingerprint of requests.seen: its length (u16) and 20 bytes
 
 
 def _fsync(path: str) -> None:
@@ -80,9 +87,51 @@ def checkpoint(params: dict[str, Any], cancelled: Callable[[], bool],
     saved.seen_tail = None if tail is None else (tail[0], tail[1])
     _fsync(layout.journal)
     _fsync(layout.seen)
+    _fsync(layout.seen_sums)
     record = write_state(layout.root, params["name"], saved, params["salt"])
+    index = save_seen_index(layout, params)
     return {"ok": True, "record": record.to_json(), "began": began, "pending": saved.pending,
-            "seconds": round(time.monotonic() - started, 4)}
+            "seen_index": None if index is None else index.to_json(), "seconds": round(time.monotonic() - started, 4)}
+
+
+def save_seen_index(layout: Layout, params: dict[str, Any]) -> IndexRecord | None:
+    """Save the seen index as ``params["index_out"]`` (a new file), covering requests.seen up to the end the
+    frontier flushed it to (``params["seen_tail"]``): the saved one (``params["seen_index"]``) loaded in bulk and
+    the fingerprints after it added, their blocks checked against their sums. None when it would not pay: fewer
+    than ``INDEX_MIN_NEW_KEYS`` new keys, or a quarter of those it holds, since the saved one.
+
+    A recovery, which has no index when a crawl was only ever killed, then reads requests.seen only from
+    where this one ends, instead of from its start: what keeps a recovery's cost to the crawl's size.
+    """
+    if not params.get("index_out"):
+        return None
+    end = params["seen_tail"][0]
+    saved = None if params.get("seen_index") is None else IndexRecord.from_json(params["seen_index"])
+    covered, index = 0, None
+    if saved is not None:
+        try:
+            index = SeenIndex.load(layout.seen_index, saved)
+            covered = saved.seen_bytes
+        except IndexUnusable:
+            index = None
+    count = 0 if index is None else len(index)
+    if (end - covered) // ENTRY_BYTES < max(INDEX_MIN_NEW_KEYS, count // 4) or end <= covered:
+        return None
+    first = covered // BLOCK
+    with open_file(layout.seen) as f:
+        f.seek(first * BLOCK)
+        data = f.read(end - first * BLOCK)
+    if len(data) != end - first * BLOCK:
+        raise JobDirCorrupt(layout.seen, first * BLOCK + len(data), "shorter than the frontier flushed it to")
+    sums = read_sums(layout.seen_sums, params["salt"]) or []
+    damage = check_blocks(layout.seen, data, sums[:end // BLOCK], params["salt"], first)
+    if damage is not None:
+        raise damage
+    keys, _info = parse_seen(layout.seen, data[covered - first * BLOCK:])
+    if index is None:
+        index = SeenIndex(expected=len(keys) + 1024)
+    index.update(keys)
+    return index.save(os.path.join(layout.root, params["index_out"]), end)
 
 
 def compact(params: dict[str, Any], cancelled: Callable[[], bool],
