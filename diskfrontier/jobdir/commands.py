@@ -17,7 +17,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FrontierError
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError
 from ..request.model import Request
 from . import inbox
 from .inbox import Command, CommandRefused
@@ -25,12 +26,11 @@ from .records import MARK_BEGIN, MARK_END, MAX_RESULT
 from .replay import OpenGroup
 
 if TYPE_CHECKING:
-    from .frontier import Frontier
     from .ledger import Ledger
     from .shared import Shared
 
 
-def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
+def apply_queued(frontier: FrontierProtocol, st: Shared, ledger: Ledger) -> int:
     """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many.
 
     Nothing in the inbox raises here: an entry that is not a command is set aside (``inbox.queued``), a
@@ -113,7 +113,7 @@ def _end(st: Shared, ledger: Ledger, ident: str, result: dict[str, Any]) -> None
     st.counters["commands"] += 1
 
 
-def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict[str, Any]:
+def run(frontier: FrontierProtocol, command: Command, partial: OpenGroup | None) -> dict[str, Any]:
     """Apply one command with the frontier's own verbs; its summary (what the command prints)."""
     args = command.args
     verb = command.verb
@@ -147,7 +147,7 @@ def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict
     raise CommandRefused(f"unknown verb {verb!r}")  # read_command checked it
 
 
-def _host(frontier: Frontier, args: dict[str, Any]) -> dict[str, Any]:
+def _host(frontier: FrontierProtocol, args: dict[str, Any]) -> dict[str, Any]:
     name = args["host"]
     if "delay" in args or args.get("default_delay"):
         frontier.set_delay(name, None if args.get("default_delay") else args["delay"])

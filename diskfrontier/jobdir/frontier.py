@@ -43,18 +43,19 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ..contract import MAX_TIME as _MAX_TIME
-from ..contract import Dropped, RobotsEntry, check_drop, check_host_failed, check_robots, host_backoff
-from ..contract import check_attempts as _attempts
-from ..contract import check_host as _check_host
-from ..contract import check_seconds as _check_seconds
-from ..contract import check_time as _check_time
-from ..errors import FrontierClosed, FrontierError
-from ..failures import FailedRequest
+from ..contract.backoff import host_backoff
+from ..contract.checks import MAX_TIME as _MAX_TIME
+from ..contract.checks import check_attempts as _attempts
+from ..contract.checks import check_drop, check_host_failed, check_robots
+from ..contract.checks import check_host as _check_host
+from ..contract.checks import check_seconds as _check_seconds
+from ..contract.checks import check_time as _check_time
+from ..contract.snapshot import LATEST_FAILURES, TOP_HOSTS, snapshot
+from ..contract.values import Dropped, FailedRequest, RobotsEntry
+from ..core.errors import FrontierClosed, FrontierError
 from ..files.atomic import write_atomic
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
-from ..snapshot import LATEST_FAILURES, TOP_HOSTS, snapshot
 from . import commands, inbox, steering
 from .closing import Closing
 from .dispatch import Dispatch
@@ -144,7 +145,9 @@ class Frontier:
             self.close()
             raise
         if watch or maintenance is not None:
-            self._watcher = Watcher(self, inbox=watch)
+            self._watcher = Watcher(self.path, tick=self._upkeep.tick,
+                                    apply_commands=self._apply_commands if watch else None,
+                                    publish_status=self._publish_status if watch else None)
 
     def _wake(self) -> None:
         """Wake the threads waiting in ``pop(timeout=...)``: something changed."""

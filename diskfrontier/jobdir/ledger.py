@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..contract import MAX_ATTEMPTS
-from ..errors import FrontierError, NotInFlight
-from ..failures import FailedRequest
+from ..contract.checks import MAX_ATTEMPTS
+from ..contract.values import FailedRequest
+from ..core.errors import FrontierError, NotInFlight
 from ..politeness.schedule import Host
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request

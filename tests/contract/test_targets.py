@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diskfrontier import Frontier, RedisFrontier, Request
-from diskfrontier.targets import open_target, open_view
+from diskfrontier.access.targets import open_target, open_view
 
 
 def test_a_path_opens_a_job_directory_and_a_url_a_redis_crawl(tmp_path, redis_url, crawl_name):
