@@ -3,10 +3,12 @@ refuse the same values with the same message."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from ..request.model import check_slot
+from ..request.model import Request, check_slot
 from .values import RobotsEntry
 
 # ------------------------------------------------------------------ limits
@@ -59,6 +61,11 @@ def check_time(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_until(name: str, value: Any) -> float:
+    """A block's end: ``math.inf`` (until unblocked) or a time as ``check_time`` takes it."""
+    return math.inf if value == math.inf else check_time(name, value)
+
+
 def check_attempts(value: Any) -> int:
     """A request's ``attempts`` as stored: a whole number of at least 0, at most ``MAX_ATTEMPTS``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -85,6 +92,53 @@ def check_drop(host: Any, match: Any, show: Any) -> re.Pattern[str] | None:
         return re.compile(match)
     except re.error as exc:
         raise ValueError(f"match {match!r} is not a regular expression: {exc}") from None
+
+
+def check_request(call: str, request: Any) -> None:
+    """TypeError unless ``request`` is a ``diskfrontier.Request`` (``call`` names the call in the message)."""
+    if not isinstance(request, Request):
+        raise TypeError(f"{call}() takes a diskfrontier.Request, got {type(request).__name__}")
+
+
+def check_requests(call: str, requests: list[Any]) -> None:
+    """TypeError unless every one of ``requests`` is a ``diskfrontier.Request``."""
+    for request in requests:
+        if not isinstance(request, Request):
+            raise TypeError(f"{call}() takes diskfrontier.Request objects, got {type(request).__name__}")
+
+
+def check_fingerprints(call: str, fingerprints: Iterable[Any]) -> list[bytes]:
+    """``fingerprints`` as a list, each checked: bytes, 1 to 255 of them."""
+    batch = list(fingerprints)
+    for fingerprint in batch:
+        if not isinstance(fingerprint, bytes) or not 1 <= len(fingerprint) <= 255:
+            raise TypeError(f"{call} takes fingerprints of 1 to 255 bytes, got {fingerprint!r:.80}")
+    return batch
+
+
+def check_error(call: str, error: Any) -> str:
+    """A failure's error text: a str (it is cut to ``MAX_ERROR`` bytes when stored)."""
+    if not isinstance(error, str):
+        raise TypeError(f"{call}: error must be a str, got {type(error).__name__}")
+    return error
+
+
+def check_limit(call: str, limit: Any) -> int | None:
+    """``None`` or a whole number of at least 1 (``requeue_failed``'s ``limit``)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{call}: limit must be None or a whole number of at least 1, got {limit!r}")
+    return limit
+
+
+def check_count(call: str, name: str, value: Any, bits: int, *, optional: bool = False) -> int | None:
+    """A whole number from 0 to ``2**bits - 1`` (the largest a backend stores exactly: 63 bits in a
+    journal, 53 in Redis, whose Lua numbers are doubles); ``None`` too when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**bits:
+        either = "None or " if optional else ""
+        raise ValueError(f"{call}: {name} must be {either}a whole number from 0 to 2**{bits} - 1, got {value!r}")
+    return value
 
 
 def check_host(host: Any) -> str:

@@ -24,28 +24,44 @@ class FrontierProtocol(Protocol):
 
     # -- writing requests
     def push(self, request: Request, *, not_before: float | None = None) -> bool:
-        """Queue ``request``; False if its fingerprint was seen before (unless ``dont_filter``)."""
+        """Queue ``request``; False (and nothing stored) if its fingerprint was seen before (unless ``dont_filter``).
+
+        When this returns True the request is stored: a ``kill -9`` from now on cannot lose it.
+        ``not_before`` (a ``time.time()`` value): not handed out before then.
+        """
         ...
 
     def push_record(self, request: Request, record: bytes) -> bool:
-        """``push`` for a request already encoded as ``record`` (a msgpack request record)."""
+        """``push`` for a request already encoded as ``record`` (a msgpack request record).
+
+        For integrations that build their own records (the Scrapy scheduler stores Scrapy's request dict).
+        """
         ...
 
     def push_many(self, requests: Iterable[Request]) -> int:
-        """Push many requests; return how many were queued."""
+        """Push many requests at once; return how many were queued. A bad one raises before any is stored."""
         ...
 
     def has_seen(self, fingerprint: bytes) -> bool:
-        """True if a request with this fingerprint was accepted."""
+        """True if a request with this fingerprint was accepted, in this or an earlier run."""
         ...
 
     def mark_seen(self, fingerprints: Iterable[bytes]) -> int:
-        """Add fingerprints to the seen set without queueing anything; return how many were new."""
+        """Add fingerprints to the seen set without queueing anything; return how many were new.
+
+        For carrying a crawl's seen set to another frontier (``export --seen``).
+        """
         ...
 
     # -- taking and finishing requests
     def pop(self, timeout: float | None = 0.0) -> Request | None:
-        """The next ready request, now in flight; None if none is ready within ``timeout`` seconds.
+        """The next ready request, now in flight until ``done``, ``retry`` or ``fail``; None if none is ready.
+
+        The highest-priority request among ready hosts (ties: the host ready longest); within a host,
+        priority then the frontier's order. ``timeout=0`` does not wait; ``timeout=t`` waits up to t
+        seconds; ``timeout=None`` waits until one is ready, and returns None once the crawl is
+        ``finished`` or when nothing could become ready without another call (only hosts blocked for
+        ever or over their budget are left).
 
         A call does a bounded amount of work: ``pop(timeout=0)`` may return None while ``next_ready()``
         says now (a job directory's pop that looked at ``PULL_LIMIT`` held-back requests stops there);
@@ -54,23 +70,40 @@ class FrontierProtocol(Protocol):
         ...
 
     def done(self, request: Request, *, refetch_after: float | None = None) -> None:
-        """Acknowledge an in-flight request (pending again after ``refetch_after`` seconds, if given)."""
+        """Acknowledge an in-flight request (as ``pop`` returned it): it is never handed out again.
+
+        ``refetch_after=s``: finished now, and the same request is pending again after ``s`` seconds
+        (re-crawl scheduling).
+        """
         ...
 
     def done_many(self, requests: Iterable[Request]) -> None:
-        """``done`` for many requests."""
+        """``done`` for many requests at once; all are checked before any is finished."""
         ...
 
     def retry(self, request: Request, *, delay: float = 0.0) -> None:
-        """Give an in-flight request back, ready after ``delay`` seconds, with ``attempts`` one higher."""
+        """Give an in-flight request back, ready after ``delay`` seconds, with ``attempts`` one higher.
+
+        A crash at any point leaves the request either in flight (given back at the next open or
+        when its lease ends) or pending again, never lost. It is stored as it is now (a changed
+        ``meta`` is kept).
+        """
         ...
 
     def fail(self, request: Request, error: str) -> None:
-        """Finish an in-flight request as failed, with ``error``."""
+        """Finish an in-flight request (as ``pop`` returned it) as failed, with ``error``.
+
+        It is not pending and never handed out again (until ``requeue_failed``); ``failed()`` lists
+        it with the error text (its first ``MAX_ERROR`` = 4,000 UTF-8 bytes, cut on a character
+        boundary), the time and its ``attempts`` as stored (not one higher). It counts in its host's
+        done count (and so against a budget), as ``done`` would, and in ``stats()["failed"]``.
+        Raises ``NotInFlight`` for a request that is not in flight.
+        """
         ...
 
     def holds(self, request: Request) -> bool:
-        """True if ``request`` is in flight here (what ``done`` would take)."""
+        """True if ``request`` is in flight here: the object ``pop`` returned, not yet finished (what
+        ``done``, ``retry`` and ``fail`` accept)."""
         ...
 
     @property
@@ -80,25 +113,41 @@ class FrontierProtocol(Protocol):
 
     # -- failed requests
     def failed(self) -> list[FailedRequest]:
-        """Every failed request not requeued, oldest failure first."""
+        """Every failed request not requeued, oldest failure first (across runs and crashes).
+
+        Each as it was stored: ``request.attempts`` is set, ``request.not_before`` is None.
+        """
         ...
 
     def requeue_failed(self, limit: int | None = None) -> int:
-        """Put failed requests back as pending (``attempts`` 0), oldest first; return how many."""
+        """Put failed requests back as pending (``attempts`` 0, ready now), oldest failure first; at
+        most ``limit`` of them (None: all). Returns how many.
+
+        A crash at any point leaves each one either failed or pending, never both and never lost.
+        Its host's done count keeps the failure; a requeued request that is finished counts again,
+        as a re-fetch does.
+        """
         ...
 
     def record_failed(self, failed: Iterable[FailedRequest]) -> int:
-        """Store requests as failed, with their errors, times and attempts; return how many."""
+        """Store requests as failed, each with its error text, ``failed_at`` time and ``request.attempts``
+        as given (for a crawl copied in from elsewhere); return how many.
+
+        ``failed()`` lists them after those already failed, in the order given. No dedupe: each
+        is stored even if its fingerprint was seen (and is marked seen). Each counts as done for
+        its host, as a failure does.
+        """
         ...
 
     # -- state
     @property
     def finished(self) -> bool:
-        """True when nothing is pending and nothing is in flight."""
+        """True when nothing is pending and nothing is in flight (failed requests do not count)."""
         ...
 
     def next_ready(self) -> float | None:
-        """When the next pending request may be handed out (``time.time()``); None if nothing is pending."""
+        """When the next pending request may be handed out (a ``time.time()`` value; now if one may be
+        now), or None if none can become ready by waiting alone (nothing pending, or paused)."""
         ...
 
     def stats(self) -> dict[str, Any]:
@@ -113,8 +162,8 @@ class FrontierProtocol(Protocol):
     def pause(self) -> None:
         """Hand out nothing until ``resume()``: ``pop`` returns None (waiting out its timeout).
 
-        A pause is stored with the crawl: it holds across restarts until ``resume``.
-        Requests in flight are not affected.
+        A pause is stored with the crawl: it holds across restarts and crashes until ``resume``.
+        Requests in flight are not affected; pushes, dones and host changes go on.
         """
         ...
 
@@ -132,31 +181,39 @@ class FrontierProtocol(Protocol):
         """Remove the pending requests of ``host`` (its slot, exactly) or whose URL ``match`` (a regular
         expression, searched) finds; give exactly one of the two.
 
-        Dropped requests are never handed out and their fingerprints stay seen. Requests in
-        flight or failed are left alone. ``dry_run``: count them and change nothing. ``show``: also
-        return up to that many of their URLs.
+        Dropped requests are never handed out, their fingerprints stay seen, and they are counted in
+        ``stats()["dropped"]``. Requests in flight, failed or kept in memory only are left alone.
+        ``dry_run``: count them and change nothing. ``show``: also return up to that many of their URLs.
         """
         ...
 
     # -- hosts
     def set_delay(self, host: str, seconds: float | None) -> None:
-        """Wait at least ``seconds`` between hand-outs of ``host`` (None: the frontier's delay)."""
+        """Wait at least ``seconds`` between hand-outs of ``host`` (None: the frontier's delay).
+
+        For a robots.txt Crawl-delay. Every host setting holds across restarts and crashes.
+        """
         ...
 
     def block(self, host: str, until: float) -> None:
-        """Hand out nothing of ``host`` before ``until`` (``math.inf``: until ``unblock``)."""
+        """Hand out nothing of ``host`` before ``until`` (a ``time.time()`` value; ``math.inf``: until
+        ``unblock``). For a 429 or 503 with Retry-After."""
         ...
 
     def unblock(self, host: str) -> None:
-        """Undo ``block``."""
+        """Undo ``block``: ``host`` is ready as soon as its delay allows."""
         ...
 
     def set_budget(self, host: str, budget: int | None) -> None:
-        """At most ``budget`` requests of ``host`` done or in flight, ever (None: no limit)."""
+        """At most ``budget`` requests of ``host`` done or in flight, ever (None: no limit).
+
+        A retried request counts once; a re-fetch counts again.
+        """
         ...
 
     def set_done_count(self, host: str, done: int) -> None:
-        """Set how many requests of ``host`` are done (for a crawl copied in from elsewhere)."""
+        """Set how many requests of ``host`` are done (for a crawl copied in from elsewhere); counted by
+        its budget."""
         ...
 
     def host_failed(self, host: str, *, block_after: int = 5, backoff: float = 60.0,
@@ -176,11 +233,13 @@ class FrontierProtocol(Protocol):
         ...
 
     def set_robots(self, host: str, entry: RobotsEntry) -> None:
-        """Keep ``entry`` as the robots.txt of ``host`` (replacing any older one); kept across restarts."""
+        """Keep ``entry`` as the robots.txt of ``host`` (replacing any older one); kept across restarts
+        (losing it only means fetching it again)."""
         ...
 
     def hosts(self) -> list[HostInfo]:
-        """Every host with pending, in-flight or done requests or a setting."""
+        """Every host with pending, in-flight or done requests or a setting: counts, delay, ready time,
+        block, budget and consecutive failures, sorted by name."""
         ...
 
     def host(self, name: str) -> HostInfo | None:

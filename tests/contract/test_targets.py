@@ -1,4 +1,4 @@
-"""targets.open_target and open_view: a job directory or a Redis URL with its crawl, and nothing else."""
+"""access.targets.open_target and open_view: a job directory or a Redis URL with its crawl, and nothing else."""
 
 from __future__ import annotations
 
