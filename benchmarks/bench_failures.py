@@ -1,7 +1,7 @@
 """Failure kinds and host backoff: what a crawl spends on 404s and on a host that answers 503 to everything.
 
 Workload (the same for both ways): ``crawl()`` over two loopback hosts. The good one
-(``diskfrontier.demo.LinkedSite`` on 127.0.0.1) has ``--pages`` pages linked with relative
+(``diskfrontier.run.demo.LinkedSite`` on 127.0.0.1) has ``--pages`` pages linked with relative
 URLs, some of which answer 404 (``--missing``); links are followed up to 5 deep. The bad one
 (127.0.0.2) answers every request with a 503 after ``--bad-delay`` seconds (an overloaded
 server); ``--bad`` of its URLs are seeds. ``workers=8``, ``per_host=2``, ``retries=3``,
@@ -38,7 +38,7 @@ from urllib.parse import urljoin, urlsplit
 import benchresults
 
 from diskfrontier import Frontier, PermanentError, Request, crawl
-from diskfrontier.demo import LinkedSite
+from diskfrontier.run.demo import LinkedSite
 
 LINK = re.compile(r'href="([^"#]+)"')
 MAX_DEPTH = 5

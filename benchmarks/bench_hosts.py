@@ -339,7 +339,7 @@ def crawl(work: str, site, name: str, settings: dict, kill_at: int | None = None
 
 
 def bench_scrapy(work: str, repeat: int, args: argparse.Namespace) -> None:
-    from diskfrontier.demo import MultiHostSite
+    from diskfrontier.run.demo import MultiHostSite
 
     pages, delay, share, concurrency = args.pages, args.delay, args.share, args.concurrency
     common = {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS": concurrency}

@@ -28,7 +28,7 @@ import redis  # noqa: E402
 from scrapykit import finish, start_crawl  # noqa: E402
 
 from diskfrontier import RedisFrontier  # noqa: E402
-from diskfrontier.demo import SyntheticSite  # noqa: E402
+from diskfrontier.run.demo import SyntheticSite  # noqa: E402
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """Side-by-side benchmark: ``crawl()`` against the loops a user would write without it.
 
 Workload (the same for every way, on one site per table): a real crawl over HTTP of
-``diskfrontier.demo.MultiHostSite`` (``--pages`` pages on 127.0.0.2..5, half of them on the
+``diskfrontier.run.demo.MultiHostSite`` (``--pages`` pages on 127.0.0.2..5, half of them on the
 first host). Page N links to 2N+1 and 2N+2 (new work), N // 2 and 0 (duplicates). The
 handler fetches a page with ``urllib.request.urlopen``, finds its links with a regex and
 pushes them with ``push_many``. Each run gets a fresh job directory, ``Frontier(path)``
@@ -51,7 +51,7 @@ from typing import Any
 import benchresults
 
 from diskfrontier import Frontier, Request, crawl
-from diskfrontier.demo import MultiHostSite
+from diskfrontier.run.demo import MultiHostSite
 
 LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 WORKERS = (8, 16)

@@ -70,8 +70,8 @@ def child_live(path: str, publish: str) -> None:
     import threading
 
     from diskfrontier import Frontier
+    from diskfrontier.contract.snapshot import LATEST_FAILURES, snapshot
     from diskfrontier.files.atomic import write_json_atomic
-    from diskfrontier.snapshot import LATEST_FAILURES, snapshot
 
     stop = threading.Event()
     with Frontier(path) as frontier:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from .core.errors import (
     CallbackRefused,
     CrawlDamaged,
     DiskFull,
@@ -30,22 +30,23 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY when first asked for
-    from .asynccrawl import acrawl
-    from .asyncfrontier import AsyncFrontier
-    from .contract import FrontierProtocol
-    from .failures import FailedRequest
+    from .access.asyncfrontier import AsyncFrontier
+    from .contract.protocol import FrontierProtocol
+    from .contract.values import FailedRequest
     from .jobdir.frontier import Frontier
     from .jobdir.upkeep import Maintenance
     from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
-    from .runs import CrawlStats, RunStats, crawl
+    from .run.acrawl import acrawl
+    from .run.crawl import CrawlStats, RunStats, crawl
+    from .run.failurekinds import FailureKind
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
-    "AsyncFrontier": ".asyncfrontier",
-    "acrawl": ".asynccrawl",
-    "FrontierProtocol": ".contract",
-    "FailedRequest": ".failures",
+    "AsyncFrontier": ".access.asyncfrontier",
+    "acrawl": ".run.acrawl",
+    "FrontierProtocol": ".contract.protocol",
+    "FailedRequest": ".contract.values",
     "Frontier": ".jobdir.frontier",
     "LeaseExpired": ".redisfrontier",
     "Maintenance": ".jobdir.upkeep",
@@ -54,9 +55,10 @@ _LAZY = {
     "RedisMisconfigured": ".redisfrontier",
     "RedisUnavailable": ".redisfrontier",
     "Request": ".request.model",
-    "CrawlStats": ".runs",
-    "RunStats": ".runs",
-    "crawl": ".runs",
+    "CrawlStats": ".run.crawl",
+    "FailureKind": ".run.failurekinds",
+    "RunStats": ".run.crawl",
+    "crawl": ".run.crawl",
 }
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "CrawlStats",
     "DiskFull",
     "FailedRequest",
+    "FailureKind",
     "FormatError",
     "Frontier",
     "FrontierClosed",

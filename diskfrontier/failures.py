@@ -1,5 +1,6 @@
-"""A request recorded as failed (``fail``), as ``failed()`` lists it: now in ``diskfrontier.contract``."""
+"""The old import path of ``FailedRequest`` (a request recorded as failed): now ``diskfrontier.contract.values``,
+which keeps working."""
 
-from .contract import FailedRequest
+from .contract.values import FailedRequest
 
 __all__ = ["FailedRequest"]

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import FrontierError
+from ..access.targets import open_shared
+from ..core.errors import FrontierError
 from ..redisfrontier.connection import is_redis_url, shown_url
 from ..redisfrontier.management import clients as client_list
 from ..redisfrontier.management import release as release_leases
 from ..redisfrontier.management import summaries
-from ..targets import open_shared
 from .support import JSON_OPTION, check_crawl_option, human_bytes, one_line_errors, redis_call_errors
 
 CRAWL = click.option("--crawl", required=True, metavar="NAME", callback=check_crawl_option, help="The crawl.")

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..demo import run_demo
+from ..run.demo import run_demo
 from .options import JOBDIR
 from .support import (
     EXIT_INTERRUPTED,

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import NoReturn
 
 import click
 
-from ..jobdir.frontier import compact_jobdir
+from ..jobdir.frontier import Frontier
+from ..jobdir.maintenance.compaction import Compacted
 from ..jobdir.maintenance.verify import verify
+from ..jobdir.replay import Progress
 from ..redisfrontier.verify import verify_crawl
 from ..transfer.adopt import adopt_scrapy
 from .options import EXISTING_JOBDIR
@@ -24,6 +29,18 @@ from .support import (
     refuse_redis,
     require_jobdir,
 )
+
+
+def compact_jobdir(path: str | os.PathLike[str],
+                   progress: Callable[[], AbstractContextManager[Progress | None]] = contextlib.nullcontext,
+                   ) -> tuple[Compacted, int]:
+    """Open the job directory at ``path`` (locked), compact it and close it.
+
+    ``progress()`` is entered once the directory is open, and gives the compaction's progress
+    callback (or None). Returns what the compaction did, and how many requests are pending.
+    """
+    with Frontier(path) as frontier, progress() as report:
+        return frontier.compact(report), len(frontier)
 
 
 @click.command(name="verify")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ..contract import MAX_SECONDS, MAX_TIME
+from ..contract.checks import MAX_SECONDS, MAX_TIME
 from ..request.model import PRIORITY_MAX, PRIORITY_MIN
 from .support import JobDirOrRedis
 

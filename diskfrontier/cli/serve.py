@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..live.guard import split_host
 from .support import CRAWL_OPTION, JobDirOrRedis, one_line_errors, redis_call_errors, redis_crawl, require_jobdir
 

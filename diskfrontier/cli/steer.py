@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from ..contract import FrontierProtocol, check_drop
-from ..errors import FrontierError, JobDirLocked
+from ..contract.checks import check_drop
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import deliver
 from .options import EXISTING_JOBDIR, SECONDS
 from .support import (

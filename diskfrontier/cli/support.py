@@ -15,14 +15,14 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..errors import FrontierError
+from ..access.targets import CrawlView, open_target, open_view
+from ..core.errors import FrontierError
 from ..files.safefs import create_exclusive, unique_temp
 from ..redisfrontier.connection import check_crawl_name, is_redis_url, shown_url
-from ..targets import CrawlView, open_target, open_view
 from ..transfer.destination import MARKER
 
 if TYPE_CHECKING:
-    from ..contract import FrontierProtocol
+    from ..contract.protocol import FrontierProtocol
     from ..jobdir.recovery import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])

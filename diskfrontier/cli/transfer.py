@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 
 import click
 
+from ..access.targets import is_redis_target
 from ..files.writeerrors import naming
 from ..request.model import Request
-from ..targets import is_redis_target
 from ..transfer.copy import copy_crawl
 from ..transfer.jsonlines import request_to_json, seen_to_json
 from .options import EXISTING_JOBDIR, PRIORITY

@@ -13,8 +13,9 @@ from typing import IO, Any, TypeVar, cast
 
 import click
 
-from ..contract import FrontierProtocol, HostInfo
-from ..errors import FrontierError, JobDirLocked
+from ..contract.protocol import FrontierProtocol
+from ..contract.values import HostInfo
+from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import deliver
 from ..jobdir.inbox import MAX_URLS
 from ..jobdir.recovery import Progress

@@ -35,7 +35,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from ..errors import JobDirUnsafe
+from ..core.errors import JobDirUnsafe
 
 FILE = "file"
 DIRECTORY = "directory"

@@ -15,7 +15,7 @@ import contextlib
 import errno
 from collections.abc import Iterator
 
-from ..errors import DiskFull, JobDirWriteError
+from ..core.errors import DiskFull, JobDirWriteError
 
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 BROKEN = frozenset({errno.EIO, errno.EROFS, errno.EFBIG})

@@ -30,7 +30,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import MAX_TIME
+from ..contract.checks import MAX_TIME
 from ..files import boundedjson
 from ..files.atomic import write_json_atomic
 from ..files.boundedjson import MAX_CRC, MAX_SIZE, OutOfRange, check_int

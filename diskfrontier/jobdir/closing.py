@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..files.atomic import fsync_path
 from ..request.model import Request
 from . import checkpoint, records

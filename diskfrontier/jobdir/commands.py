@@ -6,7 +6,7 @@ applied (a stop after its MARK_END, before its answer) is only answered; one who
 MARK_BEGIN has no end (a stop in the middle of its records) is applied again from where
 it stopped, without a second MARK_BEGIN, and its summary counts what the first attempt
 stored. A command that cannot be read, or whose answer cannot be written, never stops the others
-(``apply_queued``).
+(``Commands.apply_queued``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FrontierError
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError
 from ..request.model import Request
 from . import inbox
 from .inbox import Command, CommandRefused
@@ -25,60 +26,78 @@ from .records import MARK_BEGIN, MARK_END, MAX_RESULT
 from .replay import OpenGroup
 
 if TYPE_CHECKING:
-    from .frontier import Frontier
     from .ledger import Ledger
     from .shared import Shared
 
 
-def apply_queued(frontier: Frontier, st: Shared, ledger: Ledger) -> int:
-    """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many.
+class Commands:
+    """The inbox's commands for one open job directory: which are waiting, and applying them.
 
-    Nothing in the inbox raises here: an entry that is not a command is set aside (``inbox.queued``), a
-    command that cannot be read or answered is refused unapplied, and one whose answer cannot be
-    written is answered at a later look (the journal says it was applied). Only a failed journal write
-    raises; the command is then tried again, and applied once.
+    It owns what only it changes: the inbox entries left in place (each named once in the log)
+    and the results of commands applied in full whose MARK_END a write error stopped.
     """
-    root = st.path
-    skips = st.inbox_skips
-    idents = inbox.queued(root, skips)
-    group = st.open_group
-    if group is not None and group.ident not in idents:  # its file is gone: close what it began
-        _end(st, ledger, group.ident, {"error": "its command file was removed before it was applied in full"})
-    applied = 0
-    for ident in idents:
-        done = st.applied.get(ident)
-        if done is not None:
-            _answer(root, skips, ident, json.loads(done))
-            continue
-        blocked = inbox.unanswerable(root, ident)
-        try:
-            if blocked is not None:
-                raise CommandRefused(blocked)
-            command = inbox.read_command(root, ident)
-        except FileNotFoundError:  # gone since the folder was listed
-            continue
-        except CommandRefused as exc:
-            _refuse(root, skips, ident, str(exc), answered=blocked is None)
-            continue
-        result = st.unended.pop(ident, None)  # applied in full by an attempt whose end could not be written
-        if result is None:
-            group = st.open_group
-            partial = group if group is not None and group.ident == ident else None
-            if partial is None:
-                ledger.mark(MARK_BEGIN, ident)
-                st.open_group = OpenGroup(ident, -1, 0, 0)
+
+    def __init__(self, frontier: FrontierProtocol, state: Shared, ledger: Ledger) -> None:
+        self.frontier = frontier
+        self.state = state
+        self.ledger = ledger
+        self.skips = inbox.Skips()
+        self.unended: dict[str, dict[str, Any]] = {}
+
+    def waiting(self) -> bool:
+        """True if a command waits in the inbox, or one a stop cut short waits to be finished."""
+        return bool(inbox.queued(self.state.path, self.skips)) or self.state.open_group is not None
+
+    def apply_queued(self) -> int:
+        """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many.
+
+        Nothing in the inbox raises here: an entry that is not a command is set aside (``inbox.queued``), a
+        command that cannot be read or answered is refused unapplied, and one whose answer cannot be
+        written is answered at a later look (the journal says it was applied). Only a failed journal write
+        raises; the command is then tried again, and applied once.
+        """
+        st, ledger, frontier = self.state, self.ledger, self.frontier
+        root = st.path
+        skips = self.skips
+        idents = inbox.queued(root, skips)
+        group = st.open_group
+        if group is not None and group.ident not in idents:  # its file is gone: close what it began
+            _end(st, ledger, group.ident, {"error": "its command file was removed before it was applied in full"})
+        applied = 0
+        for ident in idents:
+            done = st.applied.get(ident)
+            if done is not None:
+                _answer(root, skips, ident, json.loads(done))
+                continue
+            blocked = inbox.unanswerable(root, ident)
             try:
-                result = run(frontier, command, partial)
-            except (TypeError, ValueError) as exc:  # refused by the frontier's own checks: nothing was applied
-                result = {"error": str(exc)}
-        try:
-            _end(st, ledger, ident, result)
-        except BaseException:
-            st.unended[ident] = result  # the next attempt writes only the end: nothing is applied twice
-            raise
-        _answer(root, skips, ident, result)
-        applied += 1
-    return applied
+                if blocked is not None:
+                    raise CommandRefused(blocked)
+                command = inbox.read_command(root, ident)
+            except FileNotFoundError:  # gone since the folder was listed
+                continue
+            except CommandRefused as exc:
+                _refuse(root, skips, ident, str(exc), answered=blocked is None)
+                continue
+            result = self.unended.pop(ident, None)  # applied in full by an attempt whose end could not be written
+            if result is None:
+                group = st.open_group
+                partial = group if group is not None and group.ident == ident else None
+                if partial is None:
+                    ledger.mark(MARK_BEGIN, ident)
+                    st.open_group = OpenGroup(ident, -1, 0, 0)
+                try:
+                    result = run(frontier, command, partial)
+                except (TypeError, ValueError) as exc:  # refused by the frontier's own checks: nothing was applied
+                    result = {"error": str(exc)}
+            try:
+                _end(st, ledger, ident, result)
+            except BaseException:
+                self.unended[ident] = result  # the next attempt writes only the end: nothing is applied twice
+                raise
+            _answer(root, skips, ident, result)
+            applied += 1
+        return applied
 
 
 def _answer(root: str, skips: inbox.Skips, ident: str, result: dict[str, Any]) -> None:
@@ -113,7 +132,7 @@ def _end(st: Shared, ledger: Ledger, ident: str, result: dict[str, Any]) -> None
     st.counters["commands"] += 1
 
 
-def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict[str, Any]:
+def run(frontier: FrontierProtocol, command: Command, partial: OpenGroup | None) -> dict[str, Any]:
     """Apply one command with the frontier's own verbs; its summary (what the command prints)."""
     args = command.args
     verb = command.verb
@@ -147,7 +166,7 @@ def run(frontier: Frontier, command: Command, partial: OpenGroup | None) -> dict
     raise CommandRefused(f"unknown verb {verb!r}")  # read_command checked it
 
 
-def _host(frontier: Frontier, args: dict[str, Any]) -> dict[str, Any]:
+def _host(frontier: FrontierProtocol, args: dict[str, Any]) -> dict[str, Any]:
     name = args["host"]
     if "delay" in args or args.get("default_delay"):
         frontier.set_delay(name, None if args.get("default_delay") else args["delay"])

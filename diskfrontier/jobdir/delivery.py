@@ -12,7 +12,7 @@ import contextlib
 import time
 from typing import Any
 
-from ..errors import FrontierError, JobDirLocked
+from ..core.errors import FrontierError, JobDirLocked
 from . import inbox
 from .frontier import Frontier
 from .layout import Layout

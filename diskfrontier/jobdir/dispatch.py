@@ -16,8 +16,8 @@ import time
 from array import array
 from collections.abc import Iterable
 
-from ..errors import JobDirCorrupt
-from ..failures import FailedRequest
+from ..contract.values import FailedRequest
+from ..core.errors import JobDirCorrupt
 from ..politeness.schedule import Host, HostInfo, buffer_top
 from ..request.model import PRIORITY_MAX, Request
 from . import records

@@ -30,7 +30,8 @@ from typing import Any
 
 import msgpack
 
-from ..contract import MAX_ROBOTS, MAX_TIME, HostInfo, RobotsEntry
+from ..contract.checks import MAX_ROBOTS, MAX_TIME
+from ..contract.values import HostInfo, RobotsEntry
 from ..files.atomic import write_atomic
 from ..files.safefs import make_dir, open_file
 

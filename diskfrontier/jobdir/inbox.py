@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.atomic import write_atomic
 from ..files.safefs import JobDirUnsafe, describe, make_dir, open_fd

@@ -39,11 +39,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..contract import MAX_ATTEMPTS as MAX_ATTEMPTS  # the limits are the contract's; kept here for old imports
-from ..contract import MAX_ERROR as MAX_ERROR
-from ..contract import MAX_SECONDS as MAX_SECONDS
-from ..contract import MAX_TIME as MAX_TIME
-from ..errors import FormatError, FrontierError, JobDirCorrupt
+from ..contract.checks import MAX_ATTEMPTS as MAX_ATTEMPTS  # the limits are the contract's; kept here for old imports
+from ..contract.checks import MAX_ERROR as MAX_ERROR
+from ..contract.checks import MAX_SECONDS as MAX_SECONDS
+from ..contract.checks import MAX_TIME as MAX_TIME
+from ..core.errors import FormatError, FrontierError, JobDirCorrupt
 from ..files.atomic import write_all
 from ..files.safefs import open_fd, open_file
 from ..files.writeerrors import naming, raise_named

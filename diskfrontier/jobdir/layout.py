@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FormatError, JobDirCorrupt
+from ..core.errors import FormatError, JobDirCorrupt
 from ..files import boundedjson
 from ..files.atomic import write_json_atomic
 from ..files.safefs import DIRECTORY, FILE, open_file

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ..contract import MAX_ATTEMPTS
-from ..errors import FrontierError, NotInFlight
-from ..failures import FailedRequest
+from ..contract.checks import MAX_ATTEMPTS, check_attempts, check_time
+from ..contract.values import FailedRequest
+from ..core.errors import FrontierError, NotInFlight
 from ..politeness.schedule import Host
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request
@@ -39,26 +39,27 @@ _NAN = float("nan")
 class Ledger:
     """The write side of a ``Frontier``: what goes into the journal, and the state it changes.
 
-    ``check_time`` and ``check_attempts`` are the frontier's checks of a request's
-    ``not_before`` and ``attempts`` (they raise ``ValueError`` for a value a record cannot hold).
+    A request's ``not_before`` and ``attempts`` are checked here (``contract/checks.py``): a value a
+    record cannot hold raises ``ValueError`` before anything is written.
     """
 
-    def __init__(self, state: Shared, *, check_time: Callable[[str, Any], float],
-                 check_attempts: Callable[[Any], int]) -> None:
+    check_time = staticmethod(check_time)
+    check_attempts = staticmethod(check_attempts)
+
+    def __init__(self, state: Shared) -> None:
         self.state = state
-        self.check_time = check_time
-        self.check_attempts = check_attempts
+        self.memory_seen: set[bytes] = set()  # fingerprints of the requests kept in memory only
         self.warned_unserializable = False
 
     # ------------------------------------------------------------------ accepting requests
     def seen(self, fingerprint: bytes) -> bool:
         """True if a request with this fingerprint was accepted, in this or an earlier run."""
-        return key_of(fingerprint) in self.state.seen.index or fingerprint in self.state.memory_seen
+        return key_of(fingerprint) in self.state.seen.index or fingerprint in self.memory_seen
 
     def push(self, request: Request, fingerprint: bytes, key: int, due: float, memory_only: bool) -> bool:
         """``Frontier.push`` once its arguments are checked: False for a duplicate."""
         st = self.state
-        if not request.dont_filter and (key in st.seen.index or fingerprint in st.memory_seen):
+        if not request.dont_filter and (key in st.seen.index or fingerprint in self.memory_seen):
             st.counters["duplicates"] += 1
             return False
         if memory_only:
@@ -76,7 +77,7 @@ class Ledger:
     def push_record(self, request: Request, record: bytes, fingerprint: bytes, key: int) -> bool:
         """Store ``request`` already encoded as ``record``, unless it is a duplicate."""
         st = self.state
-        if not request.dont_filter and (key in st.seen.index or fingerprint in st.memory_seen):
+        if not request.dont_filter and (key in st.seen.index or fingerprint in self.memory_seen):
             st.counters["duplicates"] += 1
             return False
         self.store_one(request, record, key)
@@ -106,7 +107,7 @@ class Ledger:
     def fresh(self, batch: list[tuple[Request, Any]]) -> list[tuple[Request, Any]]:
         """The requests of ``batch`` that are neither seen nor repeated within it."""
         st = self.state
-        index, memory_seen = st.seen.index, st.memory_seen
+        index, memory_seen = st.seen.index, self.memory_seen
         fresh: set[int] = set()
         out = []
         for pair in batch:
@@ -252,7 +253,7 @@ class Ledger:
         # gone, and a later push of it must be accepted, not rejected as a duplicate.
         st = self.state
         if not request.dont_filter:
-            st.memory_seen.add(request.fingerprint)
+            self.memory_seen.add(request.fingerprint)
         st.memq.push(request, -request.priority)
         st.count_pending(request.priority, 1)
         st.hosts.counts.pending[st.hosts.hid(request.slot)] += 1

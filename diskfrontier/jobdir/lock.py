@@ -24,7 +24,7 @@ import os
 import time
 import weakref
 
-from ..errors import FrontierError, JobDirLocked, JobDirNotOwned
+from ..core.errors import FrontierError, JobDirLocked, JobDirNotOwned
 from ..files.safefs import open_fd, open_file
 
 _ATTEMPTS = 5  # a read-only probe holds a shared lock for microseconds

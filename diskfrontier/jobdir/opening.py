@@ -21,8 +21,8 @@ from typing import Any, cast
 from queuelib import PriorityQueue
 from queuelib.queue import FifoMemoryQueue, LifoMemoryQueue
 
-from ..contract import check_seconds
-from ..errors import JobDirCorrupt, ScrapyQueueFound
+from ..contract.checks import check_seconds
+from ..core.errors import JobDirCorrupt, ScrapyQueueFound
 from ..files.safefs import check_entries, open_file, remove_stale_temps, remove_tree
 from ..politeness.delayed import DelayedRequests
 from ..scrapyfiles.queue import holds_requests, set_aside

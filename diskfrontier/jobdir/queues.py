@@ -23,7 +23,7 @@ from typing import Any, Protocol, cast
 
 from queuelib import FifoDiskQueue, LifoDiskQueue, PriorityQueue
 
-from ..errors import JobDirCorrupt
+from ..core.errors import JobDirCorrupt
 from ..files import boundedjson
 from ..files.atomic import write_all, write_json_atomic
 from ..files.boundedjson import MAX_SIZE

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import FrontierError, JobDirCorrupt
-from ..failures import FailedRequest
+from ..contract.values import FailedRequest
+from ..core.errors import FrontierError, JobDirCorrupt
 from ..files import boundedjson
 from ..files.safefs import open_fd, open_file
 from ..request.model import Request

@@ -53,7 +53,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from ..contract import MAX_ERROR, MAX_SECONDS, MAX_TIME
+from ..contract.checks import MAX_ERROR, MAX_SECONDS, MAX_TIME
 from ..request.codec import decode_request
 from ..request.model import Request
 

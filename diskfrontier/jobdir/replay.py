@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import IO
 
-from ..errors import JobDirCorrupt
+from ..core.errors import JobDirCorrupt
 from ..files.safefs import open_file
 from .journal import CHUNK, MAGIC, MAGIC_CRC, JournalScan, ScanResult, Stop, journal_version, walk
 from .records import (

@@ -32,7 +32,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..errors import JobDirCorrupt
+from ..core.errors import JobDirCorrupt
 from ..files.atomic import write_all, write_atomic
 from ..files.safefs import open_fd, open_file
 from ..files.writeerrors import naming, raise_named

@@ -1,9 +1,12 @@
 """``Shared``: the state the parts of the job directory's ``Frontier`` share.
 
-The façade (``frontier.py``) owns the lock; its parts — the writes (``ledger.py``), the
-pop side (``dispatch.py``), opening (``opening.py``) and closing (``closing.py``) — each
-act on this one object, so what each part reads and changes is visible in one place. It
-holds data and the two marks every part may set (``dirty``, ``broken``), nothing else.
+Only what two or more parts change or read lives here; a part keeps to itself what only it
+changes (the ledger its memory-only fingerprints, the waiting pops their count, the commands
+their skipped inbox entries, the guard the closed mark). The façade (``frontier.py``) owns the
+lock; the parts — the writes (``ledger.py``), the pop side (``dispatch.py``), opening
+(``opening.py``), the background's swap (``swap.py``, ``upkeep.py``) and the close
+(``closing.py``) — act on this one object, so what crosses between them is visible in one
+place. It holds data and the two marks every part may set (``dirty``, ``broken``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from queuelib import PriorityQueue
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import HostSchedule
 from ..request.model import Request
-from .inbox import Skips
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
@@ -51,6 +53,7 @@ class Shared:
 
     def __init__(self, path: str, layout: Layout, *, fsync: bool, delay: float, per_host: int | None,
                  prefer: str) -> None:
+        # set at the open (opening.py), then fixed
         self.path = path
         self.layout = layout
         self.fsync = fsync
@@ -59,6 +62,9 @@ class Shared:
         self.ident = ""
         self.salt = 0
         self.recovery = "new"
+        self.recovered_from: int | None = None  # where the last rebuild began reading the journal (a saved state's)
+        # what the journal holds: changed by every write (ledger.py) and the pop side (dispatch.py), rebuilt by
+        # an open, replaced by a compaction (swap.py)
         self.hosts = self.new_schedule()
         self.delayed = DelayedRequests()
         self.delayed_due: float | None = None  # the earliest due time held back, when any is
@@ -67,28 +73,26 @@ class Shared:
         self.failed: dict[int, int] = {}  # failed request offset -> its FAIL record's offset, in FAIL order
         self.memory_failed = 0  # requests kept in memory only that failed in this run (no record)
         self.pending: dict[int, int] = {}
-        self.memory_seen: set[bytes] = set()
-        self.pushes = 0  # records in the journal since its last compaction that carry a request
-        self.dones = 0  # records in the journal since its last compaction that finish one
-        self.last_record = -1
-        self.live_bytes = 0  # bytes of the pending PUSH records (in flight included): what compaction keeps
-        self.floor = 0  # the journal's end at its last checkpoint
-        self.floor_crc: int | None = None  # the crc32 of the journal below the floor, when known
-        self.waiters = 0  # threads waiting in pop(timeout=...)
-        self.dirty: str | None = None  # why the queues may not match the journal any more
-        self.broken: str | None = None  # why no further call can be served
         self.paused_since: float | None = None  # pause(): when; None while running
         self.applied: dict[str, str] = {}  # inbox commands applied, by the journal since the open: id -> result
         self.open_group: OpenGroup | None = None  # an inbox command a stop cut short, finished at the open
-        self.unended: dict[str, dict[str, Any]] = {}  # commands applied whose MARK_END a write error stopped
-        self.states: list[StateRecord] = []  # saved states of the journal a recovery may start from, newest first
+        # the journal since its last compaction: what a checkpoint keeps and what tells upkeep to compact
+        self.pushes = 0  # records that carry a request
+        self.dones = 0  # records that finish one
+        self.last_record = -1
+        self.live_bytes = 0  # bytes of the pending PUSH records (in flight included): what compaction keeps
         self.failed_bytes = 0  # bytes of the failed requests' records and FAIL records (kept by compaction)
-        self.generation = 0  # grows each time the journal or the queues are replaced (a rebuild, a compaction)
-        self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor (upkeep.py)
-        self.sealed = False  # the close has written its checkpoint: no later one may replace it
-        self.recovered_from: int | None = None  # where the last rebuild began reading the journal (a saved state's)
+        # the saved states (upkeep.py writes them, swap.py replaces them, closing.py seals them)
+        self.floor = 0  # the journal's end at its last checkpoint
+        self.floor_crc: int | None = None  # the crc32 of the journal below the floor, when known
+        self.states: list[StateRecord] = []  # saved states of the journal a recovery may start from, newest first
         self.compactions = 0  # compactions since the directory was made (kept in every checkpoint)
-        self.inbox_skips = Skips()  # inbox entries left in place, each named once in the log
+        self.generation = 0  # grows each time the journal or the queues are replaced (a rebuild, a compaction)
+        self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor
+        self.sealed = False  # the close has written its checkpoint: no later one may replace it
+        # the marks
+        self.dirty: str | None = None  # why the queues may not match the journal any more
+        self.broken: str | None = None  # why no further call can be served
 
     def new_schedule(self) -> HostSchedule:
         """An empty host schedule with the frontier's order and host rules."""

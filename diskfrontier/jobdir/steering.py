@@ -14,7 +14,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from ..contract import Dropped
+from ..contract.values import Dropped
 from ..request.model import Request
 from . import records
 from .records import FRAME

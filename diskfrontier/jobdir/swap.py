@@ -39,7 +39,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import JobDirCorrupt
+from ..core.errors import JobDirCorrupt
 from ..files.atomic import fsync_dir
 from ..files.safefs import open_fd, remove_tree
 from ..politeness.delayed import DelayedRequests

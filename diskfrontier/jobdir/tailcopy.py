@@ -27,7 +27,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import JobDirCorrupt
+from ..core.errors import JobDirCorrupt
 from ..files.atomic import write_all
 from ..files.safefs import create_exclusive, open_file
 from .journal import CHUNK, Stop, walk

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from . import checkpoint
 from .maintenance.background import RUNNERS, Job, run_job
 from .maintenance.compaction import Compacted

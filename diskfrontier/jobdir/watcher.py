@@ -14,10 +14,7 @@ import logging
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .frontier import Frontier
+from collections.abc import Callable
 
 log = logging.getLogger("diskfrontier")
 
@@ -30,13 +27,19 @@ _ERROR_PAUSE = 5.0  # after a failed command (a full disk), the next attempt wai
 
 
 class Watcher:
-    """The thread of one open ``Frontier`` (held by a weak reference: it never keeps one alive)."""
+    """The thread of one open frontier: it calls the frontier's ``tick`` (its upkeep), ``apply_commands`` and
+    ``publish_status`` (methods, held by weak references: the thread never keeps a frontier alive, and ends
+    when it is gone)."""
 
-    def __init__(self, frontier: Frontier, *, inbox: bool = True) -> None:
-        self._frontier = weakref.ref(frontier)
-        self._inbox = inbox  # False: only the checkpoints and compactions (Frontier(watch=False))
+    def __init__(self, path: str, *, tick: Callable[[], None], apply_commands: Callable[[], int] | None = None,
+                 publish_status: Callable[..., float] | None = None) -> None:
+        self.path = path
+        self._tick = weakref.WeakMethod(tick)
+        # None: only the checkpoints and compactions (Frontier(watch=False))
+        self._apply = None if apply_commands is None else weakref.WeakMethod(apply_commands)
+        self._publish = None if publish_status is None else weakref.WeakMethod(publish_status)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"diskfrontier-watch {frontier.path}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"diskfrontier-watch {path}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -50,40 +53,40 @@ class Watcher:
         hosts_every = PUBLISH_EVERY
         failing_until = 0.0
         said = {"commands": "", "status": ""}
+        path = self.path
         while not self._stop.wait(POLL):
-            frontier = self._frontier()
-            if frontier is None:
-                return
+            tick = self._tick()
+            if tick is None:
+                return  # the frontier is gone
             now = time.monotonic()
             try:
-                frontier._upkeep.tick()
+                tick()
             except Exception as exc:  # the upkeep names its own failures; this is one it did not expect
-                log.warning("%s: maintenance failed (%s: %s)", frontier.path, type(exc).__name__, exc)
-            if not self._inbox:
-                del frontier
-                continue
-            try:
-                if now >= failing_until:  # apart from the status: a failed command does not stop publishing
-                    try:
-                        frontier._apply_commands()
-                        said["commands"] = ""
-                    except Exception as exc:
-                        failing_until = now + _ERROR_PAUSE
-                        self._warn(said, "commands", frontier.path, "a command could not be applied", exc)
-                if now - published >= PUBLISH_EVERY:
-                    published = now
-                    with_hosts = now - hosts_at >= hosts_every
-                    try:
-                        cost = frontier._publish_status(with_hosts=with_hosts)
-                        said["status"] = ""
-                    except Exception as exc:
-                        self._warn(said, "status", frontier.path, "status.json could not be written", exc)
-                    else:
-                        if with_hosts:
-                            hosts_at = now
-                            hosts_every = max(PUBLISH_EVERY, cost / _BUSY_SHARE)
-            finally:
-                del frontier
+                log.warning("%s: maintenance failed (%s: %s)", path, type(exc).__name__, exc)
+            del tick
+            apply = None if self._apply is None else self._apply()
+            if apply is not None and now >= failing_until:  # apart from the status: a failed command does
+                try:                                         # not stop publishing
+                    apply()
+                    said["commands"] = ""
+                except Exception as exc:
+                    failing_until = now + _ERROR_PAUSE
+                    self._warn(said, "commands", path, "a command could not be applied", exc)
+            del apply
+            publish = None if self._publish is None else self._publish()
+            if publish is not None and now - published >= PUBLISH_EVERY:
+                published = now
+                with_hosts = now - hosts_at >= hosts_every
+                try:
+                    cost = publish(with_hosts=with_hosts)
+                    said["status"] = ""
+                except Exception as exc:
+                    self._warn(said, "status", path, "status.json could not be written", exc)
+                else:
+                    if with_hosts:
+                        hosts_at = now
+                        hosts_every = max(PUBLISH_EVERY, cost / _BUSY_SHARE)
+            del publish
 
     @staticmethod
     def _warn(said: dict[str, str], what: str, path: str, problem: str, exc: Exception) -> None:

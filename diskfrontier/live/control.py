@@ -16,11 +16,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..contract import MAX_SECONDS, check_host
-from ..errors import FrontierError, JobDirLocked
+from ..access.targets import is_redis_target, open_target
+from ..contract.checks import MAX_SECONDS, check_host
+from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import NotApplied, deliver
 from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request
-from ..targets import is_redis_target, open_target
 from .sources import json_safe
 
 VERBS = ("pause", "resume", "block", "unblock", "delay", "push")

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from .sources import Reading, Source, json_safe
 
 RATE_WINDOW = 10.0

@@ -1,4 +1,4 @@
-"""A crawl's snapshot (``diskfrontier.snapshot``) as Prometheus metric families.
+"""A crawl's snapshot (``diskfrontier.contract.snapshot``) as Prometheus metric families.
 
 ``metric_families(snapshot)`` builds them from one snapshot dict; ``SnapshotCollector`` is a
 custom collector (``collect()`` asks a callable for the latest snapshot each scrape) to register

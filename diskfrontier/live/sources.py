@@ -1,5 +1,5 @@
 """Where ``serve`` reads a crawl's state from: each source gives a ``Reading``, a snapshot dict
-(``diskfrontier.snapshot``) and where it came from.
+(``diskfrontier.contract.snapshot``) and where it came from.
 
 - ``FrontierSource``: an open frontier (a Redis crawl's ``RedisFrontier``): its ``stats()``,
   ``hosts()`` and ``next_ready()`` at every read, its failures again only when their count
@@ -22,15 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..contract import FailedRequest, FrontierProtocol, HostInfo
-from ..errors import FrontierError
+from ..access.targets import is_redis_target, open_target, open_view
+from ..contract.protocol import FrontierProtocol
+from ..contract.snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, snapshot
+from ..contract.values import FailedRequest, HostInfo
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.safefs import open_file
 from ..jobdir.layout import Layout
 from ..jobdir.lock import probe_lock
 from ..jobdir.reader import JobInfo, failed_requests, inspect_jobdir
-from ..snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, snapshot
-from ..targets import is_redis_target, open_target, open_view
 from ..transfer.copy import shown_url
 
 STATUS_FILE = "status.json"

@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Iterator
 from typing import cast
 
-from ..contract import HostInfo
+from ..contract.values import HostInfo
 from ..request.model import PRIORITY_MAX
 from .hosttable import HostTable
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import CrawlDamaged, FrontierError
+from ..core.errors import CrawlDamaged, FrontierError
 
 log = logging.getLogger("diskfrontier")
 

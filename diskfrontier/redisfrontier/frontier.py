@@ -14,23 +14,13 @@ from typing import Any
 
 import msgpack
 
-from ..contract import (
-    MAX_ATTEMPTS,
-    MAX_ERROR,
-    MAX_ROBOTS,
-    Dropped,
-    FailedRequest,
-    HostInfo,
-    RobotsEntry,
-    check_drop,
-    check_host_failed,
-    check_robots,
-)
-from ..contract import check_attempts as _attempts
-from ..contract import check_host as _host
-from ..contract import check_seconds as _seconds
-from ..contract import check_time as _time
-from ..errors import FrontierClosed, FrontierError
+from ..contract.checks import MAX_ATTEMPTS, MAX_ERROR, MAX_ROBOTS, check_drop, check_host_failed, check_robots
+from ..contract.checks import check_attempts as _attempts
+from ..contract.checks import check_host as _host
+from ..contract.checks import check_seconds as _seconds
+from ..contract.checks import check_time as _time
+from ..contract.values import Dropped, FailedRequest, HostInfo, RobotsEntry
+from ..core.errors import FrontierClosed, FrontierError
 from ..request.model import Request
 from .connection import (
     LeaseExpired,

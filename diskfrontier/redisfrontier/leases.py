@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import FrontierClosed, FrontierError, NotInFlight
+from ..core.errors import FrontierClosed, FrontierError, NotInFlight
 from ..request.model import Request
 
 log = logging.getLogger("diskfrontier")

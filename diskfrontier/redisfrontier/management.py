@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from . import lua
 from .connection import check_crawl_name, connect, shown_url, talking
 from .opening import READABLE

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from ..contract import FailedRequest, HostInfo
+from ..contract.values import FailedRequest, HostInfo
 from ..request.model import Request
 from .reading import CrawlReader
 from .shards import Router

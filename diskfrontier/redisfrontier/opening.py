@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract import check_seconds
-from ..errors import FrontierError, IncompleteCopy
+from ..contract.checks import check_seconds
+from ..core.errors import FrontierError, IncompleteCopy
 from . import lua
 from .connection import check_server, log, shown_url, talking
 from .records import SeenKeys, bucket_bits

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..contract import FailedRequest, HostInfo
-from ..errors import FrontierError
+from ..contract.values import FailedRequest, HostInfo
+from ..core.errors import FrontierError
 from ..request.model import Request
 from .connection import repair_hint, shown_url, talking
 from .records import SeenKeys, unpack_body

@@ -7,8 +7,8 @@ import math
 import struct
 from typing import Any
 
-from ..contract import check_attempts, check_time
-from ..errors import CrawlDamaged, FrontierError
+from ..contract.checks import check_attempts, check_time
+from ..core.errors import CrawlDamaged, FrontierError
 from ..request.codec import decode_request, encode_request
 from ..request.model import PRIORITY_MAX, PRIORITY_MIN, Request, check_priority
 

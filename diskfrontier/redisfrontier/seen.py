@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from .records import FP_SIZE, SeenKeys
 
 LAYOUTS = ("hash", "set64", "bloom")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import CrawlDamaged
+from ..core.errors import CrawlDamaged
 from .connection import damaged
 
 

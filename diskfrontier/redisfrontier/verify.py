@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CrawlDamaged, FrontierError
+from ..core.errors import CrawlDamaged, FrontierError
 from . import lua
 from .connection import RedisMisconfigured, connect, node_client, servers, shown_url, talking
 from .opening import format_of

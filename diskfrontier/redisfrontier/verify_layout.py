@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CrawlDamaged, FrontierError
+from ..core.errors import CrawlDamaged, FrontierError
 from . import lua
 from .connection import node_client, shown_url, talking
 from .opening import READABLE, format_of, shard_open_args

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import RequestTooLarge
+from ..core.errors import RequestTooLarge
 from . import values
 from .canonical import is_plain as _is_plain
 from .model import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH, Request, check_stored

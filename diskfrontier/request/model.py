@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import RequestTooLarge
+from ..core.errors import RequestTooLarge
 from .canonical import canonicalize, is_plain, make_safe
 from .fingerprint import fingerprint_and_host
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
-from ..contract import FrontierProtocol
-from ..errors import FrontierError
+from ..contract.protocol import FrontierProtocol
+from ..contract.snapshot import snapshot
+from ..core.errors import FrontierError
 from ..live.metrics import registry_of
-from ..snapshot import snapshot
 
 logger = logging.getLogger(__name__)
 

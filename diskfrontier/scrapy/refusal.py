@@ -20,7 +20,7 @@ from typing import Any
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 
-from ..errors import FrontierError, ScrapyQueueFound
+from ..core.errors import FrontierError, ScrapyQueueFound
 
 logger = logging.getLogger("diskfrontier.scrapy")
 

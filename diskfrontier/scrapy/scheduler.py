@@ -115,8 +115,9 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
-from ..contract import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
-from ..errors import FrontierError
+from ..access.targets import open_local, open_shared
+from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
+from ..core.errors import FrontierError
 from ..jobdir.layout import Layout
 from ..redisfrontier import LeaseExpired
 from ..request.codec import Unencodable, encode_request
@@ -124,7 +125,6 @@ from ..request.fingerprint import request_fingerprint
 from ..request.model import Request, check_slot, host_of
 from ..scrapyfiles.adopted import has_note, remove_note
 from ..scrapyfiles.records import frontier_request, route_priority
-from ..targets import open_local, open_shared
 from .completion import Completion, engine_in_progress
 from .itemsafe import ItemsGate, open_gate
 from .itemvalues import store_items

@@ -37,7 +37,7 @@ from scrapy import Request, Spider
 from scrapy.http.headers import Headers
 from scrapy.utils.request import request_from_dict
 
-from ..errors import CallbackRefused
+from ..core.errors import CallbackRefused
 from ..request.model import Request as StoredRequest
 from ..scrapyfiles.records import frontier_request, scrapy_dict, stored_request
 from .itemvalues import load_items

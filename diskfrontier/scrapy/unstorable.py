@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import RequestTooLarge
+from ..core.errors import RequestTooLarge
 from ..request.codec import Unencodable
 from .serialize import NotASpiderMethod
 

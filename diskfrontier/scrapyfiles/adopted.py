@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.atomic import write_json_atomic
 from ..files.safefs import open_file

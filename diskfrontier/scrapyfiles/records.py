@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import RequestTooLarge
+from ..core.errors import RequestTooLarge
 from ..request.fingerprint import request_fingerprint
 from ..request.model import MAX_BODY_BYTES, MAX_URL_LENGTH, PRIORITY_MAX, PRIORITY_MIN, Request
 

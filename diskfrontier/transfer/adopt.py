@@ -25,7 +25,7 @@ import glob
 import os
 from dataclasses import dataclass, field
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.atomic import write_json_atomic
 from ..files.safefs import open_file

@@ -22,11 +22,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import FailedRequest, FrontierProtocol
-from ..errors import FrontierError
+from ..access.targets import CrawlView, HostCopy, is_redis_target, open_view
+from ..contract.protocol import FrontierProtocol
+from ..contract.values import FailedRequest
+from ..core.errors import FrontierError
 from ..jobdir.recovery import Progress
 from ..request.model import Request
-from ..targets import CrawlView, HostCopy, is_redis_target, open_view
 from .destination import Build, JobDirBuild, RedisBuild
 
 BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call

@@ -26,7 +26,7 @@ import shutil
 import stat
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FrontierError
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.atomic import fsync_dir, fsync_path, write_json_atomic
 from ..files.safefs import open_file

@@ -110,9 +110,9 @@ def test_ctrl_c_in_any_command_is_aborted_and_130(tmp_path, monkeypatch, command
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "targets.pending_requests",
+    target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "access.targets.pending_requests",
               "verify": "cli.maintain.verify", "compact": "cli.maintain.compact_jobdir",
-              "export": "targets.pending_requests"}[command]
+              "export": "access.targets.pending_requests"}[command]
     monkeypatch.setattr(f"diskfrontier.{target}", interrupted)
     result = CliRunner().invoke(main, [command, job])
     assert result.exit_code == 130 and result.output == "Aborted.\n"

@@ -18,9 +18,9 @@ import time
 import pytest
 
 from diskfrontier import Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
+from diskfrontier.access.targets import open_view
 from diskfrontier.jobdir.reader import failed_requests, pending_requests
 from diskfrontier.jobdir.seenindex import key_of
-from diskfrontier.targets import open_view
 from diskfrontier.transfer.copy import copy_crawl
 from diskfrontier.transfer.destination import build_path
 

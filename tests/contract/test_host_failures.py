@@ -9,7 +9,9 @@ import time
 import pytest
 from backends import urls
 
-from diskfrontier.contract import MAX_ROBOTS, RobotsEntry, host_backoff
+from diskfrontier.contract.backoff import host_backoff
+from diskfrontier.contract.checks import MAX_ROBOTS
+from diskfrontier.contract.values import RobotsEntry
 
 
 def test_backoff_doubles_from_the_threshold_up_to_the_cap():

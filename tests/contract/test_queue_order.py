@@ -9,7 +9,7 @@ from backends import assert_queue_order, drain
 from reference import Reference
 
 from diskfrontier import NotInFlight, Request
-from diskfrontier.contract import SHARED_STATS
+from diskfrontier.contract.values import SHARED_STATS
 
 
 def test_push_dedupes_and_dont_filter_bypasses(frontier_factory):

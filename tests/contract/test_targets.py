@@ -1,11 +1,11 @@
-"""targets.open_target and open_view: a job directory or a Redis URL with its crawl, and nothing else."""
+"""access.targets.open_target and open_view: a job directory or a Redis URL with its crawl, and nothing else."""
 
 from __future__ import annotations
 
 import pytest
 
 from diskfrontier import Frontier, RedisFrontier, Request
-from diskfrontier.targets import open_target, open_view
+from diskfrontier.access.targets import open_target, open_view
 
 
 def test_a_path_opens_a_job_directory_and_a_url_a_redis_crawl(tmp_path, redis_url, crawl_name):

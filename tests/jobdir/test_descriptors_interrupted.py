@@ -23,7 +23,7 @@ import pytest
 
 import diskfrontier
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import FrontierError
+from diskfrontier.core.errors import FrontierError
 from diskfrontier.files.safefs import open_fd, open_file
 from diskfrontier.jobdir.layout import Layout, read_meta
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import diskfrontier.files.atomic
 from diskfrontier import Frontier, FrontierError, Request
 from diskfrontier.cli import main
-from diskfrontier.errors import DiskFull
+from diskfrontier.core.errors import DiskFull
 
 
 def _fill(disk: str, leave: int) -> str:

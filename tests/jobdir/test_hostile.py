@@ -9,7 +9,7 @@ import time
 import pytest
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import FrontierError, JobDirUnsafe
+from diskfrontier.core.errors import FrontierError, JobDirUnsafe
 from diskfrontier.files import atomic, safefs
 from diskfrontier.files.atomic import fsync_path, write_atomic
 from diskfrontier.files.safefs import (

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from diskfrontier import Frontier
-from diskfrontier.errors import FrontierError, JobDirNotOwned, JobDirUnsafe
+from diskfrontier.core.errors import FrontierError, JobDirNotOwned, JobDirUnsafe
 from diskfrontier.jobdir.lock import Lock, probe_lock
 
 PRECIOUS = b"precious bytes that live outside the job directory\n"

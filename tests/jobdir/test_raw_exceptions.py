@@ -19,7 +19,7 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import FrontierError, JobDirCorrupt
+from diskfrontier.core.errors import FrontierError, JobDirCorrupt
 from diskfrontier.jobdir.checkpoint import _crc, read_checkpoint
 from diskfrontier.jobdir.maintenance.verify import verify
 from diskfrontier.jobdir.queues import BatchedFifoQueue, queue_crc

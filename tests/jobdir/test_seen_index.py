@@ -20,7 +20,7 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.core.errors import JobDirCorrupt
 from diskfrontier.jobdir import closing as closing_module
 from diskfrontier.jobdir.seenindex import IndexRecord, IndexUnusable, SeenIndex, key_of
 

@@ -19,7 +19,7 @@ import pytest
 from jobkit import dir_id
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.core.errors import JobDirCorrupt
 from diskfrontier.jobdir.journal import DONE, FRAME, MAGIC, PUSH, JournalScan
 from diskfrontier.jobdir.layout import Layout, read_meta, salt_of
 from diskfrontier.jobdir.maintenance.verify import verify

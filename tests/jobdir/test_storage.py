@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from queuelib import FifoDiskQueue
 
-from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.core.errors import JobDirCorrupt
 from diskfrontier.jobdir import seenindex
 from diskfrontier.jobdir.journal import (
     FRAME,

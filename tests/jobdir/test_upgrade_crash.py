@@ -87,7 +87,7 @@ def test_an_upgrade_killed_at_any_write_finishes_at_the_next_open(tmp_path, name
 def test_an_upgrade_on_a_full_disk_is_named_and_starts_again_from_the_old_journal(tmp_path, monkeypatch):
     import errno
 
-    from diskfrontier.errors import DiskFull
+    from diskfrontier.core.errors import DiskFull
     from diskfrontier.jobdir.maintenance import upgrade
 
     name = "format3-killed-lifo"

@@ -20,7 +20,7 @@ from jobkit import dir_salt
 
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
-from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.core.errors import JobDirCorrupt
 from diskfrontier.jobdir.journal import REFETCH, RETRY, frame, push_body
 from diskfrontier.jobdir.maintenance.verify import verify
 

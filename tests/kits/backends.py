@@ -5,7 +5,7 @@ call, so that reopening is part of what is tested."""
 from __future__ import annotations
 
 from diskfrontier import Request
-from diskfrontier.targets import open_target
+from diskfrontier.access.targets import open_target
 
 BACKENDS = ("jobdir", "redis", "redis-sharded")
 SHARDS = 4  # of a redis-sharded crawl

@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 from diskfrontier import Frontier, Request, crawl
-from diskfrontier.demo import MultiHostSite
+from diskfrontier.run.demo import MultiHostSite
 
 LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 PAGE = re.compile(r"/page/(\d+)$")

@@ -675,11 +675,11 @@ class FakeClock:
 def fake_clock():
     """Give the job directory's frontier (its façade and parts) and ``diskfrontier.politeness.schedule`` a
     FakeClock for the length of a case."""
-    from diskfrontier.jobdir import dispatch, frontier, ledger, opening, swap
+    from diskfrontier.jobdir import dispatch, hostrules, ledger, opening, swap, waiting
     from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
-    modules = (frontier, ledger, dispatch, opening, swap, hosts_module)
+    modules = (waiting, hostrules, ledger, dispatch, opening, swap, hosts_module)
     old = [module.time for module in modules]
     for module in modules:
         module.time = clock

@@ -1,4 +1,4 @@
-"""A real Scrapy crawl of the synthetic site (diskfrontier.demo), for the tests to run, interrupt and kill.
+"""A real Scrapy crawl of the synthetic site (diskfrontier.run.demo), for the tests to run, interrupt and kill.
 
 Usage: scrapy_child.py JOBDIR BASE_URL SCHEDULER STATS_FILE [NAME=VALUE ...]
 

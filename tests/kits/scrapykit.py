@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import scrapy
 
-from diskfrontier.demo import SyntheticSite
 from diskfrontier.jobdir.reader import pending_requests
+from diskfrontier.run.demo import SyntheticSite
 
 CHILD = os.path.join(os.path.dirname(__file__), "scrapy_child.py")
 CONCURRENCY = 8

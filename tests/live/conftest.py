@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("aiohttp")  # the serve extra: part of the test extra
 
 from diskfrontier import Frontier, Request
+from diskfrontier.contract.snapshot import LATEST_FAILURES, snapshot
 from diskfrontier.files.atomic import write_json_atomic
-from diskfrontier.snapshot import LATEST_FAILURES, snapshot
 
 PUSHED, DONE, FAILED = 500, 120, 25
 

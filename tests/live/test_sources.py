@@ -11,9 +11,9 @@ import pytest
 from conftest import DONE, FAILED, PUSHED, fill, publish_status
 
 from diskfrontier import Frontier, RedisFrontier, Request
+from diskfrontier.contract.snapshot import LATEST_FAILURES
 from diskfrontier.live.dashboard import Dashboard, crawl_state
 from diskfrontier.live.sources import FrontierSource, JobDirSource, json_safe, open_source
-from diskfrontier.snapshot import LATEST_FAILURES
 
 SNAPSHOT_KEYS = {"version", "source", "taken", "pid", "machine", "paused_since", "next_ready", "stats", "hosts",
                  "hosts_total", "hosts_ready", "hosts_waiting", "failures"}

@@ -148,7 +148,7 @@ def _crawl_one_site(tmp_path, block: str) -> None:
     import subprocess
     import sys
 
-    from diskfrontier.demo import LinkedSite
+    from diskfrontier.run.demo import LinkedSite
 
     script = tmp_path / "crawler.py"
     script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay

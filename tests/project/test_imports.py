@@ -19,8 +19,8 @@ from diskfrontier.cli import main
 from diskfrontier.cli.group import COMMANDS
 
 # Modules that neither ``import diskfrontier``, ``import diskfrontier.cli`` nor ``diskfrontier peek`` need
-HEAVY = ["diskfrontier.jobdir.frontier", "diskfrontier.redisfrontier.frontier", "diskfrontier.runs",
-         "diskfrontier.demo", "diskfrontier.cli.demo", "diskfrontier.transfer.copy", "w3lib.url", "urllib.request",
+HEAVY = ["diskfrontier.jobdir.frontier", "diskfrontier.redisfrontier.frontier", "diskfrontier.run.crawl",
+         "diskfrontier.run.demo", "diskfrontier.cli.demo", "diskfrontier.transfer.copy", "w3lib.url", "urllib.request",
          "http.client", "asyncio", "redis"]
 
 
@@ -33,7 +33,7 @@ def _loaded(code: str) -> set[str]:
 
 def test_importing_the_package_loads_only_its_errors():
     loaded = _loaded("import diskfrontier")
-    assert {m for m in loaded if m.startswith("diskfrontier.")} == {"diskfrontier.errors"}
+    assert {m for m in loaded if m.startswith("diskfrontier.")} == {"diskfrontier.core", "diskfrontier.core.errors"}
     assert not loaded & set(HEAVY)
 
 

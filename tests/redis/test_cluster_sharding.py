@@ -151,7 +151,7 @@ def test_copy_moves_a_crawl_between_a_job_directory_a_redis_server_and_a_cluster
 def test_scrapy_processes_crawl_a_site_through_a_cluster(redis_cluster, tmp_path):
     from scrapykit import finish, start_crawl
 
-    from diskfrontier.demo import SyntheticSite
+    from diskfrontier.run.demo import SyntheticSite
 
     extra = (f"DISKFRONTIER_URL={redis_cluster.url}", "DISKFRONTIER_CRAWL=scrapysite", "DISKFRONTIER_SHARDS=3",
              "DISKFRONTIER_WAIT_REPLICAS=1", "DISKFRONTIER_LEASE=5")

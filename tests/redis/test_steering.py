@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from diskfrontier import CrawlDamaged, FrontierClosed, FrontierError, RedisFrontier, Request
 from diskfrontier.cli import main
-from diskfrontier.contract import Dropped
+from diskfrontier.contract.values import Dropped
 from diskfrontier.redisfrontier.verify import verify_crawl
 
 FUTURE = 3600.0  # seconds ahead: a not_before no test waits for

@@ -19,7 +19,7 @@ import pytest
 
 import diskfrontier
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import RequestTooLarge
+from diskfrontier.core.errors import RequestTooLarge
 from diskfrontier.jobdir.journal import MAX_BODY
 from diskfrontier.request import codec
 from diskfrontier.request.codec import Unencodable, decode_request, encode_request

@@ -19,7 +19,7 @@ import msgpack
 import pytest
 
 from diskfrontier import Frontier, Request
-from diskfrontier.errors import JobDirCorrupt
+from diskfrontier.core.errors import JobDirCorrupt
 from diskfrontier.jobdir.maintenance.verify import verify
 from diskfrontier.request import values
 from diskfrontier.request.codec import Unencodable, decode_request, encode_request

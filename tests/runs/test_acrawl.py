@@ -22,8 +22,8 @@ import pytest
 from paths import KITS
 
 from diskfrontier import AsyncFrontier, Frontier, RedisFrontier, Request, acrawl, crawl
-from diskfrontier.demo import SyntheticSite
 from diskfrontier.jobdir.reader import pending_requests
+from diskfrontier.run.demo import SyntheticSite
 
 CHILD = os.path.join(KITS, "acrawl_child.py")
 LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
@@ -483,7 +483,7 @@ def async_crawler(path: str) -> str:
 
 @pytest.mark.parametrize("path", ["docs/guide/crawl.md"])  # the README's: tests/project/test_docs.py
 def test_the_documented_async_crawler_crawls_a_whole_site(tmp_path, path):
-    from diskfrontier.demo import MultiHostSite
+    from diskfrontier.run.demo import MultiHostSite
 
     block = async_crawler(path)
     assert len([line for line in block.splitlines() if line.strip()]) < 25

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from diskfrontier import Frontier, PermanentError, Request, acrawl, crawl
-from diskfrontier.demo import LinkedSite
-from diskfrontier.failurekinds import FailureKind
+from diskfrontier.run.demo import LinkedSite
+from diskfrontier.run.failurekinds import FailureKind
 
 
 def fetch(request: Request, frontier) -> None:

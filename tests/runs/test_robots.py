@@ -18,9 +18,9 @@ import pytest
 from tricklesite import TrickleSite
 
 from diskfrontier import Frontier, RedisFrontier, Request, crawl
-from diskfrontier.demo import LinkedSite
 from diskfrontier.jobdir.reader import pending_requests
-from diskfrontier.robots import ALLOW, DISALLOW, STOPPED, RobotsRules, fetch_with_urllib, site_of
+from diskfrontier.run.demo import LinkedSite
+from diskfrontier.run.robots import ALLOW, DISALLOW, STOPPED, RobotsRules, fetch_with_urllib, site_of
 
 RULES = "User-agent: *\nDisallow: /docs/3.html\n\nUser-agent: strictbot\nDisallow: /\n"
 

@@ -17,8 +17,8 @@ import pytest
 from paths import KITS
 
 from diskfrontier import Frontier, Request, crawl
-from diskfrontier.demo import MultiHostSite
 from diskfrontier.jobdir.reader import pending_requests
+from diskfrontier.run.demo import MultiHostSite
 
 CHILD = os.path.join(KITS, "crawl_child.py")
 PAGES = 2000

@@ -24,8 +24,8 @@ from paths import KITS
 from tricklesite import TrickleSite
 
 from diskfrontier import AsyncFrontier, Frontier, Request, acrawl, crawl
-from diskfrontier.demo import MultiHostSite, SyntheticSite
 from diskfrontier.jobdir.reader import pending_requests
+from diskfrontier.run.demo import MultiHostSite, SyntheticSite
 
 GRACE = 10.0  # crawl()'s and acrawl()'s default grace, the documented bound of a stop
 CANCEL_WAIT = 1.0  # how long acrawl() waits for handlers it cancelled (documented)

@@ -18,7 +18,7 @@ from scrapykit import CHILD, finish, read_stats, start_crawl, stop_after
 
 from diskfrontier import Frontier, Request, ScrapyQueueFound
 from diskfrontier.cli import main
-from diskfrontier.demo import SyntheticSite
+from diskfrontier.run.demo import SyntheticSite
 from diskfrontier.scrapyfiles.adopted import NOTE
 from diskfrontier.transfer.adopt import MARKER, adopt_scrapy
 

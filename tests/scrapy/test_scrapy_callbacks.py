@@ -17,7 +17,7 @@ from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 from scrapy.utils.test import get_crawler
 
 from diskfrontier import Frontier
-from diskfrontier.errors import CallbackRefused
+from diskfrontier.core.errors import CallbackRefused
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.serialize import RequestDicts, spider_method
 from diskfrontier.scrapyfiles.records import frontier_request

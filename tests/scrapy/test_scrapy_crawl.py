@@ -11,7 +11,7 @@ import signal
 import pytest
 from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
-from diskfrontier.demo import SyntheticSite
+from diskfrontier.run.demo import SyntheticSite
 
 pytestmark = pytest.mark.crash
 PAGES = 400

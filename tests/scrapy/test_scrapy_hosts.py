@@ -6,7 +6,7 @@ import pytest
 from scrapykit import crawl_with_kills, finish, read_stats, start_crawl
 
 from diskfrontier import Frontier
-from diskfrontier.demo import MultiHostSite
+from diskfrontier.run.demo import MultiHostSite
 from diskfrontier.scrapy.retry_after import retry_after_seconds
 
 pytestmark = pytest.mark.crash

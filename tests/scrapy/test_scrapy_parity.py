@@ -31,7 +31,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.test import get_crawler
 from scrapykit import finish, start_crawl
 
-from diskfrontier.demo import SyntheticSite
+from diskfrontier.run.demo import SyntheticSite
 
 SCHEDULERS = {"Scrapy": "scrapy.core.scheduler.Scheduler", "drop-in": "diskfrontier.scrapy.Scheduler"}
 MODES = ("memory", "jobdir", "reopen")

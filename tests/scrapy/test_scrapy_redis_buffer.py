@@ -21,8 +21,8 @@ from scrapy.utils.test import get_crawler
 from scrapykit import finish, read_stats, start_crawl
 
 from diskfrontier import RedisFrontier
-from diskfrontier.demo import SyntheticSite
 from diskfrontier.request.fingerprint import request_fingerprint
+from diskfrontier.run.demo import SyntheticSite
 from diskfrontier.scrapy import Scheduler
 
 pytestmark = pytest.mark.crash
@@ -98,7 +98,7 @@ def test_start_requests_are_treated_as_without_the_buffer(redis_url, batch):
 
 
 def links(n: int, pages: int) -> list[int]:
-    """The pages page ``n`` of the synthetic site links to (diskfrontier.demo)."""
+    """The pages page ``n`` of the synthetic site links to (diskfrontier.run.demo)."""
     return [c for c in (2 * n + 1, 2 * n + 2, n // 2, 0) if c < pages]
 
 

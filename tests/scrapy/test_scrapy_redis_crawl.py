@@ -9,7 +9,7 @@ import pytest
 from scrapykit import finish, read_stats, start_crawl
 
 from diskfrontier import RedisFrontier
-from diskfrontier.demo import SyntheticSite
+from diskfrontier.run.demo import SyntheticSite
 
 pytestmark = pytest.mark.crash
 PAGES = 1000

@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .jobs import Cancelled
+
 log = logging.getLogger("diskfrontier")
 
 RUNNERS = ("process", "thread")
@@ -48,21 +50,20 @@ _BOOT = (
 _MAX_OUTPUT = 1 << 20
 
 
-class Cancelled(Exception):
-    """The job was stopped by its frontier (closing)."""
-
-
 def run_job(params: dict[str, Any], cancelled: Callable[[], bool],
             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run the job ``params`` describe here, in this process; its result (a JSON-ready dict). ``progress``:
     called as ``progress(done, total)`` while it reads the journal (a job run in the caller's thread)."""
-    from . import jobs  # the job functions import the journal's modules: only when a job runs
-
+    # the job functions import the journal's modules: only when a job runs
     kind = params.get("job")
     if kind == "checkpoint":
-        return jobs.checkpoint(params, cancelled, progress)
+        from .jobs import checkpoint
+
+        return checkpoint(params, cancelled, progress)
     if kind == "compact":
-        return jobs.compact(params, cancelled, progress)
+        from .compaction import compact_beside
+
+        return compact_beside(params, cancelled, progress)
     raise ValueError(f"unknown job {kind!r}")
 
 

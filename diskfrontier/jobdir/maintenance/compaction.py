@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import JobDirCorrupt
+from ...core.errors import JobDirCorrupt
 from ...files.atomic import write_all
 from ...files.safefs import create_exclusive, open_fd
 from ..journal import MAGIC, _request_in, read_fail, read_record
@@ -56,7 +56,7 @@ from ..records import (
 from ..replay import read_state
 from ..statefile import MAX_COMMANDS, SavedState, write_state
 from ..tailcopy import Moved, TailCopy, save_map
-from .jobs import save_seen_index, state_at
+from .jobs import Cancelled, save_seen_index, state_at
 
 _WRITE_CHUNK = 1 << 20
 _READ_CHUNK = 8 << 20
@@ -127,8 +127,6 @@ def compact_beside(params: dict[str, Any], cancelled: Callable[[], bool],
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The job (see the module docstring); its result for ``swap.py``. ``progress(done, total)``: its reading of
     the journal, then its copying of what is live (as one count of twice the journal's bytes)."""
-    from .background import Cancelled
-
     started = time.monotonic()
     layout = Layout(params["root"])
     salt, at = params["salt"], params["at"]

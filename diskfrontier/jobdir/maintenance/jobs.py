@@ -23,13 +23,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import JobDirCorrupt
+from ...core.errors import JobDirCorrupt
 from ...files.safefs import open_fd, open_file
 from ..layout import Layout
 from ..replay import JournalState, read_state
 from ..seen import BLOCK, check_blocks, parse_seen, read_sums
 from ..seenindex import IndexRecord, IndexUnusable, SeenIndex
 from ..statefile import SavedState, StateRecord, StateUnusable, read_state_file, write_state
+
+
+class Cancelled(Exception):
+    """The job was stopped by its frontier (closing)."""
+
 
 INDEX_MIN_NEW_KEYS = 1 << 16
 """A checkpoint saves the seen index when at least this many keys (and a quarter of it) are new since the last."""
@@ -48,8 +53,6 @@ def state_at(layout: Layout, params: dict[str, Any], cancelled: Callable[[], boo
              report: Callable[[int, int], None] | None = None) -> tuple[JournalState, int]:
     """The scan of the journal up to ``params["at"]``, from the state ``params["start"]`` names when it describes
     the journal; and where the scan began (0: the journal's start)."""
-    from .background import Cancelled
-
     ident, salt, at = params["ident"], params["salt"], params["at"]
 
     def progress(done: int, total: int) -> None:
@@ -134,9 +137,3 @@ def save_seen_index(layout: Layout, params: dict[str, Any]) -> IndexRecord | Non
     return index.save(os.path.join(layout.root, params["index_out"]), end)
 
 
-def compact(params: dict[str, Any], cancelled: Callable[[], bool],
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Write a compacted journal beside the live one (``compaction.py``)."""
-    from .compaction import compact_beside
-
-    return compact_beside(params, cancelled, progress)

@@ -37,7 +37,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-from ...errors import JobDirCorrupt
+from ...core.errors import JobDirCorrupt
 from ...files import boundedjson
 from ...files.atomic import fsync_dir, write_all, write_json_atomic
 from ...files.safefs import create_exclusive, open_file

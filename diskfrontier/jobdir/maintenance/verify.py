@@ -23,7 +23,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from ...errors import FormatError, FrontierError, JobDirCorrupt
+from ...core.errors import FormatError, FrontierError, JobDirCorrupt
 from ...files.atomic import write_all, write_atomic
 from ...files.safefs import create_aside, open_file
 from ...files.writeerrors import naming

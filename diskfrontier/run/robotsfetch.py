@@ -28,7 +28,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from .contract import MAX_ROBOTS
+from ..contract.checks import MAX_ROBOTS
 
 log = logging.getLogger("diskfrontier")
 

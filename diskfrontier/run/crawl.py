@@ -25,21 +25,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .contract import FrontierProtocol
-from .errors import FrontierError
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError
+from ..request.model import Request
 from .failurekinds import Classify
-from .request.model import Request
+from .policy import CrawlStats, RetryPolicy, RunState, RunStats, StatusLine, check_argument, check_policy, robots_rules
 from .robots import ALLOW, DEFAULT_TIMEOUT, STOPPED, Fetch, RobotsRules, Verdict
-from .runpolicy import (
-    CrawlStats,
-    RetryPolicy,
-    RunState,
-    RunStats,
-    StatusLine,
-    check_argument,
-    check_policy,
-    robots_rules,
-)
 
 log = logging.getLogger("diskfrontier")
 _IDLE_POLL = 0.05  # how long a worker waits for a request before it looks at the run's state again
@@ -149,7 +140,7 @@ def crawl(
     seconds, doubled each attempt, up to ``retries`` times; then the request is recorded as
     failed with the error text (``frontier.failed()``, ``diskfrontier failed JOBDIR``).
     ``classify(request, error)`` may say instead: "retry", "fail", "backoff" or None (see
-    ``diskfrontier.failurekinds``).
+    ``diskfrontier.run.failurekinds``).
 
     Failing hosts: each retried error (and each "backoff") counts against the request's host;
     after ``host_errors`` in a row (None: never; a "backoff": at once) the host is blocked for
@@ -162,7 +153,7 @@ def crawl(
     request is recorded as failed (``robots.txt``), its Crawl-delay becomes the host's delay
     (never below the frontier's), a 4xx allows all, a 5xx or no answer within
     ``robots_timeout`` seconds (the whole fetch) holds that site back and the request waits for
-    it (``diskfrontier.robots``).
+    it (``diskfrontier.run.robots``).
 
     A run stops when the crawl is finished, after ``duration`` seconds, after
     ``max_requests`` requests, or on SIGINT or SIGTERM: no new request is taken, a worker
@@ -282,8 +273,8 @@ def _run_loop(run: _Run, workers: int) -> None:
 async def _run_tasks(run: _Run, workers: int) -> None:
     """The async handlers as tasks of a loop of the run's own; they get the frontier itself, as a
     thread's handler does, and the run's own calls go through an ``AsyncFrontier``."""
-    from .asynccrawl import run_tasks
-    from .asyncfrontier import AsyncFrontier
+    from ..access.asyncfrontier import AsyncFrontier
+    from .acrawl import run_tasks
 
     try:
         async with AsyncFrontier(run.frontier, threads=min(workers, 8)) as wrapped:

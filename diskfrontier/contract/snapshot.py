@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .contract import FailedRequest, HostInfo
+from .values import FailedRequest, HostInfo
 
 SNAPSHOT_VERSION = 1
 TOP_HOSTS = 50

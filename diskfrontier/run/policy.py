@@ -26,10 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .contract import MAX_SECONDS, FrontierProtocol
-from .errors import FrontierError
+from ..contract.checks import MAX_SECONDS
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError
+from ..request.model import Request, retries_text
 from .failurekinds import Classify, FailureKind, kind_of
-from .request.model import Request, retries_text
 from .robots import DEFAULT_TIMEOUT, Fetch, RobotsRules, Verdict, site_of
 
 log = logging.getLogger("diskfrontier")

@@ -39,8 +39,11 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from .contract import MAX_ROBOTS, MAX_SECONDS, FrontierProtocol, RobotsEntry, host_backoff
-from .request.model import MAX_SLOT_BYTES, Request
+from ..contract.backoff import host_backoff
+from ..contract.checks import MAX_ROBOTS, MAX_SECONDS
+from ..contract.protocol import FrontierProtocol
+from ..contract.values import RobotsEntry
+from ..request.model import MAX_SLOT_BYTES, Request
 from .robotsfetch import DEFAULT_TIMEOUT, Fetch, await_fetch, fetch_with_urllib, run_fetch
 
 _TICK = 0.05  # how often a worker waiting for another's fetch of the same site looks at its run's stop

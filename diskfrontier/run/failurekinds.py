@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from .errors import PermanentError
-from .request.model import Request
+from ..core.errors import PermanentError
+from ..request.model import Request
 
 
 class FailureKind(str, enum.Enum):

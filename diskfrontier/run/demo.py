@@ -19,10 +19,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import PermanentError
-from .jobdir.frontier import Frontier
-from .request.model import Request
-from .runs import crawl
+from ..core.errors import PermanentError
+from ..jobdir.frontier import Frontier
+from ..request.model import Request
+from .crawl import crawl
 
 _LINK = re.compile(r'<a href="([^"]+)" data-priority="(-?\d+)">')
 

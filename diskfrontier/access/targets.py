@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .contract import FailedRequest, FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
-from .errors import FrontierError
-from .jobdir.layout import SALTED_FROM, Layout, read_meta
-from .jobdir.reader import (
+from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
+from ..contract.values import FailedRequest
+from ..core.errors import FrontierError
+from ..jobdir.layout import SALTED_FROM, Layout, read_meta
+from ..jobdir.reader import (
     FailedRequests,
     HostRow,
     PendingRequests,
@@ -29,8 +30,8 @@ from .jobdir.reader import (
     host_table,
     pending_requests,
 )
-from .redisfrontier import is_redis_url
-from .request.model import Request
+from ..redisfrontier import is_redis_url
+from ..request.model import Request
 
 __all__ = ["CrawlView", "HostCopy", "is_redis_target", "open_target", "open_view"]
 
@@ -62,14 +63,14 @@ def open_target(target: str | os.PathLike[str], crawl: str | None = None, **opti
 
 def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierProtocol:
     """The job directory at ``path`` as a frontier of this process (``Frontier(path, **options)``)."""
-    from .jobdir.frontier import Frontier
+    from ..jobdir.frontier import Frontier
 
     return Frontier(path, **options)
 
 
 def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
     """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
-    from .redisfrontier.frontier import RedisFrontier
+    from ..redisfrontier.frontier import RedisFrontier
 
     return RedisFrontier(url, crawl=crawl, **options)
 
@@ -215,7 +216,7 @@ class RedisView:
     def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
         self.priority = priority
         self.leased = not pop_order
-        from .redisfrontier.frontier import RedisFrontier
+        from ..redisfrontier.frontier import RedisFrontier
 
         self.frontier = RedisFrontier(url, crawl=crawl, create=False)
         self.order = self.frontier.order

@@ -25,9 +25,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .contract import Dropped, FailedRequest, FrontierProtocol, HostInfo, check_seconds
-from .errors import FrontierClosed
-from .request.model import Request
+from ..contract.checks import check_seconds
+from ..contract.protocol import FrontierProtocol
+from ..contract.values import Dropped, FailedRequest, HostInfo
+from ..core.errors import FrontierClosed
+from ..request.model import Request
 
 __all__ = ["AsyncFrontier"]
 

@@ -27,13 +27,13 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from .asyncfrontier import AsyncFrontier
-from .contract import FrontierProtocol
-from .errors import FrontierError
+from ..access.asyncfrontier import AsyncFrontier
+from ..contract.protocol import FrontierProtocol
+from ..core.errors import FrontierError
+from ..request.model import Request
 from .failurekinds import Classify
-from .request.model import Request
+from .policy import CrawlStats, RetryPolicy, RunState, StatusLine, check_argument, check_policy, robots_rules
 from .robots import ALLOW, DEFAULT_TIMEOUT, STOPPED, Fetch, Verdict
-from .runpolicy import CrawlStats, RetryPolicy, RunState, StatusLine, check_argument, check_policy, robots_rules
 
 __all__ = ["acrawl", "run_tasks"]
 
