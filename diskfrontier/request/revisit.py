@@ -1,0 +1,129 @@
+"""``RevisitState``: what a crawl knows of a page it fetched before, stored with its request.
+
+A request that a crawl keeps coming back to (``diskfrontier.Revisit``) carries the state of its
+last fetch: the interval it is revisited at, when it was fetched, the validators the server gave
+(``ETag``, ``Last-Modified``) for a conditional request next time, a signature of its content, and
+how many of its fetches found it changed. It is stored as the sixth field of the request record
+(``docs/format.md``, "The request record") on every backend, so it holds across restarts, kills,
+compactions, copies and exports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+MAX_VALIDATOR = 1024
+"""The longest ``ETag`` or ``Last-Modified`` value kept (characters); a longer one is not kept."""
+MAX_SIGNATURE = 64
+"""The most bytes of a content signature kept."""
+_MAX_SECONDS = 10**10
+_MAX_TIME = 10**11
+_MAX_COUNT = 2**32 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RevisitState:
+    """The state of a page's last fetch, kept with its request.
+
+    ``interval``: seconds until the next visit, as last computed. ``fetched_at``: when it was last
+    fetched (``time.time()``). ``etag`` and ``last_modified``: the validators of that fetch's
+    response (None if it gave none), for ``If-None-Match`` and ``If-Modified-Since``. ``signature``:
+    a digest of its content (None if unknown). ``visits``: fetches so far; ``changes``: how many of
+    them found the page changed (the first fetch is not counted as a change). ``changed_at``: when a
+    fetch last found it changed (None: never). ``failures``: revisits in a row that failed.
+    """
+
+    interval: float
+    fetched_at: float
+    etag: str | None = None
+    last_modified: str | None = None
+    signature: bytes | None = None
+    visits: int = 1
+    changes: int = 0
+    changed_at: float | None = None
+    failures: int = 0
+
+    def __post_init__(self) -> None:
+        _seconds("interval", self.interval)
+        _time("fetched_at", self.fetched_at)
+        if self.changed_at is not None:
+            _time("changed_at", self.changed_at)
+        for name in ("etag", "last_modified"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_VALIDATOR):
+                raise ValueError(f"RevisitState.{name} must be None or a str of at most {MAX_VALIDATOR} characters, "
+                                 f"got {value!r:.80}")
+        signature = self.signature
+        if signature is not None and (not isinstance(signature, bytes) or not 1 <= len(signature) <= MAX_SIGNATURE):
+            raise ValueError(f"RevisitState.signature must be None or 1 to {MAX_SIGNATURE} bytes, "
+                             f"got {signature!r:.80}")
+        for name in ("visits", "changes", "failures"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
+                raise ValueError(f"RevisitState.{name} must be a whole number from 0 to {_MAX_COUNT:,}, got {value!r}")
+
+    @property
+    def next_visit(self) -> float:
+        """When the page is due again: its last fetch plus its interval."""
+        return self.fetched_at + self.interval
+
+    def to_list(self) -> list[Any]:
+        """The state as the request record holds it (a msgpack array of nine values)."""
+        return [self.interval, self.fetched_at, self.etag, self.last_modified, self.signature, self.visits,
+                self.changes, self.changed_at, self.failures]
+
+    @classmethod
+    def from_list(cls, value: Any) -> RevisitState:
+        """The state a record's sixth field holds; ``ValueError`` naming what is wrong if it is not one."""
+        if not isinstance(value, list) or len(value) != 9:
+            raise ValueError("malformed request record: its revisit state is not an array of nine values")
+        interval, fetched_at, etag, last_modified, signature, visits, changes, changed_at, failures = value
+        try:
+            return cls(_number(interval), _number(fetched_at), etag, last_modified, signature, visits, changes,
+                       None if changed_at is None else _number(changed_at), failures)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed request record: its revisit state: {exc}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as JSON-ready values (the signature as hex): ``export`` and the command line's views."""
+        out = dataclasses.asdict(self)
+        out["signature"] = None if self.signature is None else self.signature.hex()
+        return out
+
+    @classmethod
+    def from_json(cls, value: Any) -> RevisitState:
+        """The state ``to_json`` gave; ``ValueError`` naming what is wrong."""
+        if not isinstance(value, dict):
+            raise ValueError(f"a revisit state must be an object, got {type(value).__name__}")
+        fields = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(value) - fields)
+        if unknown:
+            raise ValueError(f"a revisit state has no field {unknown[0]!r} (it has: {', '.join(sorted(fields))})")
+        values = dict(value)
+        signature = values.get("signature")
+        if signature is not None:
+            try:
+                values["signature"] = bytes.fromhex(signature)
+            except (TypeError, ValueError):
+                raise ValueError(f"a revisit state's signature must be hex digits, got {signature!r:.80}") from None
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise ValueError(f"a revisit state: {exc}") from None
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a time or interval must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_SECONDS:
+        raise ValueError(f"RevisitState.{name} must be a number of seconds from 0 to {_MAX_SECONDS:,}, got {value!r}")
+
+
+def _time(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_TIME:
+        raise ValueError(f"RevisitState.{name} must be a time.time() value (0 to {_MAX_TIME:,}), got {value!r}")
