@@ -37,9 +37,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .jobdir.upkeep import Maintenance
     from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
+    from .request.revisit import RevisitState
     from .run.acrawl import acrawl
     from .run.crawl import CrawlStats, RunStats, crawl
     from .run.failurekinds import FailureKind
+    from .run.revisit import Fetched, Revisit, RevisitRule
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -55,6 +57,10 @@ _LAZY = {
     "RedisMisconfigured": ".redisfrontier",
     "RedisUnavailable": ".redisfrontier",
     "Request": ".request.model",
+    "RevisitState": ".request.revisit",
+    "Fetched": ".run.revisit",
+    "Revisit": ".run.revisit",
+    "RevisitRule": ".run.revisit",
     "CrawlStats": ".run.crawl",
     "FailureKind": ".run.failurekinds",
     "RunStats": ".run.crawl",
@@ -69,6 +75,7 @@ __all__ = [
     "DiskFull",
     "FailedRequest",
     "FailureKind",
+    "Fetched",
     "FormatError",
     "Frontier",
     "FrontierClosed",
@@ -90,6 +97,9 @@ __all__ = [
     "RedisUnavailable",
     "Request",
     "RequestTooLarge",
+    "Revisit",
+    "RevisitRule",
+    "RevisitState",
     "RunStats",
     "ScrapyQueueFound",
     "acrawl",

@@ -47,8 +47,11 @@ class RevisitState:
     def __post_init__(self) -> None:
         _seconds("interval", self.interval)
         _time("fetched_at", self.fetched_at)
+        object.__setattr__(self, "interval", float(self.interval))
+        object.__setattr__(self, "fetched_at", float(self.fetched_at))
         if self.changed_at is not None:
             _time("changed_at", self.changed_at)
+            object.__setattr__(self, "changed_at", float(self.changed_at))
         for name in ("etag", "last_modified"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or len(value) > MAX_VALIDATOR):
