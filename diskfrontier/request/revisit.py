@@ -30,8 +30,9 @@ class RevisitState:
     fetched (``time.time()``). ``etag`` and ``last_modified``: the validators of that fetch's
     response (None if it gave none), for ``If-None-Match`` and ``If-Modified-Since``. ``signature``:
     a digest of its content (None if unknown). ``visits``: fetches so far; ``changes``: how many of
-    them found the page changed (the first fetch is not counted as a change). ``changed_at``: when a
-    fetch last found it changed (None: never). ``failures``: revisits in a row that failed.
+    them found the page changed (the first fetch is not counted as a change); ``not_modified``: how
+    many were answered 304. ``changed_at``: when a fetch last found it changed (None: never).
+    ``failures``: revisits in a row that failed.
     """
 
     interval: float
@@ -43,6 +44,7 @@ class RevisitState:
     changes: int = 0
     changed_at: float | None = None
     failures: int = 0
+    not_modified: int = 0
 
     def __post_init__(self) -> None:
         _seconds("interval", self.interval)
@@ -61,7 +63,7 @@ class RevisitState:
         if signature is not None and (not isinstance(signature, bytes) or not 1 <= len(signature) <= MAX_SIGNATURE):
             raise ValueError(f"RevisitState.signature must be None or 1 to {MAX_SIGNATURE} bytes, "
                              f"got {signature!r:.80}")
-        for name in ("visits", "changes", "failures"):
+        for name in ("visits", "changes", "failures", "not_modified"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
                 raise ValueError(f"RevisitState.{name} must be a whole number from 0 to {_MAX_COUNT:,}, got {value!r}")
@@ -72,19 +74,19 @@ class RevisitState:
         return self.fetched_at + self.interval
 
     def to_list(self) -> list[Any]:
-        """The state as the request record holds it (a msgpack array of nine values)."""
+        """The state as the request record holds it (a msgpack array of ten values)."""
         return [self.interval, self.fetched_at, self.etag, self.last_modified, self.signature, self.visits,
-                self.changes, self.changed_at, self.failures]
+                self.changes, self.changed_at, self.failures, self.not_modified]
 
     @classmethod
     def from_list(cls, value: Any) -> RevisitState:
         """The state a record's sixth field holds; ``ValueError`` naming what is wrong if it is not one."""
-        if not isinstance(value, list) or len(value) != 9:
-            raise ValueError("malformed request record: its revisit state is not an array of nine values")
-        interval, fetched_at, etag, last_modified, signature, visits, changes, changed_at, failures = value
+        if not isinstance(value, list) or len(value) != 10:
+            raise ValueError("malformed request record: its revisit state is not an array of ten values")
+        interval, fetched_at, etag, modified, signature, visits, changes, changed_at, failures, not_modified = value
         try:
-            return cls(_number(interval), _number(fetched_at), etag, last_modified, signature, visits, changes,
-                       None if changed_at is None else _number(changed_at), failures)
+            return cls(_number(interval), _number(fetched_at), etag, modified, signature, visits, changes,
+                       None if changed_at is None else _number(changed_at), failures, not_modified)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed request record: its revisit state: {exc}") from None
 

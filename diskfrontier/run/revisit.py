@@ -196,6 +196,7 @@ class Revisit:
             changes=(0 if state is None else state.changes) + (verdict == CHANGED),
             changed_at=now if verdict == CHANGED else (None if state is None else state.changed_at),
             failures=0,
+            not_modified=(0 if state is None else state.not_modified) + (fetched.status == 304),
         )
 
     def after_failure(self, request: Request, now: float) -> RevisitState | None:

@@ -75,6 +75,7 @@ def test_a_changed_page_comes_back_sooner_and_an_unchanged_one_later():
     request.revisit = changed
     verdict, same = policy.after_fetch(request, Fetched(304), NOW + 2)
     assert verdict == UNCHANGED and same.interval == pytest.approx(1120)
+    assert (same.visits, same.changes, same.not_modified) == (3, 1, 1)
     assert same.signature == hashlib.blake2b(b"two", digest_size=16).digest()  # a 304 keeps what the page was
 
 
