@@ -132,3 +132,55 @@ def _seconds(name: str, value: Any) -> None:
 def _time(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_TIME:
         raise ValueError(f"RevisitState.{name} must be a time.time() value (0 to {_MAX_TIME:,}), got {value!r}")
+
+
+OVERDUE_AFTER = 60.0
+"""A page is overdue once it has been due for a tenth of its interval, and at least this many seconds."""
+
+
+def overdue(state: RevisitState, now: float) -> bool:
+    """True if the page has been due for longer than a tenth of its interval (and ``OVERDUE_AFTER``)."""
+    return now - state.next_visit > max(OVERDUE_AFTER, state.interval / 10)
+
+
+@dataclasses.dataclass
+class RevisitSummary:
+    """The revisits of a crawl's pending requests at one moment (``inspect``, ``hosts --revisits``).
+
+    ``pages``: pending requests with a revisit state; ``due``: of them, those whose next visit has come
+    (``overdue``: for longer than ``overdue()`` allows); ``intervals``: the spread of their intervals
+    (``min``, ``p10``, ``median``, ``p90``, ``max``, seconds); ``visits``, ``changes`` and ``not_modified``:
+    their fetches so far, how many found the page changed, how many were answered 304.
+    """
+
+    pages: int = 0
+    due: int = 0
+    overdue: int = 0
+    intervals: dict[str, float] = dataclasses.field(default_factory=dict)
+    visits: int = 0
+    changes: int = 0
+    not_modified: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def summarize(states: Any, now: float) -> RevisitSummary:
+    """The summary of an iterable of ``RevisitState`` (the pending requests' states) at ``now``."""
+    out = RevisitSummary()
+    intervals: list[float] = []
+    for state in states:
+        out.pages += 1
+        intervals.append(state.interval)
+        if state.next_visit <= now:
+            out.due += 1
+            out.overdue += overdue(state, now)
+        out.visits += state.visits
+        out.changes += state.changes
+        out.not_modified += state.not_modified
+    if intervals:
+        intervals.sort()
+        last = len(intervals) - 1
+        out.intervals = {"min": intervals[0], "p10": intervals[last // 10], "median": intervals[last // 2],
+                         "p90": intervals[last * 9 // 10], "max": intervals[last]}
+    return out
