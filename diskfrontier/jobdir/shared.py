@@ -30,7 +30,8 @@ from .statefile import StateRecord
 log = logging.getLogger("diskfrontier")
 
 COUNTERS = ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost", "recovered", "requeued",
-            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands")
+            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands",
+            "revisits", "revisit_changes", "revisit_not_modified")
 
 
 class Shared:

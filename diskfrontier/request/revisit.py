@@ -32,7 +32,8 @@ class RevisitState:
     a digest of its content (None if unknown). ``visits``: fetches so far; ``changes``: how many of
     them found the page changed (the first fetch is not counted as a change); ``not_modified``: how
     many were answered 304. ``changed_at``: when a fetch last found it changed (None: never).
-    ``failures``: revisits in a row that failed.
+    ``failures``: revisits in a row that failed. ``last_status``: the HTTP status of the last fetch
+    (0: not known).
     """
 
     interval: float
@@ -45,6 +46,7 @@ class RevisitState:
     changed_at: float | None = None
     failures: int = 0
     not_modified: int = 0
+    last_status: int = 0
 
     def __post_init__(self) -> None:
         _seconds("interval", self.interval)
@@ -63,6 +65,10 @@ class RevisitState:
         if signature is not None and (not isinstance(signature, bytes) or not 1 <= len(signature) <= MAX_SIGNATURE):
             raise ValueError(f"RevisitState.signature must be None or 1 to {MAX_SIGNATURE} bytes, "
                              f"got {signature!r:.80}")
+        status = self.last_status
+        if isinstance(status, bool) or not isinstance(status, int) or not (status == 0 or 100 <= status <= 999):
+            raise ValueError(f"RevisitState.last_status must be an HTTP status from 100 to 999, or 0, "
+                             f"got {self.last_status!r}")
         for name in ("visits", "changes", "failures", "not_modified"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
@@ -74,19 +80,20 @@ class RevisitState:
         return self.fetched_at + self.interval
 
     def to_list(self) -> list[Any]:
-        """The state as the request record holds it (a msgpack array of ten values)."""
+        """The state as the request record holds it (a msgpack array of eleven values)."""
         return [self.interval, self.fetched_at, self.etag, self.last_modified, self.signature, self.visits,
-                self.changes, self.changed_at, self.failures, self.not_modified]
+                self.changes, self.changed_at, self.failures, self.not_modified, self.last_status]
 
     @classmethod
     def from_list(cls, value: Any) -> RevisitState:
         """The state a record's sixth field holds; ``ValueError`` naming what is wrong if it is not one."""
-        if not isinstance(value, list) or len(value) != 10:
-            raise ValueError("malformed request record: its revisit state is not an array of ten values")
-        interval, fetched_at, etag, modified, signature, visits, changes, changed_at, failures, not_modified = value
+        if not isinstance(value, list) or len(value) != 11:
+            raise ValueError("malformed request record: its revisit state is not an array of eleven values")
+        interval, fetched_at, etag, modified, signature, visits, changes, changed_at, failures, not_modified, \
+            status = value
         try:
             return cls(_number(interval), _number(fetched_at), etag, modified, signature, visits, changes,
-                       None if changed_at is None else _number(changed_at), failures, not_modified)
+                       None if changed_at is None else _number(changed_at), failures, not_modified, status)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed request record: its revisit state: {exc}") from None
 
@@ -184,3 +191,15 @@ def summarize(states: Any, now: float) -> RevisitSummary:
         out.intervals = {"min": intervals[0], "p10": intervals[last // 10], "median": intervals[last // 2],
                          "p90": intervals[last * 9 // 10], "max": intervals[last]}
     return out
+
+
+def count_revisit(counters: dict[str, int], state: RevisitState) -> None:
+    """Count a page finished with its next visit scheduled: a revisit (a fetch of a page fetched before),
+    whether it found the page changed, whether it was answered 304. A failed revisit is not counted."""
+    if state.failures or state.visits < 2:
+        return
+    counters["revisits"] += 1
+    if state.changed_at is not None and state.changed_at == state.fetched_at:
+        counters["revisit_changes"] += 1
+    if state.last_status == 304:
+        counters["revisit_not_modified"] += 1

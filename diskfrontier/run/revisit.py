@@ -197,6 +197,7 @@ class Revisit:
             changed_at=now if verdict == CHANGED else (None if state is None else state.changed_at),
             failures=0,
             not_modified=(0 if state is None else state.not_modified) + (fetched.status == 304),
+            last_status=fetched.status,
         )
 
     def after_failure(self, request: Request, now: float) -> RevisitState | None:

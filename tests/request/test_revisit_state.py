@@ -26,6 +26,7 @@ states = st.builds(
     changed_at=st.none() | st.floats(0, 10**11),
     failures=st.integers(0, 2**32 - 1),
     not_modified=st.integers(0, 2**32 - 1),
+    last_status=st.sampled_from([0, 200, 304, 999]),
 )
 
 
@@ -58,9 +59,9 @@ def test_a_request_refuses_a_revisit_that_is_not_a_state():
 
 
 @pytest.mark.parametrize("sixth", [
-    [60.0, 1.7e9], "state", [60.0, 1.7e9, None, None, None, 1, 0, None, 0, "x"],
-    [-5.0, 1.7e9, None, None, None, 1, 0, None, 0, 0], [60.0, 1.7e9, None, None, b"", 1, 0, None, 0, 0],
-    [60.0, 1.7e9, None, None, None, 1, 0, None, 0],
+    [60.0, 1.7e9], "state", [60.0, 1.7e9, None, None, None, 1, 0, None, 0, 0, "x"],
+    [-5.0, 1.7e9, None, None, None, 1, 0, None, 0, 0, 0], [60.0, 1.7e9, None, None, b"", 1, 0, None, 0, 0, 0],
+    [60.0, 1.7e9, None, None, None, 1, 0, None, 0, 0], [60.0, 1.7e9, None, None, None, 1, 0, None, 0, 0, 1000],
 ])
 def test_a_record_whose_sixth_field_is_not_a_revisit_state_is_malformed(sixth):
     record = msgpack.packb(["https://a.example/", "GET", {}, b"", {}, sixth], use_bin_type=True)
