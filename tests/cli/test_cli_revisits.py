@@ -13,12 +13,12 @@ from diskfrontier import Frontier, Request, RevisitState
 from diskfrontier.cli import inspect as inspect_module
 from diskfrontier.cli import main
 
-NOW = time.time()
 # (url, interval, seconds since its last fetch): due when the second is more than the first; overdue when
-# it is past by more than a tenth of the interval and at least a minute
+# it is past by more than a tenth of the interval and at least a minute (margins of minutes: a loaded
+# machine between the fixture and the command changes nothing)
 PAGES = [
-    ("https://a.example/1", 600.0, 100.0),  # due in 500 s
-    ("https://a.example/2", 600.0, 630.0),  # due 30 s ago: due, not overdue
+    ("https://a.example/1", 6000.0, 1000.0),  # due in 5000 s
+    ("https://a.example/2", 6000.0, 6030.0),  # due 30 s ago: due, not overdue (that is 600 s late)
     ("https://a.example/3", 600.0, 2000.0),  # overdue
     ("https://b.example/1", 86400.0, 90000.0),  # due for an hour: a tenth of a day is 2.4 h, not overdue
     ("https://b.example/2", 3600.0, 10.0),
@@ -33,6 +33,7 @@ def run(*args: str) -> str:
 
 @pytest.fixture
 def job(tmp_path):
+    now = time.time()
     path = tmp_path / "job"
     with Frontier(path, maintenance=None, order="fifo") as f:
         for url, _, _ in PAGES:
@@ -41,7 +42,7 @@ def job(tmp_path):
         for url, interval, ago in PAGES:
             request = f.pop()
             assert request is not None and request.url == url
-            request.revisit = RevisitState(interval, NOW - ago, etag='"x"', visits=3, changes=1, not_modified=1)
+            request.revisit = RevisitState(interval, now - ago, etag='"x"', visits=3, changes=1, not_modified=1)
             f.done(request, refetch_after=max(0.0, interval - ago))
     return str(path)
 
@@ -50,10 +51,10 @@ def test_inspect_counts_the_due_the_overdue_and_the_spread(job):
     data = json.loads(run("inspect", job, "--json"))
     assert data["revisits"] == {
         "pages": 5, "due": 3, "overdue": 1, "visits": 15, "changes": 5, "not_modified": 5,
-        "intervals": {"min": 600.0, "p10": 600.0, "median": 600.0, "p90": 3600.0, "max": 86400.0},
+        "intervals": {"min": 600.0, "p10": 600.0, "median": 6000.0, "p90": 6000.0, "max": 86400.0},
     }
     text = run("inspect", job)
-    assert "5 pages; due now 3 (1 overdue)" in text and "median 10m" in text and "max 24.0h" in text
+    assert "5 pages; due now 3 (1 overdue)" in text and "median 100m" in text and "max 24.0h" in text
 
 
 def test_inspect_leaves_them_uncounted_when_asked_or_beyond_the_limit(job, monkeypatch):
