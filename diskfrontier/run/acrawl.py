@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..access.asyncfrontier import AsyncFrontier
 from ..contract.protocol import FrontierProtocol
-from .options import options_of, retry_policy, robots_rules
+from .options import RunKeywords, options_of, retry_policy, robots_rules
 from .signals import StopSignals
 from .state import RunState
 from .stats import CrawlStats, log_ended
@@ -34,13 +34,10 @@ from .status import status_line
 from .step import is_async_handler
 from .workers import run_tasks
 
-if TYPE_CHECKING:
-    if sys.version_info >= (3, 11):
-        from typing import Unpack
-    else:
-        from typing_extensions import Unpack
-
-    from .options import RunKeywords
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:  # the annotations of ``**options`` are read only by type checkers before 3.11
+    from typing_extensions import Unpack
 
 __all__ = ["acrawl"]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract.protocol import FrontierProtocol
 from ..request.model import Request
-from .options import RunOptions, check_argument, options_of, retry_policy, robots_rules
+from .options import RunKeywords, RunOptions, check_argument, options_of, retry_policy, robots_rules
 from .policy import RetryPolicy
 from .robots import RobotsRules
 from .signals import StopSignals
@@ -35,13 +35,10 @@ from .status import status_line
 from .step import is_async_handler
 from .workers import run_tasks, run_threads, wait_for_threads
 
-if TYPE_CHECKING:
-    if sys.version_info >= (3, 11):
-        from typing import Unpack
-    else:
-        from typing_extensions import Unpack
-
-    from .options import RunKeywords
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:  # the annotations of ``**options`` are read only by type checkers before 3.11
+    from typing_extensions import Unpack
 
 log = logging.getLogger("diskfrontier")
 _LOOP_LEAVE = 5.0  # how long a run left at once waits for its loop to cancel its tasks and close
