@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .run.acrawl import acrawl
     from .run.crawl import CrawlStats, RunStats, crawl
     from .run.failurekinds import FailureKind
+    from .run.options import RunOptions
     from .run.revisit import Fetched, Revisit, RevisitRule
 
 # name -> the module that defines it, imported on first use
@@ -63,6 +64,7 @@ _LAZY = {
     "RevisitRule": ".run.revisit",
     "CrawlStats": ".run.crawl",
     "FailureKind": ".run.failurekinds",
+    "RunOptions": ".run.options",
     "RunStats": ".run.crawl",
     "crawl": ".run.crawl",
 }
@@ -100,6 +102,7 @@ __all__ = [
     "Revisit",
     "RevisitRule",
     "RevisitState",
+    "RunOptions",
     "RunStats",
     "ScrapyQueueFound",
     "acrawl",
