@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .demo import _bind_all
+from .demosites import bind_all
 
 _PAGE = re.compile(r"/page/(\d+)")
 
@@ -105,7 +105,7 @@ class ChangingSite:
         self.started = time.monotonic()
         self.epoch = time.time() - 86400.0  # the site's time 0 as a wall-clock time (Last-Modified), a day back
         handler = type("Handler", (_Handler,), {"site": self})
-        self.servers = _bind_all(self.addresses, handler)
+        self.servers = bind_all(self.addresses, handler)
         self.port = self.servers[0].server_address[1]
         self.threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers]
         bounds, total = [], 0.0
