@@ -14,7 +14,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
     ) from exc
 
 from .retry_after import RetryAfterMiddleware
-from .revisits import RevisitMiddleware
+from .revisitmiddleware import RevisitMiddleware
 from .scheduler import Scheduler
 
 __all__ = ["RetryAfterMiddleware", "RevisitMiddleware", "Scheduler"]

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .revisits import revisit_policy
+
 START_POLICIES = ("dedupe", "skip", "keep")
 DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 
@@ -77,8 +79,6 @@ class Options:
         if isinstance(flush, bool) or not isinstance(flush, (int, float)) or not 0 <= flush < 3600:
             raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, got {flush!r}")
         self.items_flush = float(flush)
-        from .revisits import revisit_policy  # its checks raise ValueError naming the setting
-
         self.revisit = revisit_policy(self.revisit)
         return self
 

@@ -1,15 +1,15 @@
 """Revisits in a Scrapy crawl: each finished request comes back at the interval its page's changes call for.
 
-With ``DISKFRONTIER_REVISIT`` set (a dict of ``diskfrontier.Revisit``'s options; ``rules`` a list of
-dicts of ``RevisitRule``'s), ``RevisitMiddleware`` (a downloader middleware) adds ``If-None-Match`` and
-``If-Modified-Since`` from the page's stored state to each request the scheduler hands out, and notes
-each response for the scheduler: its status, ``ETag``, ``Last-Modified`` and a signature of its body.
-When the engine has finished with the request, the scheduler finishes it with its next visit
-scheduled (``done(request, refetch_after=...)``), its state stored with it. A 304 is "unchanged" (Scrapy's
-``HttpErrorMiddleware`` then drops the response, as for any status the spider does not handle); a 404 or
-410 ends the page's revisits; a revisit that got no response (a failed download, another status) is
-backed off and, after ``give_up`` in a row, no longer revisited. A request whose ``meta`` has
-``"diskfrontier_revisit": False`` is not revisited.
+With ``DISKFRONTIER_REVISIT`` set (a dict of ``diskfrontier.Revisit``'s options; ``rules`` a list of dicts of
+``RevisitRule``'s), ``RevisitMiddleware`` (a downloader middleware, ``revisitmiddleware.py``) adds ``If-None-
+Match`` and ``If-Modified-Since`` from the page's stored state to each request the scheduler hands out, and
+notes each response for the scheduler: its status, ``ETag``, ``Last-Modified`` and a signature of its body.
+When the engine has finished with the request, the scheduler finishes it with its next visit scheduled
+(``done(request, refetch_after=...)``), its state stored with it. A 304 is "unchanged" (Scrapy's
+``HttpErrorMiddleware`` then drops the response, as for any status the spider does not handle); a 404 or 410
+ends the page's revisits; a revisit that got no response (a failed download, another status) is backed off
+and, after ``give_up`` in a row, no longer revisited. A request whose ``meta`` has ``"diskfrontier_revisit":
+False`` is not revisited.
 
     DOWNLOADER_MIDDLEWARES = {"diskfrontier.scrapy.RevisitMiddleware": 580}
     DISKFRONTIER_REVISIT = {"initial": 86400, "min": 3600, "max": 30 * 86400}
@@ -25,7 +25,7 @@ from scrapy import Request as ScrapyRequest
 from scrapy.http import Response
 
 from ..request.model import Request
-from ..run.revisit import Fetched, Revisit, RevisitRule, conditional_headers
+from ..run.revisit import Fetched, Revisit, RevisitRule
 
 GONE, SKIP = "gone", "skip"
 OPT_OUT = "diskfrontier_revisit"  # a Scrapy request's meta key: False keeps it from being revisited
@@ -111,37 +111,6 @@ class Revisits:
                     self.counts["revisit/gone"] += 1
                 plain.append(stored)
         return plain, again
-
-
-class RevisitMiddleware:
-    """Conditional requests from each page's stored state, and each response noted for the scheduler."""
-
-    def __init__(self, crawler: Any) -> None:
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler: Any) -> RevisitMiddleware:
-        return cls(crawler)
-
-    def process_request(self, request: ScrapyRequest, spider: Any = None) -> None:
-        from .scheduler import scheduler_for
-
-        scheduler = scheduler_for(self.crawler)
-        stored = scheduler.stored_of(request) if scheduler is not None else None
-        if stored is None or request.meta.get(OPT_OUT) is False:
-            return None
-        for name, value in conditional_headers(stored).items():
-            if name.encode() not in request.headers:
-                request.headers[name] = value
-        return None
-
-    def process_response(self, request: ScrapyRequest, response: Response, spider: Any = None) -> Response:
-        from .scheduler import scheduler_for
-
-        scheduler = scheduler_for(self.crawler)
-        if scheduler is not None:
-            scheduler.note_response(request, response)
-        return response
 
 
 def _text(value: bytes | None) -> str | None:
