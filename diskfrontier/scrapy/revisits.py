@@ -1,10 +1,10 @@
 """Revisits in a Scrapy crawl: each finished request comes back at the interval its page's changes call for.
 
 With ``DISKFRONTIER_REVISIT`` set (a dict of ``diskfrontier.Revisit``'s options; ``rules`` a list of dicts of
-``RevisitRule``'s), ``RevisitMiddleware`` (a downloader middleware, ``revisitmiddleware.py``) adds ``If-None-
-Match`` and ``If-Modified-Since`` from the page's stored state to each request the scheduler hands out, and
-notes each response for the scheduler: its status, ``ETag``, ``Last-Modified`` and a signature of its body.
-When the engine has finished with the request, the scheduler finishes it with its next visit scheduled
+``RevisitRule``'s), ``RevisitMiddleware`` (a downloader middleware, ``revisitmiddleware.py``) adds
+``If-None-Match`` and ``If-Modified-Since`` from the page's stored state to each request the scheduler hands
+out, and notes each response for the scheduler: its status, ``ETag``, ``Last-Modified`` and a signature of its
+body. When the engine has finished with the request, the scheduler finishes it with its next visit scheduled
 (``done(request, refetch_after=...)``), its state stored with it. A 304 is "unchanged" (Scrapy's
 ``HttpErrorMiddleware`` then drops the response, as for any status the spider does not handle); a 404 or 410
 ends the page's revisits; a revisit that got no response (a failed download, another status) is backed off
