@@ -82,3 +82,20 @@ def test_hosts_revisits_counts_each_host(job):
     assert rows["b.example"]["pages"] == 2 and rows["b.example"]["due"] == 1
     assert rows["c.example"] is None
     assert "revisits" in run("hosts", job, "--revisits").splitlines()[0]
+
+
+def _states(path: str) -> dict[str, tuple]:
+    from diskfrontier.jobdir.reader import pending_requests
+
+    return {r.url: (r.revisit, r.not_before is not None) for r in pending_requests(path)}
+
+
+def test_copy_and_export_then_import_keep_each_pages_revisit_state(job, tmp_path):
+    copied, exported, imported = str(tmp_path / "copied"), str(tmp_path / "pending.jsonl"), str(tmp_path / "imported")
+    run("copy", job, copied)
+    run("export", job, "-o", exported)
+    run("import", imported, exported)
+    want = _states(job)
+    assert sum(state is not None for state, _ in want.values()) == len(PAGES)
+    assert _states(copied) == want
+    assert _states(imported) == want
