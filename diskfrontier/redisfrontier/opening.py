@@ -169,9 +169,11 @@ def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Va
 
 
 def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
-    """A crawl whose meta is not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
+    """A crawl whose meta was not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
     (under any of the tags it can have), is there: its meta, or its shard 0 whole, was deleted or evicted.
-    (The OPEN script makes no crawl beside a sentinel either: another client may make one meanwhile.)"""
+    (The OPEN script makes no crawl beside a sentinel either.) Unless the meta is there when read again after
+    them: another client made the crawl meanwhile (its OPEN makes the meta and the sentinel in one step, and
+    shard 1 only after them)."""
     pipe = redis.pipeline(transaction=False)
     tags = second_shard_tags(crawl)
     pipe.exists(f"df:{{{crawl}}}:sentinel")
@@ -179,6 +181,11 @@ def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
         pipe.hget(f"df:{{{tag}}}:meta", "crawl")
     with talking(url, "open"):
         sentinel, *named = pipe.execute()
+    if not sentinel and crawl.encode() not in named:
+        return
+    with talking(url, "open"):
+        if redis.exists(f"df:{{{crawl}}}:meta"):
+            return
     if sentinel:
         raise values.bad(f"df:{{{crawl}}}:meta", f"is gone while df:{{{crawl}}}:sentinel is there: the settings, "
                                                  f"counters and shards of the crawl were deleted or evicted")
