@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract.checks import check_seconds
 from ..core.errors import FrontierError, IncompleteCopy
 from . import lua
 from .connection import check_server, log, shown_url, talking
 from .records import SeenKeys, bucket_bits
-from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, layout_of, new_layout
+from .seen import SeenLayout, intset_fill, layout_of, new_layout
+from .settings import Settings
 from .shards import Shard, second_shard_tags
 from .values import Values
 from .wholeness import LOSS_FIELDS, ShardLayout, sentinel_value, shard_layout, tags_of
@@ -34,40 +34,6 @@ SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SE
            "SEEN_CHECK")
 BATCH = 500  # hosts per REPLACE call
 SEEN_BATCH = 1000  # seen buckets a SEEN_CHECK call looks at
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a client asks of a crawl when it opens it (``None``: keep what the crawl has)."""
-
-    delay: float | None = None
-    per_host: int | None = None
-    order: str | None = None
-    prefer: str | None = None
-    expected_urls: int = 10_000_000
-    create: bool = True
-    new_order: str = "lifo"
-    copy_of: str | None = None
-    dedupe: str | None = None  # None: the crawl's ("exact" for a new one)
-    error_rate: float = DEFAULT_ERROR_RATE
-
-    def checked(self) -> Settings:
-        """These settings, each checked (``ValueError`` naming the one that is wrong)."""
-        delay = None if self.delay is None else check_seconds("delay", self.delay)
-        per_host = self.per_host
-        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 0):
-            raise ValueError(f"per_host must be None, 0 (no limit) or a whole number, got {per_host!r}")
-        if self.order not in (None, "lifo", "fifo") or self.new_order not in ("lifo", "fifo"):
-            shown = self.order if self.order is not None else self.new_order
-            raise ValueError(f"order must be 'lifo' or 'fifo', got {shown!r}")
-        if self.prefer not in (None, "priority", "idle"):
-            raise ValueError(f"prefer must be 'priority' or 'idle', got {self.prefer!r}")
-        urls = self.expected_urls
-        if isinstance(urls, bool) or not isinstance(urls, int) or urls < 1:
-            raise ValueError(f"expected_urls must be a whole number of at least 1, got {urls!r}")
-        check_dedupe(self.dedupe, self.error_rate)
-        return Settings(delay, per_host, self.order, self.prefer, urls, self.create, self.new_order, self.copy_of,
-                        self.dedupe, float(self.error_rate))
 
 
 @dataclass(frozen=True)
@@ -157,6 +123,16 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
         _check_seen(url, shard, scripts, values)
     _warn_of_losses(url, crawl, shard_list, answers)
     return opened
+
+
+def mark_copy(redis: Any, url: str, crawl: str, source: str | None) -> None:
+    """Mark crawl ``crawl`` as being made by a copy of ``source`` (None: remove the mark, the copy's last step)."""
+    meta = f"df:{{{crawl}}}:meta"
+    with talking(url, "copy mark"):
+        if source is None:
+            redis.hdel(meta, COPY_MARK)
+        else:
+            redis.hset(meta, COPY_MARK, source)
 
 
 def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Values) -> None:
