@@ -193,7 +193,7 @@ class RedisFrontier:
         checks.check_requests("push_many", batch)
         prepared = self._writes.prepare_many(batch)
         self._guard.check()
-        return sum(self._writes.push_each(prepared, len(batch)))
+        return self._writes.push_many(prepared)
 
     def push_each(self, requests: Iterable[Request], records: Iterable[bytes] | None = None) -> list[bool]:
         """``SharedFrontierProtocol.push_each``: as ``push_many``."""

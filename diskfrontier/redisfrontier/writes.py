@@ -48,6 +48,16 @@ class Writes:
             args.extend(push_args(request, self.seen_keys, None, None if records is None else records[index]))
         return by_shard
 
+    def push_many(self, prepared: dict[int, tuple[list[int], list[Any]]]) -> int:
+        """Push what ``prepare_many`` made; how many were queued."""
+        queued = 0
+        step = BATCH * PUSH_ARGS
+        for shard, (_places, args) in prepared.items():
+            for at in range(0, len(args), step):
+                chunk = args[at:at + step]
+                queued += sum(self.transport.run("push_many", "PUSH", [len(chunk) // PUSH_ARGS, *chunk], shard))
+        return queued
+
     def push_each(self, prepared: dict[int, tuple[list[int], list[Any]]], count: int) -> list[bool]:
         """Push what ``prepare_many`` made of ``count`` requests: for each, True if queued, False if a duplicate."""
         answers = [False] * count

@@ -6,9 +6,9 @@ Each script is a ``.lua`` file of this package (``push.lua``, ``pop.lua``, ...),
 ``-- uses: common, seen``, and is sent to Redis as those fragments, in that order, followed by its
 own text (a fragment names the fragments it needs the same way, and they must come before it).
 Redis numbers the lines of that whole text (``user_script:57``); ``where`` gives the file and line
-they are, and ``connection.talking`` words a script's error with them. ``.luacheckrc`` lints the
-files as they are assembled. ``lua.PUSH`` is the text of ``push.lua`` as sent (what
-``register_script`` takes); ``lua._COMMON`` the text of the fragment ``common``.
+they are, and ``connection.talking`` words a script's error with them. luacheck lints each file
+knowing the names its fragments define (``.luacheckrc``). ``lua.PUSH`` is the text of ``push.lua``
+as sent (what ``register_script`` takes); ``lua._COMMON`` the text of the fragment ``common``.
 
 Keys of one crawl share the hash tag ``{crawl}``: ``KEYS[1]`` is ``df:{crawl}:meta`` and the
 others are named from it (all in the same cluster slot). See ``docs/format.md``, "Redis".
