@@ -1,11 +1,19 @@
 """``Fanout``: the steps that take a crawl of several shards as one (with one shard, the same steps, direct).
 
-A pop reads the best ready request of every shard in one round trip (``peek``), then pops from the shards
-in the order of those requests (``Router.order``) until it has as many as asked; the state of the shards
-that came back short is merged into the crawl's (the next event, pending and in flight summed, paused if any
-is). The crawl's state for ``finished`` and ``next_ready`` is every shard's ``LOOK`` merged the same way.
-A fingerprint without a request has no host to place it by: ``mark_seen`` marks it on every shard, and
-``has_seen`` asks every shard. ``requeue_failed`` with a limit takes the oldest failures across the shards.
+A pop reads the best ready request of every shard in one round trip (``peek``; a shard with a lease run
+out, or a request or host due by this client's clock, is brought up to date by one ``LOOK`` first), then
+pops from the shard whose request comes first in the crawl's order (priority; with ``prefer="idle"``, the
+host's leases first), then, if that shard had fewer than asked ready, from the next, and so on: it comes
+back short only when every shard had fewer. Among shards whose best requests are equal, the client's
+rotation decides (``Router.order``), and it starts one shard further at each pop: a shard holding a request
+as good as any other shard's best is served at least once in every N consecutive pops of a client. A push
+or done by another client between the read and the pop may change what is best; within one shard the order
+is the crawl's (LIFO or FIFO within a priority), between shards of equal priority it is the rotation's. The
+state of the shards that came back short is merged into the crawl's (the next event, pending and in flight
+summed, paused if any is); the crawl's state for ``finished`` and ``next_ready`` is every shard's ``LOOK``
+merged the same way. A fingerprint without a request has no host to place it by: ``mark_seen`` marks it on
+every shard, and ``has_seen`` asks every shard. ``requeue_failed`` with a limit takes the oldest failures
+across the shards.
 """
 
 from __future__ import annotations
