@@ -24,7 +24,7 @@ from ..core.errors import FrontierError, NotInFlight
 from ..politeness.schedule import Host
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request
-from ..request.revisit import count_revisit
+from ..request.revisit import revisit_counters
 from . import records
 from .records import FRAME, REFETCH, RETRY, cap_error, done_body, done_frame, fail_body, frame, frame_all, host_body
 from .seenindex import key_of
@@ -376,7 +376,8 @@ class Ledger:
             if kind == REFETCH:
                 st.counters["done"] += 1
                 if request.revisit is not None:
-                    count_revisit(st.counters, request.revisit)
+                    for name in revisit_counters(request.revisit):
+                        st.counters[name] += 1
             st.hosts.returned(request._hid, done=kind == REFETCH, pending=1)
         except BaseException as exc:
             st.interrupted(what, exc)

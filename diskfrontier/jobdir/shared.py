@@ -20,6 +20,7 @@ from queuelib import PriorityQueue
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import HostSchedule
 from ..request.model import Request
+from ..request.revisit import REVISIT_COUNTERS
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
@@ -31,7 +32,7 @@ log = logging.getLogger("diskfrontier")
 
 COUNTERS = ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost", "recovered", "requeued",
             "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands",
-            "revisits", "revisit_changes", "revisit_not_modified")
+            *REVISIT_COUNTERS)
 
 
 class Shared:

@@ -193,13 +193,18 @@ def summarize(states: Any, now: float) -> RevisitSummary:
     return out
 
 
-def count_revisit(counters: dict[str, int], state: RevisitState) -> None:
-    """Count a page finished with its next visit scheduled: a revisit (a fetch of a page fetched before),
-    whether it found the page changed, whether it was answered 304. A failed revisit is not counted."""
+REVISIT_COUNTERS = ("revisits", "revisit_changes", "revisit_not_modified")
+"""What a backend counts of the pages finished with their next visit scheduled (``revisit_counters``)."""
+
+
+def revisit_counters(state: RevisitState) -> tuple[str, ...]:
+    """The counters a page finished with its next visit scheduled adds to: a revisit (a fetch of a page
+    fetched before), one that found the page changed, one answered 304. A failed revisit adds to none."""
     if state.failures or state.visits < 2:
-        return
-    counters["revisits"] += 1
+        return ()
+    out: tuple[str, ...] = ("revisits",)
     if state.changed_at is not None and state.changed_at == state.fetched_at:
-        counters["revisit_changes"] += 1
+        out += ("revisit_changes",)
     if state.last_status == 304:
-        counters["revisit_not_modified"] += 1
+        out += ("revisit_not_modified",)
+    return out

@@ -2,6 +2,9 @@
 
 Usage: revisit_child.py JOBDIR START_URL SECONDS (sync|async) POLICY_JSON
 
+JOBDIR may be a Redis URL: the crawl "revisits" there (its leases 2 s long, so that what a killed run held
+comes back soon).
+
 Seeds START_URL, follows the links of every page, revisits with ``Revisit(**POLICY_JSON)`` and sends the
 stored validators back; stops after SECONDS. Prints "crawling" once started.
 """
@@ -15,7 +18,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from diskfrontier import Fetched, Frontier, Request, Revisit, acrawl, crawl
+from diskfrontier import Fetched, Frontier, RedisFrontier, Request, Revisit, acrawl, crawl
 from diskfrontier.run.revisit import conditional_headers
 
 LINK = re.compile(r'<a href="([^"]+)">')
@@ -45,7 +48,8 @@ def fetch(request: Request, frontier) -> Fetched:
 def main() -> None:
     job, start, seconds, mode, policy = sys.argv[1:]
     revisit = Revisit(**json.loads(policy))
-    with Frontier(job) as frontier:
+    opened = RedisFrontier(job, crawl="revisits", lease=2.0) if job.startswith("redis://") else Frontier(job)
+    with opened as frontier:
         frontier.push(Request(start))
         print("crawling", flush=True)
         if mode == "sync":

@@ -14,6 +14,7 @@ import time
 import pytest
 from paths import KITS
 
+from diskfrontier.access.targets import open_view
 from diskfrontier.jobdir.reader import pending_requests
 from diskfrontier.run.changingsite import ChangingSite, PageClass
 
@@ -30,6 +31,9 @@ def _start(job: str, site: ChangingSite, seconds: float, mode: str) -> subproces
 
 
 def _states(job: str) -> dict[str, object]:
+    if job.startswith("redis://"):
+        with open_view(job, "revisits") as view:
+            return {r.url: r.revisit for r in view.pending_requests() if r.revisit is not None}
     return {r.url: r.revisit for r in pending_requests(job) if r.revisit is not None}
 
 
@@ -53,9 +57,9 @@ def test_revisits_send_the_validators_and_bring_changed_pages_back_sooner(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.crash
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_sigkill_keeps_every_learned_interval(tmp_path, mode):
-    job = str(tmp_path / "job")
+@pytest.mark.parametrize(("backend", "mode"), [("jobdir", "sync"), ("jobdir", "async"), ("redis", "sync")])
+def test_a_sigkill_keeps_every_learned_interval(tmp_path, request, backend, mode):
+    job = request.getfixturevalue("redis_url") if backend == "redis" else str(tmp_path / "job")
     with ChangingSite(30, [PageClass(0.3, 0.5), PageClass(0.7, None)], hosts=3) as site:
         process = _start(job, site, 120, mode)
         deadline = time.monotonic() + 60
