@@ -1,5 +1,6 @@
 """What the command line shows of revisits: inspect's due, overdue and interval spread, peek --due's next
-visits soonest first, hosts --revisits host by host; each against the states the test stored."""
+visits soonest first, hosts --revisits host by host; each against the states the test stored, in a job directory
+and in a Redis crawl."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from diskfrontier import Frontier, Request, RevisitState
+from diskfrontier import Frontier, RedisFrontier, Request, RevisitState
 from diskfrontier.cli import inspect as inspect_module
 from diskfrontier.cli import main
 
@@ -31,57 +32,75 @@ def run(*args: str) -> str:
     return result.output
 
 
+def _store(f) -> None:
+    now = time.time()
+    for url, _, _ in PAGES:
+        f.push(Request(url))
+    f.push(Request("https://c.example/never-fetched"))
+    for url, interval, ago in PAGES:
+        request = f.pop()
+        assert request is not None and request.url == url
+        request.revisit = RevisitState(interval, now - ago, etag='"x"', visits=3, changes=1, not_modified=1)
+        f.done(request, refetch_after=max(0.0, interval - ago))
+
+
 @pytest.fixture
 def job(tmp_path):
-    now = time.time()
     path = tmp_path / "job"
     with Frontier(path, maintenance=None, order="fifo") as f:
-        for url, _, _ in PAGES:
-            f.push(Request(url))
-        f.push(Request("https://c.example/never-fetched"))
-        for url, interval, ago in PAGES:
-            request = f.pop()
-            assert request is not None and request.url == url
-            request.revisit = RevisitState(interval, now - ago, etag='"x"', visits=3, changes=1, not_modified=1)
-            f.done(request, refetch_after=max(0.0, interval - ago))
+        _store(f)
     return str(path)
 
 
-def test_inspect_counts_the_due_the_overdue_and_the_spread(job):
-    data = json.loads(run("inspect", job, "--json"))
+@pytest.fixture(params=["jobdir", "redis"])
+def target(request, job):
+    """The same pages in a job directory and in a Redis crawl: the command's arguments naming them."""
+    if request.param == "jobdir":
+        return [job]
+    url, name = request.getfixturevalue("redis_url"), request.getfixturevalue("crawl_name")
+    f = RedisFrontier(url, crawl=name, new_order="fifo")
+    try:
+        _store(f)
+    finally:
+        f.close()
+    return [url, "--crawl", name]
+
+
+def test_inspect_counts_the_due_the_overdue_and_the_spread(target):
+    data = json.loads(run("inspect", *target, "--json"))
     assert data["revisits"] == {
         "pages": 5, "due": 3, "overdue": 1, "visits": 15, "changes": 5, "not_modified": 5,
         "intervals": {"min": 600.0, "p10": 600.0, "median": 6000.0, "p90": 6000.0, "max": 86400.0},
     }
-    text = run("inspect", job)
+    text = run("inspect", *target)
     assert "5 pages; due now 3 (1 overdue)" in text and "median 100m" in text and "max 24.0h" in text
 
 
-def test_inspect_leaves_them_uncounted_when_asked_or_beyond_the_limit(job, monkeypatch):
-    assert json.loads(run("inspect", job, "--json", "--no-revisits"))["revisits"] is None
-    assert "revisits" not in run("inspect", job, "--no-revisits")
+def test_inspect_leaves_them_uncounted_when_asked_or_beyond_the_limit(target, monkeypatch):
+    assert json.loads(run("inspect", *target, "--json", "--no-revisits"))["revisits"] is None
+    assert "revisits" not in run("inspect", *target, "--no-revisits")
     monkeypatch.setattr(inspect_module, "AUTO_LIMIT", 3)
-    assert json.loads(run("inspect", job, "--json"))["revisits"] is None
-    assert "not counted for 6 pending requests (more than 3); --revisits counts them" in run("inspect", job)
-    assert json.loads(run("inspect", job, "--json", "--revisits"))["revisits"]["pages"] == 5
+    assert json.loads(run("inspect", *target, "--json"))["revisits"] is None
+    assert "not counted for 6 pending requests (more than 3); --revisits counts them" in run("inspect", *target)
+    assert json.loads(run("inspect", *target, "--json", "--revisits"))["revisits"]["pages"] == 5
 
 
-def test_peek_due_lists_the_next_visits_soonest_first(job):
-    lines = [json.loads(line) for line in run("peek", job, "--due", "--json", "-n", "0").splitlines()]
+def test_peek_due_lists_the_next_visits_soonest_first(target):
+    lines = [json.loads(line) for line in run("peek", *target, "--due", "--json", "-n", "0").splitlines()]
     expected = sorted(PAGES, key=lambda page: page[1] - page[2])
     assert [line["url"] for line in lines] == [url for url, _, _ in expected]
     assert all(line["revisit"]["etag"] == '"x"' for line in lines)
-    text = run("peek", job, "--due", "-n", "2").splitlines()
+    text = run("peek", *target, "--due", "-n", "2").splitlines()
     assert len(text) == 2 and text[0].endswith("https://b.example/1")
     assert text[1].endswith("https://a.example/3  overdue")
 
 
-def test_hosts_revisits_counts_each_host(job):
-    rows = {row["host"]: row["revisits"] for row in json.loads(run("hosts", job, "--revisits", "--json"))}
+def test_hosts_revisits_counts_each_host(target):
+    rows = {row["host"]: row["revisits"] for row in json.loads(run("hosts", *target, "--revisits", "--json"))}
     assert rows["a.example"]["pages"] == 3 and rows["a.example"]["due"] == 2 and rows["a.example"]["overdue"] == 1
     assert rows["b.example"]["pages"] == 2 and rows["b.example"]["due"] == 1
     assert rows["c.example"] is None
-    assert "revisits" in run("hosts", job, "--revisits").splitlines()[0]
+    assert "revisits" in run("hosts", *target, "--revisits").splitlines()[0]
 
 
 def _states(path: str) -> dict[str, tuple]:
