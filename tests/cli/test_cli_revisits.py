@@ -118,3 +118,12 @@ def test_copy_and_export_then_import_keep_each_pages_revisit_state(job, tmp_path
     assert sum(state is not None for state, _ in want.values()) == len(PAGES)
     assert _states(copied) == want
     assert _states(imported) == want
+
+
+def test_copy_to_redis_and_back_keeps_each_pages_revisit_state(job, tmp_path, redis_url, crawl_name):
+    back = str(tmp_path / "back")
+    run("copy", job, redis_url, "--to-crawl", crawl_name)
+    run("copy", redis_url, "--crawl", crawl_name, back)
+    want = _states(job)
+    assert sum(state is not None for state, _ in want.values()) == len(PAGES)
+    assert _states(back) == want
