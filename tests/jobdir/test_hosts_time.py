@@ -437,20 +437,21 @@ def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(t
     import diskfrontier.jobdir.dispatch as dispatch_module
 
     now = time.time()
+    soonest = 60.0  # seconds until the first of them is due: a pop that waited would take that long
     with Frontier(tmp_path / "job") as f:
         f.push_many([Request(f"https://blocked.example/{i}") for i in range(3)])
-        f.push(Request("https://spent.example/0"), not_before=now + 2)
+        f.push(Request("https://spent.example/0"), not_before=now + 2 * soonest)
         for i in range(3):
-            f.push(Request(f"https://blocked.example/later{i}"), not_before=now + 1 + i / 10)
+            f.push(Request(f"https://blocked.example/later{i}"), not_before=now + soonest + i / 10)
         f.block("blocked.example", math.inf)
         f.set_budget("spent.example", 0)
         assert f.next_ready() is None
         started = time.monotonic()
-        assert f.pop(timeout=None) is None and time.monotonic() - started < 0.5  # at once, not in 2 s
-        f.push(Request("https://free.example/0"), not_before=now + 50)
-        assert f.next_ready() == pytest.approx(now + 50)  # the first that waiting alone can free
+        assert f.pop(timeout=None) is None and time.monotonic() - started < soonest / 2  # at once, not when due
+        f.push(Request("https://free.example/0"), not_before=now + 50 * soonest)
+        assert f.next_ready() == pytest.approx(now + 50 * soonest, abs=1e-3)  # the first that waiting alone can free
         monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 2)  # past the look-ahead: the next one's time
-        assert f.next_ready() == pytest.approx(now + 1.2)
+        assert f.next_ready() == pytest.approx(now + soonest + 0.2, abs=1e-3)
         f.unblock("blocked.example")
         monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 256)
         assert f.next_ready() <= time.time()  # blocked.example's requests are ready now
