@@ -13,10 +13,10 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobkit import dir_salt
 from paths import TESTS
+from volume import property_test
 
 from diskfrontier import Frontier, JobDirCorrupt, Request
 from diskfrontier.jobdir.reader import pending_requests
@@ -318,8 +318,7 @@ def test_a_request_that_waited_keeps_its_journal_place_whatever_the_stop(tmp_pat
     assert got == (want[::-1] if order == "lifo" else want)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
+@property_test(300, st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
 def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     """A host buffer (a heap, then a sorted-array form past 64 keys) against a plain heap."""
     import heapq
@@ -341,8 +340,7 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     assert sorted(schedule.unkey(k) for k in model) == sorted(schedule.drain(0.0))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
+@property_test(200, st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
 def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     from diskfrontier.politeness.hosttable import HostTable
 
