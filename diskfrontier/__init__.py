@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .run.acrawl import acrawl
     from .run.crawl import CrawlStats, RunStats, crawl
     from .run.failurekinds import FailureKind
+    from .run.options import RunOptions
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -57,6 +58,7 @@ _LAZY = {
     "Request": ".request.model",
     "CrawlStats": ".run.crawl",
     "FailureKind": ".run.failurekinds",
+    "RunOptions": ".run.options",
     "RunStats": ".run.crawl",
     "crawl": ".run.crawl",
 }
@@ -90,6 +92,7 @@ __all__ = [
     "RedisUnavailable",
     "Request",
     "RequestTooLarge",
+    "RunOptions",
     "RunStats",
     "ScrapyQueueFound",
     "acrawl",

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..request.model import Request, check_slot
-from .values import RobotsEntry
+from .values import FailedRequest, RobotsEntry
 
 # ------------------------------------------------------------------ limits
 MAX_ATTEMPTS = 0xFFFF
@@ -121,6 +121,27 @@ def check_error(call: str, error: Any) -> str:
     if not isinstance(error, str):
         raise TypeError(f"{call}: error must be a str, got {type(error).__name__}")
     return error
+
+
+def cap_error(error: str) -> bytes:
+    """``error`` as the UTF-8 bytes a failure keeps: at most ``MAX_ERROR``, cut on a character boundary (a lone
+    surrogate becomes ``?``)."""
+    data = error.encode("utf-8", "replace")
+    if len(data) <= MAX_ERROR:
+        return data
+    return data[:MAX_ERROR].decode("utf-8", "ignore").encode("utf-8")
+
+
+def check_failed(call: str, entries: Iterable[Any]) -> list[FailedRequest]:
+    """``record_failed``'s entries as a list, each checked: a ``FailedRequest`` whose error is a str and whose
+    ``failed_at`` is a time (``check_time``), in that order, entry by entry."""
+    batch = list(entries)
+    for entry in batch:
+        if not isinstance(entry, FailedRequest):
+            raise TypeError(f"{call} takes FailedRequest objects, got {type(entry).__name__}")
+        check_error(call, entry.error)
+        check_time(f"{call}: failed_at", entry.failed_at)
+    return batch
 
 
 def check_limit(call: str, limit: Any) -> int | None:

@@ -66,6 +66,9 @@ class FrontierProtocol(Protocol):
         A call does a bounded amount of work: ``pop(timeout=0)`` may return None while ``next_ready()``
         says now (a job directory's pop that looked at ``PULL_LIMIT`` held-back requests stops there);
         the next call goes on. Loop on ``pop(timeout=...)``, or on ``finished``, not on the first None.
+
+        While the crawl is paused nothing is handed out: a pop waits out its timeout, and returns a
+        request if the crawl is resumed meanwhile.
         """
         ...
 
@@ -73,7 +76,7 @@ class FrontierProtocol(Protocol):
         """Acknowledge an in-flight request (as ``pop`` returned it): it is never handed out again.
 
         ``refetch_after=s``: finished now, and the same request is pending again after ``s`` seconds
-        (re-crawl scheduling).
+        (re-crawl scheduling), its ``attempts`` from 0.
         """
         ...
 
@@ -163,7 +166,8 @@ class FrontierProtocol(Protocol):
         """Hand out nothing until ``resume()``: ``pop`` returns None (waiting out its timeout).
 
         A pause is stored with the crawl: it holds across restarts and crashes until ``resume``.
-        Requests in flight are not affected; pushes, dones and host changes go on.
+        Requests in flight are not affected; pushes, dones and host changes go on. Pausing a paused
+        crawl keeps the time of the first pause (``paused_since``).
         """
         ...
 
@@ -181,7 +185,8 @@ class FrontierProtocol(Protocol):
         """Remove the pending requests of ``host`` (its slot, exactly) or whose URL ``match`` (a regular
         expression, searched) finds; give exactly one of the two.
 
-        Dropped requests are never handed out, their fingerprints stay seen, and they are counted in
+        Pending requests are those ready and those waiting for a time (``not_before``, a retry's delay,
+        a re-fetch). Dropped requests are never handed out, their fingerprints stay seen, and they are counted in
         ``stats()["dropped"]``. Requests in flight, failed or kept in memory only are left alone.
         ``dry_run``: count them and change nothing. ``show``: also return up to that many of their URLs.
         """
@@ -284,6 +289,11 @@ class SharedFrontierProtocol(FrontierProtocol, Protocol):
 
     def pop_many(self, count: int) -> list[Request]:
         """Up to ``count`` ready requests in one round trip, each leased (``pop`` order)."""
+        ...
+
+    def extend(self, request: Request, seconds: float | None = None) -> None:
+        """Renew the lease of ``request`` (in flight here): it runs out ``seconds`` (None: ``lease``) from now;
+        ``LeaseExpired`` if it ran out already and was taken back."""
         ...
 
     def extend_many(self, requests: Iterable[Request], seconds: float | None = None) -> list[Request]:

@@ -54,6 +54,7 @@ import zlib
 from dataclasses import dataclass
 
 from ..contract.checks import MAX_ERROR, MAX_SECONDS, MAX_TIME
+from ..contract.checks import cap_error as cap_error  # a FAIL record's text: the rule both backends apply
 from ..request.codec import decode_request
 from ..request.model import Request
 
@@ -245,15 +246,6 @@ def mark_body(phase: int, ident: str, result: bytes = b"") -> bytes:
     """The body of a MARK record: ``MARK_BEGIN`` or ``MARK_END`` (with ``result``) of inbox command ``ident``."""
     name = ident.encode("ascii")
     return MARK_HEAD.pack(MARK, phase, len(name)) + name + result
-
-
-def cap_error(error: str) -> bytes:
-    """``error`` as the UTF-8 bytes a FAIL record holds: at most ``MAX_ERROR``, cut on a character
-    boundary (a lone surrogate becomes ``?``)."""
-    data = error.encode("utf-8", "replace")
-    if len(data) <= MAX_ERROR:
-        return data
-    return data[:MAX_ERROR].decode("utf-8", "ignore").encode("utf-8")
 
 
 def as_push(body: bytes | memoryview) -> bytes:

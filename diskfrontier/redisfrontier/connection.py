@@ -13,7 +13,8 @@ from ..core.errors import CrawlDamaged, FrontierError
 log = logging.getLogger("diskfrontier")
 
 CRAWL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,100}\Z")
-_SCRIPT_WHERE = re.compile(r"\s*script: \w+, on @\w+:\d+\.?\Z")  # what Redis 7 adds to a script's error
+_SCRIPT_WHERE = re.compile(r"\s*script: (\w+), on @\w+:(\d+)\.?\Z")  # what Redis 7 adds to a script's error
+_SCRIPT_LINE = re.compile(r"\A\w+:(\d+):")  # how Lua begins an error it raises: user_script:N (a line of the text)
 _CRAWL_OF_KEY = re.compile(r"df:\{([^}]*)\}:")
 
 
@@ -133,7 +134,7 @@ def talking(url: str, what: str) -> Iterator[None]:
         raise FrontierError(f"{what}: Redis at {shown_url(url)} refused the command ({exc}); the user needs "
                             f"EVALSHA, HSET, ZADD, TIME and INFO on the crawl's keys") from None
     except rx.ResponseError as exc:
-        text = _SCRIPT_WHERE.sub("", str(exc))
+        text, place = script_error(str(exc))
         if "DFNOCRAWL" in text:
             raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {shown_url(url)} (deleted or evicted "
                                 f"while this client had it open)") from None
@@ -148,9 +149,29 @@ def talking(url: str, what: str) -> Iterator[None]:
         if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
             raise FrontierError(f"{what}: Redis at {shown_url(url)} is out of memory ({text}); nothing was "
                                 f"changed: raise maxmemory or free memory") from None
-        raise FrontierError(f"{what}: Redis at {shown_url(url)} answered with an error: {text}") from None
+        at = f" (in {place})" if place and not text.startswith(place) else ""
+        raise FrontierError(f"{what}: Redis at {shown_url(url)} answered with an error: {text}{at}") from None
     except rx.RedisError as exc:
         raise FrontierError(f"{what}: Redis at {shown_url(url)}: {type(exc).__name__}: {exc}") from None
+
+
+def script_error(text: str) -> tuple[str, str | None]:
+    """A Redis error without what Redis 7 appends to a script's (`` script: SHA, on @user_script:N.``), and the
+    place that names as ``lua/FILE:LINE`` (``lua.where``; None if not a script of this package). An error Lua
+    raises begins with its place (``user_script:N: ...``), which is then given as ``lua/FILE:LINE`` too."""
+    found = _SCRIPT_WHERE.search(text)
+    if found is None:
+        return text, None
+    from . import lua  # only once a script failed: a client that runs none never reads the scripts' files
+
+    text, sha = text[:found.start()], found.group(1)
+    place = lua.where(sha, int(found.group(2)))
+    lead = _SCRIPT_LINE.match(text)
+    if lead is not None:
+        named = lua.where(sha, int(lead.group(1)))
+        if named is not None:
+            return named + text[lead.end() - 1:], named
+    return text, place
 
 
 def damaged(url: str, key: str, problem: str) -> CrawlDamaged:

@@ -59,6 +59,15 @@ class MergedReader:
         out["seen"] -= sum(stats["seen_copies"] for stats in each)  # fingerprints mark_seen put on every shard
         return out
 
+    def seen_layout_stats(self) -> dict[str, Any]:
+        """The seen set's layout (every shard's is the same), its buckets or filters summed over the shards."""
+        parts = [reader.seen_layout_stats() for reader in self.readers]
+        out = dict(parts[0])
+        for name in ("seen_buckets", "bloom_filters"):
+            if name in out:
+                out[name] = sum(part[name] for part in parts)
+        return out
+
     def hosts(self) -> list[HostInfo]:
         """Every host of the crawl (each lives on one shard), by name."""
         return list(heapq.merge(*(reader.hosts() for reader in self.readers), key=lambda info: info.host))

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract.checks import check_seconds
 from ..core.errors import FrontierError, IncompleteCopy
 from . import lua
 from .connection import check_server, log, shown_url, talking
 from .records import SeenKeys, bucket_bits
-from .seen import DEFAULT_ERROR_RATE, SeenLayout, check_dedupe, intset_fill, layout_of, new_layout
+from .seen import SeenLayout, intset_fill, layout_of, new_layout
+from .settings import Settings
 from .shards import Shard, second_shard_tags
 from .values import Values
 from .wholeness import LOSS_FIELDS, ShardLayout, sentinel_value, shard_layout, tags_of
@@ -34,40 +34,6 @@ SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SE
            "SEEN_CHECK")
 BATCH = 500  # hosts per REPLACE call
 SEEN_BATCH = 1000  # seen buckets a SEEN_CHECK call looks at
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a client asks of a crawl when it opens it (``None``: keep what the crawl has)."""
-
-    delay: float | None = None
-    per_host: int | None = None
-    order: str | None = None
-    prefer: str | None = None
-    expected_urls: int = 10_000_000
-    create: bool = True
-    new_order: str = "lifo"
-    copy_of: str | None = None
-    dedupe: str | None = None  # None: the crawl's ("exact" for a new one)
-    error_rate: float = DEFAULT_ERROR_RATE
-
-    def checked(self) -> Settings:
-        """These settings, each checked (``ValueError`` naming the one that is wrong)."""
-        delay = None if self.delay is None else check_seconds("delay", self.delay)
-        per_host = self.per_host
-        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 0):
-            raise ValueError(f"per_host must be None, 0 (no limit) or a whole number, got {per_host!r}")
-        if self.order not in (None, "lifo", "fifo") or self.new_order not in ("lifo", "fifo"):
-            shown = self.order if self.order is not None else self.new_order
-            raise ValueError(f"order must be 'lifo' or 'fifo', got {shown!r}")
-        if self.prefer not in (None, "priority", "idle"):
-            raise ValueError(f"prefer must be 'priority' or 'idle', got {self.prefer!r}")
-        urls = self.expected_urls
-        if isinstance(urls, bool) or not isinstance(urls, int) or urls < 1:
-            raise ValueError(f"expected_urls must be a whole number of at least 1, got {urls!r}")
-        check_dedupe(self.dedupe, self.error_rate)
-        return Settings(delay, per_host, self.order, self.prefer, urls, self.create, self.new_order, self.copy_of,
-                        self.dedupe, float(self.error_rate))
 
 
 @dataclass(frozen=True)
@@ -159,6 +125,16 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
     return opened
 
 
+def mark_copy(redis: Any, url: str, crawl: str, source: str | None) -> None:
+    """Mark crawl ``crawl`` as being made by a copy of ``source`` (None: remove the mark, the copy's last step)."""
+    meta = f"df:{{{crawl}}}:meta"
+    with talking(url, "copy mark"):
+        if source is None:
+            redis.hdel(meta, COPY_MARK)
+        else:
+            redis.hset(meta, COPY_MARK, source)
+
+
 def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Values) -> None:
     if answer[0] == -1:
         if not answer[1]:
@@ -169,9 +145,11 @@ def _check_version(answer: list[Any], meta: str, name: str, url: str, values: Va
 
 
 def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
-    """A crawl whose meta is not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
+    """A crawl whose meta was not there: ``CrawlDamaged`` if its sentinel, or shard 1 of a crawl of that name
     (under any of the tags it can have), is there: its meta, or its shard 0 whole, was deleted or evicted.
-    (The OPEN script makes no crawl beside a sentinel either: another client may make one meanwhile.)"""
+    (The OPEN script makes no crawl beside a sentinel either.) Unless the meta is there when read again after
+    them: another client made the crawl meanwhile (its OPEN makes the meta and the sentinel in one step, and
+    shard 1 only after them)."""
     pipe = redis.pipeline(transaction=False)
     tags = second_shard_tags(crawl)
     pipe.exists(f"df:{{{crawl}}}:sentinel")
@@ -179,6 +157,11 @@ def _refuse_leftovers(redis: Any, url: str, crawl: str, values: Values) -> None:
         pipe.hget(f"df:{{{tag}}}:meta", "crawl")
     with talking(url, "open"):
         sentinel, *named = pipe.execute()
+    if not sentinel and crawl.encode() not in named:
+        return
+    with talking(url, "open"):
+        if redis.exists(f"df:{{{crawl}}}:meta"):
+            return
     if sentinel:
         raise values.bad(f"df:{{{crawl}}}:meta", f"is gone while df:{{{crawl}}}:sentinel is there: the settings, "
                                                  f"counters and shards of the crawl were deleted or evicted")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .connection import log
+from .connection import log, script_error
 
 _SIOCOUTQNSD = 0x894B  # Linux ioctl: the bytes of a TCP socket's send queue not transmitted yet
 Sent = tuple[str, str, list[Any]]  # a command sent: script name, its one key (the shard's meta), its arguments
@@ -259,7 +259,8 @@ class AckTally:
             elif isinstance(reply, Exception):
                 self.failed += len(requests)
                 log.error("%s() of %d requests (the first: %r) was sent and refused by Redis (%s); they stay leased "
-                          "and come back when their leases run out", what, len(requests), requests[0], reply)
+                          "and come back when their leases run out", what, len(requests), requests[0],
+                          script_error(str(reply))[0])
             else:
                 for request, ok in zip(requests, reply, strict=True):
                     if not int(ok):

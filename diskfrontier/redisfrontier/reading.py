@@ -3,8 +3,8 @@
 ``CrawlReader`` holds what these reads need (the connection, the crawl's key prefix, the value
 checks and the seen-bucket layout) and nothing of a client's leases; ``RedisFrontier`` answers
 ``failed``, ``pending_requests``, ``seen_fingerprints``, ``len``, ``stats``, ``paused_since``,
-``hosts`` and ``host`` through it, ``drop(match=...)`` reads the stored requests with it, and
-``drop_crawl`` deletes the crawl's keys with it.
+``hosts`` and ``host`` through it (one a shard, merged by ``merged.py``), ``drop(match=...)`` reads
+the stored requests with it (``steering.py``), and ``drop_crawl`` deletes the crawl's keys with it.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class Router:
     A pop reads the best ready request of every shard (one pipelined round trip) and asks the shards in
     the order of those requests (the crawl's order: priority, or with ``prefer="idle"`` the host's leases
     first); shards whose best are equal, or that have nothing ready, go in this client's rotation order,
-    which starts one shard further at each pop (from a random shard). See ``RedisFrontier.pop_many``.
+    which starts one shard further at each pop (from a random shard). See ``fanout.py``.
     """
 
     def __init__(self, shards: Sequence[Shard], seed: int | None = None) -> None:

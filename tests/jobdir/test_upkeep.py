@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -19,6 +20,7 @@ from jobkit import dir_salt
 import diskfrontier.jobdir.maintenance.compaction as compaction_module
 import diskfrontier.jobdir.tailcopy as tailcopy_module
 from diskfrontier import Frontier, Maintenance, Request
+from diskfrontier.jobdir import inbox
 from diskfrontier.jobdir.replay import read_state
 
 FAST = {"checkpoint_records": 300, "checkpoint_seconds": None, "compact_share": 0.5, "compact_min_bytes": 32 << 10}
@@ -121,6 +123,29 @@ def test_a_compaction_swapped_in_with_requests_in_flight_finishes_them_where_the
     assert _pending_urls(job) == work.expected | inflight
     with Frontier(job, watch=False, maintenance=None) as f:
         assert sorted(e.request.url for e in f.failed()) == failed
+
+
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_a_close_after_a_compaction_with_requests_in_flight_keeps_the_queue_order(tmp_path, order):
+    """The compacted queues hold what was in flight, skipped; the close drops those entries and keeps the rest
+    in the order they had (a LIFO queue came back reversed once), and what was in flight goes after them."""
+    job = tmp_path / "job"
+    urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
+    with Frontier(job, order=order, maintenance=None) as f:
+        f.push_many(Request(u) for u in urls[:6])
+        held = [f.pop() for _ in range(2)]
+        f.push_many(Request(u) for u in urls[6:])
+        f.compact()
+    with Frontier(job, order=order, maintenance=None) as f:
+        got = [f.pop().url for _ in range(len(urls))]
+        assert f.pop() is None
+    popped = {r.url for r in held}
+    rest = [u for u in urls if u not in popped]
+    given_back = [r.url for r in held]
+    if order == "lifo":
+        assert got == [*reversed(given_back), *reversed(rest)]
+    else:
+        assert got == [*rest, *given_back]
 
 
 def test_a_kill_after_a_checkpoint_reads_only_the_journal_after_it(tmp_path):
@@ -233,6 +258,54 @@ def test_a_full_disk_abandons_a_compaction_and_the_frontier_goes_on(small_disk, 
     f.close()
     assert not [n for n in os.listdir(job) if ".compact" in n or ".map." in n]
     assert _pending_urls(job) == work.expected | inflight
+
+
+def test_inbox_commands_applied_during_a_compaction_hold_after_its_swap(tmp_path, monkeypatch):
+    """A push and a drop sent through the inbox land while the background copies the journal: the swap
+    carries their records over, each is applied once, and the reopened directory agrees."""
+    job = tmp_path / "job"
+    f = Frontier(job, maintenance=Maintenance(**FAST, runner="thread"))
+    work = Steady(f, 300)
+    work.run(1000)
+    copying, release = threading.Event(), threading.Event()
+    real_write = compaction_module.write_all
+
+    def slow_write(fd, data):
+        copying.set()
+        assert release.wait(60), "the test never let the compaction go on"
+        return real_write(fd, data)
+
+    monkeypatch.setattr(compaction_module, "write_all", slow_write)
+    before = f.stats()["compactions"]
+    _wait_for(lambda: (work.run(20), copying.is_set())[1], "a compaction to start copying")
+    pushed = [f"https://inbox.example/{i}" for i in range(5)]
+    ident_push = inbox.send(str(job), "push", {"urls": pushed})
+    ident_drop = inbox.send(str(job), "drop", {"host": "h3.example"})
+    answers: dict[str, dict] = {}
+
+    def answered() -> bool:
+        for ident in (ident_push, ident_drop):
+            if ident not in answers and (answer := inbox.answer_of(str(job), ident)) is not None:
+                answers[ident] = answer  # read once: reading an answer removes it
+        return len(answers) == 2
+
+    _wait_for(answered, "the commands' answers")
+    answer_push, answer_drop = answers[ident_push], answers[ident_drop]
+    assert answer_push["queued"] == 5, answer_push
+    assert answer_drop["dropped"] > 0, answer_drop
+    assert f.stats()["compactions"] == before, "the commands landed after the compaction, not during it"
+    release.set()
+    _wait_for(lambda: f.stats()["compactions"] > before, "the compaction's swap")
+    assert f.stats()["maintenance_error"] is None
+    dropped = {url for url in work.expected if url.startswith("https://h3.example/")}
+    work.expected -= dropped
+    work.expected.update(pushed)
+    inflight = {r.url for r in work.inflight}
+    monkeypatch.undo()
+    f.close()
+    survivors = _pending_urls(job)
+    assert survivors == (work.expected | inflight) - (dropped - inflight)
+    assert not survivors & (dropped - inflight), "a dropped request came back after the swap"
 
 
 def test_maintenance_settings_are_checked():

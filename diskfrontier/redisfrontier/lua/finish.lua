@@ -1,0 +1,81 @@
+-- FINISH: end or renew leases (done, retry, refetch, fail, extend, the close's release).
+-- uses: common
+--
+-- ARGV: what ('done', 'retry', 'refetch', 'release', 'extend', 'fail'), seconds, count, then per
+-- request: id, lease token, new body (retry/refetch: the request as it is now, attempts set;
+-- fail: the time, f64, and the error text, kept in the failinfo hash beside the request).
+-- Returns per request 1 (done) or 0 (the lease was lost: another client may hold it).
+
+local cs = crawl_settings()
+local now = cs.now
+local what, seconds, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, touched = {}, {}
+local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
+local seq = nil
+for k = 0, n - 1 do
+  local id, token, body = ARGV[4 + k * 3], ARGV[5 + k * 3], ARGV[6 + k * 3]
+  if call('HGET', OWNER, id) ~= token then
+    out[k + 1] = 0
+  elseif not call('ZSCORE', LEASE, id) then
+    damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
+  elseif what == 'extend' then
+    call('ZADD', LEASE, now + seconds, id)
+    out[k + 1] = 1
+  else
+    out[k + 1] = 1
+    local old = call('HGET', REQ, id)
+    local priority, host = head(old, id)
+    local hk = P .. 'h:' .. host
+    call('ZREM', LEASE, id)
+    call('HDEL', OWNER, id)
+    call('HINCRBY', hk, 'i', -1)
+    touched[host] = true
+    if what == 'release' then
+      call('ZADD', P .. 'q:' .. host, -priority, id)
+      call('HINCRBY', hk, 'p', 1)
+      back = back + 1
+    elseif what == 'fail' then
+      call('HDEL', REQ, id)
+      call('HSET', P .. 'failed', id, old)
+      call('HSET', P .. 'failinfo', id, body)
+      call('HINCRBY', hk, 'd', 1)
+      failed = failed + 1
+    else
+      call('HDEL', REQ, id)
+      if what ~= 'retry' then
+        call('HINCRBY', hk, 'd', 1)
+        call('HDEL', hk, 'f')  -- a done ends the host's failure streak
+        done = done + 1
+      end
+      if what ~= 'done' then
+        if seq == nil then seq = num(call('HGET', META, 'seq'), META .. ' field seq') end
+        seq = seq + 1
+        local new = id_of(seq, cs.lifo)
+        local due = 0
+        if seconds > 0 then due = now + seconds end
+        local stored = string.sub(body, 1, 7) .. struct.pack('>d', due) .. string.sub(body, 16)
+        local new_priority, new_host = head(stored, new)
+        if call('HSET', REQ, new, stored) == 0 then
+          damaged(REQ .. ' already holds request ' .. new .. ': ' .. META .. ' field seq is behind')
+        end
+        enqueue(new, new_host, new_priority, due, now, touched)
+        call('HINCRBY', P .. 'h:' .. new_host, 'p', 1)
+        if new_host ~= host then call('SADD', HOSTS, new_host) end
+        requeued = requeued + 1
+        if what == 'retry' then moved = moved + 1 end
+      end
+    end
+  end
+end
+if seq ~= nil then call('HSET', META, 'seq', seq) end
+local left = done + moved + back + failed
+if failed > 0 then call('HINCRBY', META, 'failed', failed) end
+if left > 0 then
+  call('HINCRBY', META, 'inflight', -left)
+  if done > 0 then call('HINCRBY', META, 'done', done) end
+  if back + requeued > 0 then call('HINCRBY', META, 'pending', back + requeued) end
+  if moved > 0 then call('HINCRBY', META, 'retried', moved) end
+  if requeued > moved then call('HINCRBY', META, 'refetch_scheduled', requeued - moved) end
+end
+place_all(touched, now, cs)
+return out

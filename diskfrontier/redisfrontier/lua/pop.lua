@@ -1,0 +1,56 @@
+-- POP: lease the best ready requests to a client (pop, pop_many).
+-- uses: common
+--
+-- ARGV: how many (at most), lease seconds, the client's id. Returns {count, state, then per
+-- request: id, body, lease token, lease expiry}; state (when fewer than asked were ready) is
+-- "next-event now pending in-flight paused" (next-event empty if nothing waits for a time; paused
+-- 1 if the crawl is paused, 0 if not). A paused crawl hands out nothing (leases that ran out are
+-- still taken back, and what is due still released).
+
+local cs = crawl_settings()
+local now = cs.now
+local want, lease, client = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local touched = {}
+reclaim(now, 1000, touched)
+release(now, 1000, touched)
+place_all(touched, now, cs)
+local out = {0, ''}
+local got = 0
+while not cs.paused and got < want do
+  local best = call('ZRANGE', READY, 0, 0)
+  if #best == 0 then break end
+  local member = best[1]
+  local id, host = string.sub(member, 1, 12), string.sub(member, 13)
+  local hk = P .. 'h:' .. host
+  local body = call('HGET', REQ, id)
+  if not body then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. READY .. ')') end
+  head(body, id)
+  if call('ZREM', P .. 'q:' .. host, id) == 0 then
+    damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
+  end
+  call('HINCRBY', hk, 'i', 1)
+  call('HINCRBY', hk, 'p', -1)
+  call('HSET', hk, 't', tostring(now))
+  place(host, now, cs)
+  local expiry = now + lease
+  local token = client .. ':' .. call('HINCRBY', META, 'leases', 1)
+  call('ZADD', LEASE, expiry, id)
+  call('HSET', OWNER, id, token)
+  got = got + 1
+  out[#out + 1] = id
+  out[#out + 1] = body
+  out[#out + 1] = token
+  out[#out + 1] = tostring(expiry)
+end
+if got > 0 then
+  call('HINCRBY', META, 'pending', -got)
+  call('HINCRBY', META, 'inflight', got)
+end
+out[1] = got
+if got < want then
+  local c = call('HMGET', META, 'pending', 'inflight')
+  audit(tonumber(c[1]))
+  out[2] = next_event() .. ' ' .. tostring(now) .. ' ' .. (c[1] or '0') .. ' ' .. (c[2] or '0') .. ' '
+           .. (cs.paused and '1' or '0')
+end
+return out

@@ -1,0 +1,96 @@
+"""``Transport``: one of the crawl's scripts run on one of its shards, the way this client talks to Redis.
+
+A script goes on the shard's ``meta`` key (which routes it to the master holding the shard), over the
+client's own connection of pipelined acknowledgements when it has one (``ack="pipelined"``,
+``pipelined.py``), or with ``wait_replicas=k`` followed by ``WAIT`` on the same connection: the step is
+then known to have reached k replicas, or ``NotReplicated`` says it is only on the master. In a Redis
+Cluster a redirect (the slot moved, as after a failover: the step did not run) has the cluster's layout
+read again and the step sent again, twice at most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import FrontierError
+from .connection import NotReplicated, log, node_client, shown_url, talking
+from .pipelined import ScriptChannel
+from .shards import Shard
+
+
+class Transport:
+    """The scripts (name -> redis-py ``Script``) of a crawl of ``shards``, run through the client ``redis``."""
+
+    def __init__(self, redis: Any, url: str, shards: list[Shard], scripts: dict[str, Any], *, cluster: bool,
+                 wait_replicas: int = 0, wait_timeout: float = 5.0) -> None:
+        self.redis, self.url, self.shards, self.scripts = redis, url, shards, scripts
+        self.cluster = cluster
+        self.wait_replicas, self.wait_timeout = wait_replicas, wait_timeout
+        self.channel: ScriptChannel | None = None
+
+    def open_channel(self) -> ScriptChannel:
+        """Run the scripts from now on over a connection of their own, where a step may be sent without waiting
+        for its reply (``ack="pipelined"``; not with a Redis Cluster)."""
+        if self.cluster:
+            raise ValueError("ack='pipelined' does not go with a Redis Cluster (each step is waited for there)")
+        with talking(self.url, "open"):
+            self.channel = ScriptChannel(self.redis, self.scripts)
+        return self.channel
+
+    def run(self, what: str, name: str, args: list[Any], shard: int = 0) -> Any:
+        """Script ``name`` on ``shard`` with ``args``; its reply (``what``: the call, for errors)."""
+        meta = self.shards[shard].meta
+        # the client's entry written at open and removed at close is bookkeeping a failover may lose
+        bookkeeping = name == "LEAVE" or (name == "BEAT" and what == "open")
+        if self.wait_replicas and not bookkeeping:
+            return self._replicated(what, name, args, meta)
+        with talking(self.url, what):
+            if self.channel is not None:
+                return self.channel.call(name, meta, args)
+            return self.scripts[name](keys=[meta], args=args)
+
+    def run_everywhere(self, what: str, name: str, args: list[Any]) -> list[Any]:
+        """``run`` on every shard, in order: the replies."""
+        return [self.run(what, name, args, shard) for shard in range(len(self.shards))]
+
+    def _replicated(self, what: str, name: str, args: list[Any], meta: str) -> Any:
+        """``run`` followed by ``WAIT`` on the same connection (WAIT counts only its own connection's writes):
+        one pipeline to the master that holds ``meta``."""
+        import redis.exceptions as rx
+
+        for attempt in range(3):
+            try:
+                with talking(self.url, what):
+                    try:
+                        pipe = node_client(self.redis, meta).pipeline(transaction=False)
+                        self.scripts[name](keys=[meta], args=args, client=pipe)
+                        pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
+                        answer, acked = pipe.execute()
+                    except (rx.ConnectionError, rx.TimeoutError):
+                        self.reread_layout()
+                        raise
+            except FrontierError as exc:
+                if self.cluster and attempt < 2 and ("MOVED" in str(exc) or "ASK" in str(exc)):
+                    self.reread_layout()
+                    continue
+                raise
+            if int(acked) < self.wait_replicas:
+                raise NotReplicated(f"{what}: applied on the master of {meta} at {shown_url(self.url)}, but only "
+                                    f"{acked} of the {self.wait_replicas} replicas asked for (wait_replicas) had it "
+                                    f"after {self.wait_timeout:g}s: a failover now could lose it")
+            return answer
+        raise AssertionError("unreachable")
+
+    def reread_layout(self) -> None:
+        """Have a ``RedisCluster`` read which node holds which slots again (after a failover)."""
+        if self.cluster:
+            try:
+                self.redis.nodes_manager.initialize()
+            except Exception as exc:  # the cluster may still be electing a new master: the next call tries again
+                log.debug("the cluster's layout could not be read yet: %s", exc)
+
+    def close(self) -> None:
+        """Give back the connection of pipelined acknowledgements, and disconnect."""
+        if self.channel is not None:
+            self.channel.close()
+        self.redis.close()
