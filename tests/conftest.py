@@ -39,6 +39,9 @@ import pytest  # noqa: E402
 # the pipe reaches end-of-file and the watchdog kills the whole group, grandchildren included.
 # Outside the terminal's foreground group, the children do not get the Ctrl-C meant for pytest
 # either (a redis-server stopped by it would fail every Redis test after it).
+# In a distributed run (pytest -n) the same holds one floor up: the controller's watchdog leads
+# the group of its workers (and passes them its SIGINT or SIGTERM); each worker, a pytest of its
+# own, has its own watchdog leading the group of the processes its tests start.
 _WATCHDOG = """
 import os, signal
 for name in ("SIGINT", "SIGTERM", "SIGHUP"):
@@ -51,6 +54,7 @@ os.killpg(0, signal.SIGKILL)
 _watchdog: _subprocess.Popen | None = None
 _watchdog_pipe: int | None = None
 _children_group: int | None = None
+_forwards = False  # the controller of a distributed run: signals go on to its workers
 _signals_came: list[str] = []  # SIGINT or SIGTERM, once one came: the run is over
 _saved_handlers: dict[int, object] = {}
 _wakeup: tuple[int, int] | None = None  # the pipe every caught signal writes its number to
@@ -84,18 +88,31 @@ class _GroupedPopen(_PlainPopen):
 
 def _interrupt(signum, frame):
     """SIGINT and SIGTERM: a KeyboardInterrupt, so that pytest stops with its summary, exit code 2,
-    after the fixtures' teardown (the session's redis-server is stopped)."""
+    after the fixtures' teardown (the session's redis-server is stopped). The controller of a
+    distributed run (pytest-xdist) passes the signal on to its workers first: they run the tests
+    and sit in the watchdog's group, out of reach of the terminal's Ctrl-C and of a plain
+    ``kill``."""
     _signals_came.append(_signal.Signals(signum).name)
+    if _forwards and _children_group is not None:
+        os.killpg(_children_group, signum)  # the watchdog ignores it; each worker takes it once
     raise KeyboardInterrupt(_signal.Signals(signum).name)
 
 
+def _distributing(config) -> bool:
+    """Whether this process is the controller of a pytest-xdist run: it starts the workers and
+    runs no test itself."""
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no" and bool(
+        getattr(config.option, "tx", None))
+
+
 def pytest_configure(config):
-    global _watchdog, _watchdog_pipe, _children_group
+    global _watchdog, _watchdog_pipe, _children_group, _forwards
     read_end, _watchdog_pipe = os.pipe()  # not inheritable: no child holds the write end
     _watchdog = _subprocess.Popen([sys.executable, "-c", _WATCHDOG], stdin=read_end,
                                   **_group_kwargs(0))
     os.close(read_end)
     _children_group = _watchdog.pid
+    _forwards = _distributing(config)  # the workers it starts join the group as any child does
     _subprocess.Popen = _GroupedPopen
     if threading.current_thread() is threading.main_thread():
         global _wakeup, _saved_wakeup
@@ -187,6 +204,42 @@ def _signal_handlers_restored():
         _signal.signal(signum, handler)
     assert not changed, "the test left signal handlers changed: " + ", ".join(
         f"{_signal.Signals(signum).name} {old!r} -> {new!r}" for signum, (old, new) in changed.items())
+
+
+# ------------------------------------------------------------------ distributed runs (pytest -n)
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def pytest_itemcollected(item):
+    """Tests that share a fixture built once for their file (a Redis Cluster, a built wheel, a
+    browser, a job directory that they only read) run on one worker of a distributed run
+    (``--dist loadgroup``), so that it is built once: each gets the group of its file. A
+    session's fixtures (the redis-server) are per worker."""
+    if not item.config.pluginmanager.hasplugin("xdist"):
+        return
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(definitions[-1].scope in _SHARED_SCOPES for definitions in fixtures.values()):
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+# ------------------------------------------------------------------ everyday and full volumes
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they leave out
+def pytest_collection_modifyitems(config, items):
+    """A campaign in two forms (``volume.forms``: a short one for the everyday run, the full one
+    marked slow) runs only its full form where both are selected: the full one does all that the
+    short one does."""
+    selected = {item.nodeid for item in items}
+    covered = [item for item in items if item.get_closest_marker("everyday_form") is not None
+               and _full_form(item.nodeid) in selected]
+    if covered:
+        config.hook.pytest_deselected(items=covered)
+        left = set(map(id, covered))
+        items[:] = [item for item in items if id(item) not in left]
+
+
+def _full_form(nodeid: str) -> str:
+    name, _, params = nodeid.partition("[")
+    return f"{name}[{params.replace('everyday', 'full')}"
 
 
 # ------------------------------------------------------------------ a real redis-server

@@ -442,7 +442,9 @@ class OffsetQueues:
     def purge_skipped(self) -> None:
         """Rewrite the queues that hold skipped entries without them (before the queue files are saved)."""
         for priority in list(self.skipped):
-            offsets = self.take_all(priority)
+            offsets = self.take_all(priority)  # in pop order: a LIFO queue's newest first
+            if self.order == "lifo":
+                offsets.reverse()
             if offsets:
                 self.load(priority, array("Q", offsets))
         self.skip.clear()

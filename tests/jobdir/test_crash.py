@@ -13,6 +13,7 @@ import random
 
 import pytest
 from crashkit import TORN, check_guarantees, dedupe_survives, drain, mark_torn_line, read_log, run_round
+from volume import forms, scaled
 
 pytestmark = pytest.mark.crash
 
@@ -55,22 +56,25 @@ def test_no_loss_no_resurrection_dedupe_order_survive_sigkill_fifo(tmp_path, see
     assert result["promised"] > 0 and result["done"] > 0
 
 
-def test_guarantees_hold_with_the_seen_index_saved_at_every_close(tmp_path, monkeypatch):
+@pytest.mark.parametrize("volume", forms(0.5))
+def test_guarantees_hold_with_the_seen_index_saved_at_every_close(tmp_path, monkeypatch, volume):
     # Every clean close saves requests.seen.index; kills fall in the middle of saving it, and
     # opens after a kill load it and add the rest of requests.seen and of the journal.
     monkeypatch.setenv("DISKFRONTIER_TEST_INDEX_MIN_NEW_KEYS", "1")
-    result = _crash_rounds(tmp_path, "lifo", 8, rounds=12, markers=["?C", "C", "?P", "?M", "?D"])
+    result = _crash_rounds(tmp_path, "lifo", 8, rounds=scaled(12, volume), markers=["?C", "C", "?P", "?M", "?D"])
     assert result["promised"] > 0 and result["dedupe_checked"] > 0
     assert (tmp_path / "job" / "requests.seen.index").exists()
 
 
-def test_no_loss_with_fsync_on(tmp_path):
-    result = _crash_rounds(tmp_path, "lifo", 6, rounds=6, markers=["?P", "?D", "?C"], fsync=True)
+@pytest.mark.parametrize("volume", forms(0.5))
+def test_no_loss_with_fsync_on(tmp_path, volume):
+    result = _crash_rounds(tmp_path, "lifo", 6, rounds=scaled(6, volume), markers=["?P", "?D", "?C"], fsync=True)
     assert result["promised"] > 0
 
 
-def test_in_flight_requests_come_back_after_sigkill(tmp_path):
-    result = _crash_rounds(tmp_path, "lifo", 7, rounds=8, markers=["?D", "?O"])
+@pytest.mark.parametrize("volume", forms(0.5))
+def test_in_flight_requests_come_back_after_sigkill(tmp_path, volume):
+    result = _crash_rounds(tmp_path, "lifo", 7, rounds=scaled(8, volume), markers=["?D", "?O"])
     assert result["in_flight_returned"] > 0
 
 

@@ -13,10 +13,10 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobkit import dir_salt
 from paths import TESTS
+from volume import property_test
 
 from diskfrontier import Frontier, JobDirCorrupt, Request
 from diskfrontier.jobdir.reader import pending_requests
@@ -318,8 +318,7 @@ def test_a_request_that_waited_keeps_its_journal_place_whatever_the_stop(tmp_pat
     assert got == (want[::-1] if order == "lifo" else want)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
+@property_test(300, st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
 def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     """A host buffer (a heap, then a sorted-array form past 64 keys) against a plain heap."""
     import heapq
@@ -341,8 +340,7 @@ def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     assert sorted(schedule.unkey(k) for k in model) == sorted(schedule.drain(0.0))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
+@property_test(200, st.lists(st.text(min_size=1, max_size=12).map(str.encode), max_size=300))
 def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     from diskfrontier.politeness.hosttable import HostTable
 
@@ -437,20 +435,21 @@ def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(t
     import diskfrontier.jobdir.dispatch as dispatch_module
 
     now = time.time()
+    soonest = 60.0  # seconds until the first of them is due: a pop that waited would take that long
     with Frontier(tmp_path / "job") as f:
         f.push_many([Request(f"https://blocked.example/{i}") for i in range(3)])
-        f.push(Request("https://spent.example/0"), not_before=now + 2)
+        f.push(Request("https://spent.example/0"), not_before=now + 2 * soonest)
         for i in range(3):
-            f.push(Request(f"https://blocked.example/later{i}"), not_before=now + 1 + i / 10)
+            f.push(Request(f"https://blocked.example/later{i}"), not_before=now + soonest + i / 10)
         f.block("blocked.example", math.inf)
         f.set_budget("spent.example", 0)
         assert f.next_ready() is None
         started = time.monotonic()
-        assert f.pop(timeout=None) is None and time.monotonic() - started < 0.5  # at once, not in 2 s
-        f.push(Request("https://free.example/0"), not_before=now + 50)
-        assert f.next_ready() == pytest.approx(now + 50)  # the first that waiting alone can free
+        assert f.pop(timeout=None) is None and time.monotonic() - started < soonest / 2  # at once, not when due
+        f.push(Request("https://free.example/0"), not_before=now + 50 * soonest)
+        assert f.next_ready() == pytest.approx(now + 50 * soonest, abs=1e-3)  # the first that waiting alone can free
         monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 2)  # past the look-ahead: the next one's time
-        assert f.next_ready() == pytest.approx(now + 1.2)
+        assert f.next_ready() == pytest.approx(now + soonest + 0.2, abs=1e-3)
         f.unblock("blocked.example")
         monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 256)
         assert f.next_ready() <= time.time()  # blocked.example's requests are ready now

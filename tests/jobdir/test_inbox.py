@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from volume import forms, scaled
 
 from diskfrontier import Frontier, JobDirUnsafe, Request
 from diskfrontier.cli import main
@@ -74,13 +75,13 @@ def test_a_held_directory_applies_a_command_and_answers(tmp_path: Path) -> None:
     Frontier(job).close()
     proc = start_holder(job, script)
     try:
-        started = time.monotonic()
+        # Applied by the holder's watcher while it holds the lock (deliver raises NotApplied if
+        # nobody applies the command within its timeout).
         _ident, answer = deliver(str(job), "push", {"urls": ["https://a.example/1", "https://a.example/2"]})
-        took = time.monotonic() - started
         assert answer is not None and answer["queued"] == 2 and answer["duplicates"] == 0
+        assert answer["by"] == proc.pid and proc.poll() is None
         _, again = deliver(str(job), "push", {"urls": ["https://a.example/1"]})
         assert again is not None and again["queued"] == 0 and again["duplicates"] == 1
-        assert took < 1.0 + 2 * 0.25  # within a second (a poll of the watcher) and the answer's poll
         assert not os.listdir(job / "inbox"), "the command and its answer are gone once read"
     finally:
         proc.kill()
@@ -163,8 +164,10 @@ def test_a_hostile_inbox_file_is_set_aside_and_never_applied(tmp_path: Path, kin
         assert answer is not None and "error" in answer
 
 
+@pytest.mark.parametrize("volume", forms(0.25))
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_kill_9_of_the_holder_loses_no_sent_command_and_applies_none_twice(tmp_path: Path, seed: int) -> None:
+def test_kill_9_of_the_holder_loses_no_sent_command_and_applies_none_twice(tmp_path: Path, seed: int,
+                                                                          volume: float) -> None:
     """Commands of dont_filter pushes (a second application would store every URL again) are sent
     while the holder runs, and the holder is SIGKILLed at random moments, often in the middle of
     applying one; every URL of every command sent ends up pending exactly once."""
@@ -175,7 +178,7 @@ def test_kill_9_of_the_holder_loses_no_sent_command_and_applies_none_twice(tmp_p
     Frontier(job).close()
     sent: dict[str, list[str]] = {}
     kills = 0
-    for round_ in range(8):
+    for round_ in range(scaled(8, volume)):
         proc = start_holder(job, script)
         for k in range(rng.randint(1, 3)):
             urls = [f"https://r{round_}-{k}.example/{i}" for i in range(rng.choice([1, 50, 5000, 20000]))]
@@ -223,7 +226,8 @@ def test_a_command_cut_short_by_a_kill_is_finished_at_the_open_with_a_whole_summ
     assert ended_marks(job)[ident] == 1
 
 
-def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("volume", forms(0.5))
+def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path, volume: float) -> None:
     """`diskfrontier push` against a running crawl, SIGKILLed at random moments: a command that said it
     was applied is there exactly once; one that was killed is there whole (it was queued) or not at all."""
     rng = random.Random(7)
@@ -235,7 +239,7 @@ def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path
     finished: list[list[str]] = []
     killed: list[list[str]] = []
     try:
-        for round_ in range(12):
+        for round_ in range(scaled(12, volume)):
             urls = [f"https://k{round_}.example/{i}" for i in range(rng.choice([1, 100, 3000]))]
             (tmp_path / "urls.txt").write_text("\n".join(urls) + "\n")
             cmd = subprocess.Popen([sys.executable, "-m", "diskfrontier", "push", str(job), "-f",
@@ -291,9 +295,10 @@ def test_commands_sent_within_the_same_second_are_applied_in_the_order_sent(tmp_
         assert f.paused_since is None
 
 
+@pytest.mark.parametrize("volume", forms(0.34))
 @pytest.mark.parametrize("seed", [11, 12])
-def test_kill_9_during_mixed_commands_leaves_the_state_of_applying_each_once_in_order(tmp_path: Path,
-                                                                                     seed: int) -> None:
+def test_kill_9_during_mixed_commands_leaves_the_state_of_applying_each_once_in_order(tmp_path: Path, seed: int,
+                                                                                     volume: float) -> None:
     """Pushes, drops, pauses and resumes sent while the holder is SIGKILLed at random moments (a drop
     rebuilds the queues: a kill may land in it): the end state is the model's, each command applied
     once, in the order sent."""
@@ -304,7 +309,7 @@ def test_kill_9_during_mixed_commands_leaves_the_state_of_applying_each_once_in_
     Frontier(job).close()
     pending: Counter[str] = Counter()
     paused = False
-    for round_ in range(6):
+    for round_ in range(scaled(6, volume)):
         proc = start_holder(job, script)
         for k in range(rng.randint(2, 5)):
             verb = rng.choice(["push", "push", "drop", "pause", "resume"])

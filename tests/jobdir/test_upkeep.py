@@ -125,6 +125,29 @@ def test_a_compaction_swapped_in_with_requests_in_flight_finishes_them_where_the
         assert sorted(e.request.url for e in f.failed()) == failed
 
 
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_a_close_after_a_compaction_with_requests_in_flight_keeps_the_queue_order(tmp_path, order):
+    """The compacted queues hold what was in flight, skipped; the close drops those entries and keeps the rest
+    in the order they had (a LIFO queue came back reversed once), and what was in flight goes after them."""
+    job = tmp_path / "job"
+    urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
+    with Frontier(job, order=order, maintenance=None) as f:
+        f.push_many(Request(u) for u in urls[:6])
+        held = [f.pop() for _ in range(2)]
+        f.push_many(Request(u) for u in urls[6:])
+        f.compact()
+    with Frontier(job, order=order, maintenance=None) as f:
+        got = [f.pop().url for _ in range(len(urls))]
+        assert f.pop() is None
+    popped = {r.url for r in held}
+    rest = [u for u in urls if u not in popped]
+    given_back = [r.url for r in held]
+    if order == "lifo":
+        assert got == [*reversed(given_back), *reversed(rest)]
+    else:
+        assert got == [*rest, *given_back]
+
+
 def test_a_kill_after_a_checkpoint_reads_only_the_journal_after_it(tmp_path):
     job = tmp_path / "job"
     f = Frontier(job, maintenance=Maintenance(checkpoint_records=None, checkpoint_seconds=None, compact_share=None))

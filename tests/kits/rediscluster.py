@@ -37,11 +37,27 @@ def _free(port: int) -> bool:
     return True
 
 
+def _ports_of_no_outgoing_connection() -> range:
+    """Ports for cluster nodes: each, and its bus port 10,000 higher, below the range the kernel
+    hands out to outgoing connections (and to ``bind`` on port 0), so that neither a client
+    socket nor a server of another test takes one between the look and the server's start."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    top = low - 10000
+    return range(10000 if top - 10000 >= 1000 else 1024, max(top, 1025))  # clear of the usual services
+
+
 def cluster_port(taken: set[int]) -> int:
-    """A free loopback port whose cluster bus port (10,000 higher, at most 65535) is free too."""
+    """A free loopback port whose cluster bus port (10,000 higher) is free too, neither in ``taken``
+    (which gets both)."""
+    ports = _ports_of_no_outgoing_connection()
     while True:
-        port = random.randrange(20000, 55000)
+        port = random.choice(ports)
         if port not in taken and port + 10000 not in taken and _free(port) and _free(port + 10000):
+            taken |= {port, port + 10000}
             return port
 
 
@@ -57,13 +73,11 @@ class RedisCluster:
         taken: set[int] = set()
         for k in range(nodes):
             node_folder = os.path.join(folder, f"node{k}")
-            port = cluster_port(taken)
-            taken |= {port, port + 10000}
             self.nodes.append(RedisServer(node_folder, aof=True, fsync="everysec", extra=(
                 "--cluster-enabled", "yes", "--cluster-config-file", os.path.join(node_folder, "nodes.conf"),
                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--appendfilename", "appendonly.aof",
-                "--repl-diskless-sync-delay", "0")))  # replicas synced at once: one never synced cannot take over
-            self.nodes[-1].port = port
+                "--repl-diskless-sync-delay", "0"),  # replicas synced at once: one never synced cannot take over
+                choose_port=lambda: cluster_port(taken)))
 
     @property
     def url(self) -> str:

@@ -50,6 +50,9 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+_PORT_TRIES = 20  # new ports tried when the one found free was taken before the server bound it
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -62,11 +65,12 @@ class RedisServer:
     again)."""
 
     def __init__(self, folder: str, *, aof: bool = True, fsync: str = "everysec",
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), choose_port: Callable[[], int] | None = None) -> None:
         self.binary = require_redis_server()
         self.folder = folder
         self.aof, self.fsync, self.extra = aof, fsync, extra
-        self.port = _free_port()
+        self._choose_port = choose_port or _free_port  # a free port, each call
+        self.port = self._choose_port()
         self.proc: subprocess.Popen | None = None
         os.makedirs(folder, exist_ok=True)
 
@@ -75,10 +79,24 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> None:
+        """Start the server and wait until it answers PING. At its first start, a port that another
+        process took since it was found free (another test run on this machine, a worker of this
+        one) is given up for a new one; a restart keeps its port, as a crashed server would."""
+        for _ in range(_PORT_TRIES if self.proc is None else 1):
+            if self._start(timeout):
+                return
+            self.port = self._choose_port()
+        raise RuntimeError(f"redis-server found no free port in {_PORT_TRIES} tries")
+
+    def _start(self, timeout: float) -> bool:
+        """Start the server on ``self.port``; False if that port was taken."""
+        log = os.path.join(self.folder, "redis.log")
+        with open(log, "a") as f:
+            f.write(f"-- start on port {self.port}\n")
+            start_of_this_run = f.tell()
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder,
                 "--save", "", "--appendonly", "yes" if self.aof else "no", "--appendfsync", self.fsync,
-                "--daemonize", "no", "--logfile", os.path.join(self.folder, "redis.log"),
-                "--protected-mode", "no", *self.extra]
+                "--daemonize", "no", "--logfile", log, "--protected-mode", "no", *self.extra]
         # Killed with this process however it ends, even by SIGKILL (the conftest's watchdog
         # also kills it; this holds where that is not loaded).
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -86,18 +104,29 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                with open(os.path.join(self.folder, "redis.log")) as f:
-                    log = f.read()[-2000:]
-                raise RuntimeError(f"redis-server exited at start: {log}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
+                with open(log) as f:
+                    f.seek(start_of_this_run)
+                    said = f.read()
+                if "Address already in use" in said:
+                    return False
+                raise RuntimeError(f"redis-server exited at start: {said[-2000:]}")
+            if self._answers():
+                return True
             time.sleep(0.02)
         raise RuntimeError("redis-server did not answer PING")
+
+    def _answers(self) -> bool:
+        """Whether the server on ``self.port`` is this one (not another that holds the port) and
+        has loaded its data."""
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=5, socket_connect_timeout=1)
+        try:
+            return client.info("server")["process_id"] == self.proc.pid and client.ping()
+        except redis.RedisError:  # not listening yet, or loading its AOF
+            return False
+        finally:
+            client.close()
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

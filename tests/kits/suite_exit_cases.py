@@ -10,6 +10,7 @@ import time
 
 from diskfrontier import Frontier, Request, crawl
 
+RUNS_FOR = 60  # seconds each case runs if nothing stops it: a stop must come well before
 SLEEPER = "import time; time.sleep(120)"
 # A child that starts a grandchild of its own, then sleeps: both must end with the run.
 PARENT = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {SLEEPER!r}]); time.sleep(120)"
@@ -17,8 +18,9 @@ PARENT = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c',
 
 def test_an_in_process_crawl_takes_the_ctrl_c_for_itself(tmp_path):
     with Frontier(tmp_path / "job") as frontier:
-        frontier.push_many(Request(f"https://a.example/{i}") for i in range(1000))
-        stats = crawl(frontier, lambda r, f: time.sleep(0.05), workers=2, duration=60, progress=False)
+        frontier.push_many(Request(f"https://a.example/{i}") for i in range(3000))  # 75 s of work at least
+        stats = crawl(frontier, lambda r, f: time.sleep(0.05), workers=2, duration=RUNS_FOR,
+                      progress=False)
     assert stats.stopped_by == "SIGINT"  # the crawl stopped as asked; the run must stop too
 
 
@@ -36,7 +38,7 @@ def test_catches_keyboard_interrupt(tmp_path):
 
 def test_a_redis_server_children_and_a_grandchild(redis_url, tmp_path):
     children = [subprocess.Popen([sys.executable, "-c", code]) for code in (SLEEPER, PARENT)]
-    time.sleep(60)
+    time.sleep(RUNS_FOR)
     for child in children:
         child.kill()
         child.wait()

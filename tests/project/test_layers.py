@@ -12,10 +12,12 @@ import ast
 import os
 import re
 
+from paths import REPO
+
 import diskfrontier
 
-PACKAGE = os.path.dirname(diskfrontier.__file__)
-DESIGN = os.path.join(os.path.dirname(PACKAGE), "docs", "design.md")
+PACKAGE = os.path.dirname(diskfrontier.__file__)  # the installed package: what the wheel ships
+DESIGN = os.path.join(REPO, "docs", "design.md")
 
 # folder -> layer: a module imports from its own layer or a lower one
 FOLDERS = {

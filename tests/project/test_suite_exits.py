@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 from paths import TESTS
+from suite_exit_cases import RUNS_FOR
 
 MARK = "DISKFRONTIER_TEST_RUN_MARK"
 
@@ -27,15 +28,19 @@ pytestmark = pytest.mark.slow  # a pytest subprocess each, a few seconds
 class InnerRun:
     """``pytest`` on ``node_ids`` in a subprocess, its output collected as it comes."""
 
-    def __init__(self, tmp_path, *node_ids: str) -> None:
+    def __init__(self, tmp_path, *node_ids: str, workers: int = 0) -> None:
         self.mark = uuid.uuid4().hex
         self.basetemp = str(tmp_path / "inner")
         self.output = b""
+        self.pytests = 1 + workers  # pytest itself and its workers (pytest-xdist), each with its watchdog
         env = {**os.environ, MARK: self.mark}
+        # A distributed run is started as a terminal starts a command (a process group of its own,
+        # to which a Ctrl-C goes); the others as the suite starts any child.
+        group = {"process_group": 0} if workers else {}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--basetemp", self.basetemp,
-             *node_ids],
-            cwd=TESTS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             "-n", str(workers), *node_ids],
+            cwd=TESTS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **group)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -55,10 +60,14 @@ class InnerRun:
             assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{self.text}"
             time.sleep(0.05)
 
-    def stop(self, signum: int, within: float) -> float:
-        """Send ``signum``; the seconds pytest took to exit (it must within ``within``)."""
+    def stop(self, signum: int, within: float, *, group: bool = False) -> float:
+        """Send ``signum`` to pytest (or to its process group, as a terminal sends a Ctrl-C); the
+        seconds pytest took to exit (it must within ``within``)."""
         started = time.monotonic()
-        self.proc.send_signal(signum)
+        if group:
+            os.killpg(self.proc.pid, signum)
+        else:
+            self.proc.send_signal(signum)
         try:
             self.proc.wait(within)
         except subprocess.TimeoutExpired:
@@ -114,7 +123,7 @@ def started(run: InnerRun, processes: int = 0) -> None:
     """Wait until the first test runs (and ``processes`` marked processes besides pytest live)."""
     run.wait_for("::test_")
     deadline = time.monotonic() + 60
-    while len(run.processes()) < 1 + 1 + processes:  # pytest, its watchdog, the children
+    while len(run.processes()) < 2 * run.pytests + processes:  # each pytest and its watchdog, the children
         assert time.monotonic() < deadline, f"{run.processes()}\n{run.text}"
         time.sleep(0.05)
     time.sleep(1.0)
@@ -125,12 +134,12 @@ def started(run: InnerRun, processes: int = 0) -> None:
 def test_ctrl_c_stops_the_run_with_its_summary_and_exit_code_2(tmp_path, target):
     run = InnerRun(tmp_path, target)
     started(run, processes=4 if target == CHILDREN else 0)
-    took = run.stop(signal.SIGINT, within=15)
+    took = run.stop(signal.SIGINT, within=RUNS_FOR / 2)
     assert run.proc.returncode == 2, run.text
     lines = run.text.splitlines()
     assert any("KeyboardInterrupt" in line and line.startswith("!!!") for line in lines), run.text
     assert lines[-1].startswith("=") and " in " in lines[-1], run.text  # the summary line
-    assert took < 15
+    assert took < RUNS_FOR / 2  # stopped, not run to its end
     run.assert_nothing_left()
 
 
@@ -139,9 +148,30 @@ def test_no_server_or_child_outlives_a_terminated_or_killed_run(tmp_path, signum
     run = InnerRun(tmp_path, CHILDREN)
     started(run, processes=4)  # redis-server, two children, a grandchild
     assert sum("redis-server" in line for line in run.processes()) == 1, run.processes()
-    run.stop(signum, within=15)
+    run.stop(signum, within=RUNS_FOR / 2)
     if signum == signal.SIGTERM:  # as a Ctrl-C: the summary, after the fixtures' teardown
         assert run.proc.returncode == 2 and "KeyboardInterrupt" in run.text, run.text
     else:
         assert run.proc.returncode == -signal.SIGKILL
+    run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["Ctrl-C", "SIGTERM", "SIGKILL"])
+def test_a_distributed_run_stops_its_workers_and_leaves_no_process(tmp_path, signum):
+    """pytest -n 2: a Ctrl-C to the terminal's group, or a SIGTERM or SIGKILL to pytest, ends both workers
+    (one running a test that starts a redis-server and children, one an in-process crawl that takes
+    the SIGINT for itself) and every process they started."""
+    run = InnerRun(tmp_path, CHILDREN, IN_PROCESS_CRAWL, workers=2)
+    started(run, processes=4)  # redis-server, two children, a grandchild
+    assert sum("redis-server" in line for line in run.processes()) == 1, run.processes()
+    took = run.stop(signum, within=RUNS_FOR / 2, group=signum == signal.SIGINT)
+    if signum == signal.SIGKILL:
+        assert run.proc.returncode == -signal.SIGKILL
+    else:
+        assert run.proc.returncode == 2, run.text
+        lines = run.text.splitlines()
+        assert any("KeyboardInterrupt" in line and line.startswith("!!!") for line in lines), run.text
+        assert lines[-1].startswith("=") and " in " in lines[-1], run.text
+        assert took < RUNS_FOR / 2  # stopped, not run to their end
     run.assert_nothing_left()

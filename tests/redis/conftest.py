@@ -11,12 +11,13 @@ from diskfrontier import FrontierError, RedisFrontier
 
 @pytest.fixture
 def open_crawl(redis_url, crawl_name):
-    """Open the test's crawl (each call a new client); every client is closed at the end (a crawl a test
-    damaged may refuse the close's step: that is not the test's failure)."""
+    """Open the test's crawl (each call a new client; ``crawl``: another one of the test's, named by
+    this suffix); every client is closed at the end (a crawl a test damaged may refuse the close's
+    step: that is not the test's failure)."""
     opened = []
 
-    def open_(**kwargs):
-        frontier = RedisFrontier(redis_url, crawl=crawl_name, **kwargs)
+    def open_(*, crawl: str = "", **kwargs):
+        frontier = RedisFrontier(redis_url, crawl=crawl_name + crawl, **kwargs)
         opened.append(frontier)
         return frontier
 

@@ -12,6 +12,7 @@ import time
 import pytest
 import redis
 from redisserver import RedisServer
+from timing import Window, with_longer_times
 
 from diskfrontier import (
     FrontierClosed,
@@ -27,41 +28,57 @@ from diskfrontier.redisfrontier.seen import key64, reduced_fingerprint
 
 
 def test_a_run_out_lease_is_taken_back_and_the_late_done_is_refused(open_crawl):
-    slow, fast = open_crawl(lease=0.3, renew=False), open_crawl(lease=30)  # slow: a client that renews nothing
-    slow.push(Request("https://a.example/x"))
-    held = slow.pop()
-    assert fast.pop() is None  # leased to slow
-    time.sleep(0.4)
-    again = fast.pop()
-    assert again is not None and again.url == held.url
-    with pytest.raises(LeaseExpired):
-        slow.done(held)
-    assert fast.stats()["in_flight"] == 1  # the late done did not acknowledge fast's copy
-    fast.done(again)
-    stats = fast.stats()
-    assert stats["done"] == 1 and stats["reclaimed"] == 1 and fast.finished
-    with pytest.raises(NotInFlight):
-        slow.done(held)  # forgotten after the refusal
+    def attempt(lease: float) -> None:
+        crawl = f"-{lease:g}"  # a crawl of its own each try
+        slow = open_crawl(crawl=crawl, lease=lease, renew=False)  # slow: a client that renews nothing
+        fast = open_crawl(crawl=crawl, lease=30)
+        slow.push(Request("https://a.example/x"))
+        window = Window(lease)
+        held = slow.pop()
+        stolen = fast.pop()
+        window.step()  # fast asked within the lease (or a busy machine made it late: a longer lease)
+        assert stolen is None  # leased to slow
+        again = fast.pop(timeout=60 * lease)  # waits until the lease runs out
+        assert again is not None and again.url == held.url and window.since_opened() >= lease
+        with pytest.raises(LeaseExpired):
+            slow.done(held)
+        assert fast.stats()["in_flight"] == 1  # the late done did not acknowledge fast's copy
+        fast.done(again)
+        stats = fast.stats()
+        assert stats["done"] == 1 and stats["reclaimed"] == 1 and fast.finished
+        with pytest.raises(NotInFlight):
+            slow.done(held)  # forgotten after the refusal
+
+    with_longer_times(attempt, 0.3)
 
 
 def test_extend_keeps_a_lease_and_a_run_out_lease_not_yet_taken_counts(open_crawl):
-    worker, other = open_crawl(lease=0.3, renew=False), open_crawl()
-    worker.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
-    first, second = worker.pop(), worker.pop()
-    for _ in range(3):
-        time.sleep(0.15)
-        worker.extend(first, 0.3)
-    assert other.pop() is not None  # second's lease ran out and was taken back; first's was renewed
-    assert other.pop() is None
-    worker.done(first)
-    with pytest.raises(LeaseExpired):
-        worker.done(second)
-    late = open_crawl(lease=0.2, renew=False)
-    late.push(Request("https://b.example/"))
-    r = late.pop()
-    time.sleep(0.3)
-    late.done(r)  # run out, but nobody took it back: still this client's
-    assert late.stats()["reclaimed"] == 1
+    def attempt(lease: float) -> None:
+        crawl = f"-{lease:g}"
+        worker, other = open_crawl(crawl=crawl, lease=lease, renew=False), open_crawl(crawl=crawl)
+        worker.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
+        window = Window(lease)
+        first, second = worker.pop(), worker.pop()
+        for _ in range(3):
+            time.sleep(lease / 2)
+            worker.extend(first, lease)
+            window.step()  # each extend within the lease before it
+        taken = other.pop()
+        window.step()
+        assert taken is not None  # second's lease ran out and was taken back; first's was renewed
+        assert other.pop() is None
+        window.step()
+        worker.done(first)
+        with pytest.raises(LeaseExpired):
+            worker.done(second)
+        late = open_crawl(crawl=crawl, lease=lease, renew=False)
+        late.push(Request("https://b.example/"))
+        r = late.pop()
+        time.sleep(1.5 * lease)
+        late.done(r)  # run out, but nobody took it back: still this client's
+        assert late.stats()["reclaimed"] == 1
+
+    with_longer_times(attempt, 0.3)
 
 
 def test_close_gives_leases_back_at_once_at_their_place(open_crawl):

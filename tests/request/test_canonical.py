@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
 from urlstrategies import urls
+from volume import property_test
 from w3lib.url import canonicalize_url, safe_url_string
 
 from diskfrontier.request.canonical import _fast_canonical, canonicalize, is_plain, make_safe
 
 
-@settings(max_examples=1500, deadline=None)
-@given(urls())
+@property_test(1500, urls())
 def test_canonicalize_is_identical_to_w3lib(url):
     try:
         expected = canonicalize_url(url)
@@ -23,8 +22,7 @@ def test_canonicalize_is_identical_to_w3lib(url):
     assert canonicalize(url) == expected
 
 
-@settings(max_examples=1000, deadline=None)
-@given(urls())
+@property_test(1000, urls())
 def test_plain_urls_are_already_safe(url):
     try:
         expected = safe_url_string(url)
@@ -41,8 +39,7 @@ def test_fast_path_is_taken_for_ordinary_crawl_urls():
         assert _fast_canonical(url) == canonicalize_url(url)
 
 
-@settings(max_examples=1500, deadline=None)
-@given(urls())
+@property_test(1500, urls())
 def test_the_host_read_on_the_way_is_the_slot_host_of_gives(url):
     """The fingerprint sets a request's slot from what the fast path read: it must be host_of's."""
     from diskfrontier import Request

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from timing import Overran, with_longer_times
 from tricklesite import TrickleSite
 
 from diskfrontier import Frontier, RedisFrontier, Request, crawl
@@ -170,49 +171,58 @@ def test_the_default_fetch_ends_at_its_deadline_however_slowly_the_bytes_come(ph
 
 
 def test_robots_rules_waits_for_a_fetch_at_most_its_timeout_and_not_at_all_once_stopped(tmp_path):
-    release = threading.Event()
+    def attempt(timeout: float) -> None:
+        release = threading.Event()
 
-    def hang(url: str, user_agent: str) -> tuple[int, bytes]:
-        release.wait()
-        return 200, b""
+        def hang(url: str, user_agent: str) -> tuple[int, bytes]:
+            release.wait()
+            return 200, b""
 
-    async def ahang(url: str, user_agent: str) -> tuple[int, bytes]:
-        while not release.is_set():
-            with contextlib.suppress(asyncio.CancelledError):  # swallowed: this fetch cannot be cancelled either
-                await asyncio.sleep(0.05)
-        return 200, b""
+        async def ahang(url: str, user_agent: str) -> tuple[int, bytes]:
+            while not release.is_set():
+                with contextlib.suppress(asyncio.CancelledError):  # swallowed: this fetch cannot be cancelled either
+                    await asyncio.sleep(0.05)
+            return 200, b""
 
-    request = Request("http://127.0.0.1:9/docs/1.html")
-    timeout = 0.5
-    try:
-        with Frontier(tmp_path / "job") as frontier:
-            rules = RobotsRules(frontier, "testbot", fetch=hang, timeout=timeout)
-            verdict, elapsed = timed(rules.check, request)
-            assert verdict.kind == "hold" and timeout <= elapsed < 2 * timeout
-            assert rules.check(request) == verdict  # held: not fetched again meanwhile
+        def at_the_timeout(elapsed: float) -> bool:
+            """Given up at the timeout: not before, and not a timeout later (a busy machine that made it
+            later: the test again with a longer timeout)."""
+            if elapsed >= 2 * timeout:
+                raise Overran(f"{elapsed:.2f}s for a timeout of {timeout:g}s")
+            return timeout <= elapsed
 
-            stop = threading.Event()
-            waiting = RobotsRules(frontier, "testbot", fetch=hang, timeout=3600.0)
-            threading.Timer(timeout, stop.set).start()
-            verdict, elapsed = timed(waiting.check, Request("http://127.0.0.2:9/"), stop)
-            assert verdict is STOPPED and timeout <= elapsed < 2 * timeout
+        request = Request("http://127.0.0.1:9/docs/1.html")
+        try:
+            with Frontier(tmp_path / f"job{timeout:g}") as frontier:
+                rules = RobotsRules(frontier, "testbot", fetch=hang, timeout=timeout)
+                verdict, elapsed = timed(rules.check, request)
+                assert verdict.kind == "hold" and at_the_timeout(elapsed)
+                assert rules.check(request) == verdict  # held: not fetched again meanwhile
 
-            async def both() -> list[Any]:
-                arules = RobotsRules(frontier, "testbot", fetch=ahang, timeout=timeout)
-                held = await arules.acheck(request)
-                astop = threading.Event()
-                asyncio.get_running_loop().call_later(timeout, astop.set)
-                started = time.monotonic()
-                stopped = await RobotsRules(frontier, "testbot", fetch=ahang, timeout=3600.0).acheck(
-                    Request("http://127.0.0.3:9/"), stop=astop)
-                elapsed = time.monotonic() - started
-                release.set()  # the fetches given up on go on in the loop, which waits for them at its end
-                return [held, stopped, elapsed]
+                stop = threading.Event()
+                waiting = RobotsRules(frontier, "testbot", fetch=hang, timeout=3600.0)
+                threading.Timer(timeout, stop.set).start()
+                verdict, elapsed = timed(waiting.check, Request("http://127.0.0.2:9/"), stop)
+                assert verdict is STOPPED and at_the_timeout(elapsed)
 
-            held, stopped, elapsed = asyncio.run(asyncio.wait_for(both(), 60))
-            assert held.kind == "hold" and stopped is STOPPED and timeout <= elapsed < 2 * timeout
-    finally:
-        release.set()
+                async def both() -> list[Any]:
+                    arules = RobotsRules(frontier, "testbot", fetch=ahang, timeout=timeout)
+                    held = await arules.acheck(request)
+                    astop = threading.Event()
+                    asyncio.get_running_loop().call_later(timeout, astop.set)
+                    started = time.monotonic()
+                    stopped = await RobotsRules(frontier, "testbot", fetch=ahang, timeout=3600.0).acheck(
+                        Request("http://127.0.0.3:9/"), stop=astop)
+                    elapsed = time.monotonic() - started
+                    release.set()  # the fetches given up on go on in the loop, which waits for them at its end
+                    return [held, stopped, elapsed]
+
+                held, stopped, elapsed = asyncio.run(asyncio.wait_for(both(), 60))
+                assert held.kind == "hold" and stopped is STOPPED and at_the_timeout(elapsed)
+        finally:
+            release.set()
+
+    with_longer_times(attempt, 0.5, tries=3)
 
 
 # ------------------------------------------------------------------ a 5xx robots.txt on one port of a host

@@ -99,7 +99,7 @@ def test_a_sigkill_refetches_only_what_was_in_hand_and_a_second_ctrl_c_stops_at_
         assert proc.poll() is None  # waiting for the pages in hand
         proc.send_signal(signal.SIGINT)
         runs = finish(proc, stats)
-        assert time.monotonic() - started < 10 and runs[-1]["stopped_by"] == "interrupted"
+        assert time.monotonic() - started < 30 / 2 and runs[-1]["stopped_by"] == "interrupted"  # not after slow=30
         interrupted = in_hand(job, site)
         assert interrupted  # left in flight, and given back at close
         runs = finish(run_child(job, site, stats, "workers=16"), stats)

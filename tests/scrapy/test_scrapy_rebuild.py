@@ -8,11 +8,11 @@ import logging
 
 import pytest
 import scrapy
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.http import FormRequest
 from scrapykit import ShopSpider
 from urlstrategies import urls
+from volume import property_test
 from w3lib.url import safe_url_string
 
 from diskfrontier.request.codec import encode_request
@@ -30,14 +30,12 @@ def _both(dicts: RequestDicts, request: scrapy.Request) -> tuple[scrapy.Request,
     return dicts.from_dict(scrapy_dict(stored)), dicts.from_stored(stored)
 
 
-@settings(max_examples=3000, deadline=None)
-@given(st.from_regex(PLAIN_URL, fullmatch=True))
+@property_test(3000, st.from_regex(PLAIN_URL, fullmatch=True))
 def test_urls_taken_the_quick_way_are_left_unchanged_by_safe_url_string(url):
     assert safe_url_string(url) == url
 
 
-@settings(max_examples=1500, deadline=None)
-@given(urls())
+@property_test(1500, urls())
 def test_safe_url_string_is_idempotent_on_every_shape_of_url(url):
     """A stored URL is what safe_url_string made of the original: making it again changes nothing."""
     try:
@@ -53,8 +51,7 @@ meta = st.dictionaries(st.sampled_from(["depth", "tag", "download_slot"]),
                        st.one_of(st.integers(-5, 5), st.text(max_size=5)), max_size=3)
 
 
-@settings(max_examples=600, deadline=None)
-@given(url=st.one_of(urls(), st.from_regex(PLAIN_URL, fullmatch=True)),
+@property_test(600, url=st.one_of(urls(), st.from_regex(PLAIN_URL, fullmatch=True)),
        method=st.sampled_from(["GET", "POST", "put"]), headers=headers, body=st.binary(max_size=20),
        cookies=st.dictionaries(st.sampled_from(["a", "b"]), st.text("xyz", max_size=3), max_size=2), meta=meta,
        encoding=st.sampled_from(["utf-8", "latin-1"]), priority=st.integers(-2**40, 2**40),
