@@ -37,10 +37,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .jobdir.upkeep import Maintenance
     from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
+    from .request.revisit import RevisitState
     from .run.acrawl import acrawl
     from .run.crawl import CrawlStats, RunStats, crawl
     from .run.failurekinds import FailureKind
     from .run.options import RunOptions
+    from .run.revisit import Fetched, Revisit, RevisitRule
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
@@ -56,6 +58,10 @@ _LAZY = {
     "RedisMisconfigured": ".redisfrontier",
     "RedisUnavailable": ".redisfrontier",
     "Request": ".request.model",
+    "RevisitState": ".request.revisit",
+    "Fetched": ".run.revisit",
+    "Revisit": ".run.revisit",
+    "RevisitRule": ".run.revisit",
     "CrawlStats": ".run.crawl",
     "FailureKind": ".run.failurekinds",
     "RunOptions": ".run.options",
@@ -71,6 +77,7 @@ __all__ = [
     "DiskFull",
     "FailedRequest",
     "FailureKind",
+    "Fetched",
     "FormatError",
     "Frontier",
     "FrontierClosed",
@@ -92,6 +99,9 @@ __all__ = [
     "RedisUnavailable",
     "Request",
     "RequestTooLarge",
+    "Revisit",
+    "RevisitRule",
+    "RevisitState",
     "RunOptions",
     "RunStats",
     "ScrapyQueueFound",

@@ -18,8 +18,10 @@ from ..jobdir.inbox import Survey, survey
 from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
 from ..request.model import Request, retries_text
+from ..request.revisit import RevisitSummary, overdue
 from ..transfer.jsonlines import request_to_json
 from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
+from .revisits import AUTO_LIMIT, next_visits, revisit_rows, revisit_summary, revisits_by_host, seconds_text
 from .support import (
     CRAWL_OPTION,
     JSON_OPTION,
@@ -37,9 +39,12 @@ from .support import (
 @click.command()
 @EXISTING_JOBDIR
 @CRAWL_OPTION
+@click.option("--revisits/--no-revisits", default=None,
+              help="Count the revisits (due, overdue, intervals): reads every pending request. By default "
+                   f"counted up to {AUTO_LIMIT:,} pending requests.")
 @JSON_OPTION
 @one_line_errors
-def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
+def inspect(jobdir: str, crawl: str | None, revisits: bool | None, as_json: bool) -> None:
     """Show the state of JOBDIR without changing it (safe on a live crawl).
 
     With a Redis URL and --crawl: the crawl's counts and settings, its hosts and what
@@ -51,21 +56,23 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
     """
     name = redis_crawl(jobdir, crawl)
     if name is not None:
-        _inspect_redis(jobdir, name, as_json)
+        _inspect_redis(jobdir, name, revisits, as_json)
         return
     require_jobdir(jobdir)
     live = published_status(jobdir)
     if live is not None:
-        _inspect_live(jobdir, live, as_json)
+        _inspect_live(jobdir, live, revisits, as_json)
         return
     info = inspect_jobdir(jobdir)
     failing = failing_hosts(jobdir)
     held = survey(jobdir)
+    counted = _revisits(jobdir, None, revisits, info.pending)
     if as_json:
         data = info.as_dict()
         data["pending_by_priority"] = {str(k): v for k, v in info.pending_by_priority.items()}
         data["failing_hosts"] = failing
         data["inbox"] = held.as_dict()
+        data["revisits"] = None if counted is None else counted.as_dict()
         click.echo(json.dumps(data, indent=2))
         return
     rows = [
@@ -94,9 +101,17 @@ def inspect(jobdir: str, crawl: str | None, as_json: bool) -> None:
         rows.append(("in flight", f"unknown while pid {info.holder_pid} holds it (counted in pending)"))
     if info.paused_since is not None:
         rows.append(("paused", f"since {_local(info.paused_since)}: nothing is handed out until resume"))
+    rows += revisit_rows(counted, info.pending, AUTO_LIMIT) if revisits is not False else []
     rows += _failing_rows(failing)
     rows += _inbox_rows(held, "the next open")
     click.echo(table(rows))
+
+
+def _revisits(target: str, crawl: str | None, asked: bool | None, pending: int) -> RevisitSummary | None:
+    """The revisits of the pending requests, if asked for (``None``: when there are few enough to read)."""
+    if asked is False or (asked is None and pending > AUTO_LIMIT):
+        return None
+    return revisit_summary(target, crawl)
 
 
 def _inbox_rows(held: Survey, next_look: str) -> list[tuple[str, Any]]:
@@ -135,16 +150,18 @@ def _local(moment: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
 
 
-def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
+def _inspect_live(path: str, live: dict[str, Any], revisits: bool | None, as_json: bool) -> None:
     """``inspect`` of a directory a crawl holds: what that crawl published, without reading the journal."""
     stats = live["stats"]
     age = max(0.0, time.time() - live["taken"])
     state = f"running, held by pid {live['pid']} on {live.get('machine', '?')} (published {age:.1f}s ago)"
     failing = failing_hosts(path)
     held = survey(path)
+    counted = _revisits(path, None, revisits, stats.get("pending", 0))
     if as_json:
         click.echo(json.dumps({"path": path, "state": state, "live": True, **live, "failing_hosts": failing,
-                               "inbox": held.as_dict()}, indent=2, default=str))
+                               "inbox": held.as_dict(), "revisits": None if counted is None else counted.as_dict()},
+                              indent=2, default=str))
         return
     rows: list[tuple[str, Any]] = [("job directory", path), ("state", state),
                                    ("pending", f"{stats.get('pending', 0):,}")]
@@ -174,6 +191,7 @@ def _inspect_live(path: str, live: dict[str, Any], as_json: bool) -> None:
                                    if last is not None else "none yet in this run"))
         rows.append(("compactions", f"{stats.get('compactions_total', 0):,} since it was made, "
                                     f"{stats.get('compactions', 0):,} this run"))
+    rows += revisit_rows(counted, stats.get("pending", 0), AUTO_LIMIT) if revisits is not False else []
     rows += _failing_rows(failing)
     rows += _inbox_rows(held, "the crawl's next look")
     click.echo(table(rows))
@@ -202,7 +220,7 @@ def _seen_layout(stats: dict[str, Any]) -> str:
     return f"{kind} in {stats.get('seen_buckets', 0):,} buckets"
 
 
-def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
+def _inspect_redis(url: str, crawl: str, revisits: bool | None, as_json: bool) -> None:
     with open_crawl(url, crawl) as frontier:
         stats = frontier.stats()
         ready = frontier.next_ready()
@@ -210,9 +228,10 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
                               key=lambda item: (-item[1], item[0])))
     for own in ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed"):  # this command's own client
         stats.pop(own, None)
+    counted = _revisits(url, crawl, revisits, stats["pending"])
     if as_json:
-        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready, "failing_hosts": failing},
-                              indent=2))
+        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready, "failing_hosts": failing,
+                               "revisits": None if counted is None else counted.as_dict()}, indent=2))
         return
     per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
     rows: list[tuple[str, Any]] = [
@@ -236,6 +255,7 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
         rows.append(("next ready", "now" if ready <= time.time() else when(ready)))
     elif stats["pending"]:
         rows.append(("next ready", "not by waiting (blocked until unblocked, or held by per-host or budget limits)"))
+    rows += revisit_rows(counted, stats["pending"], AUTO_LIMIT) if revisits is not False else []
     rows += _failing_rows(failing)
     click.echo(table(rows))
 
@@ -246,9 +266,11 @@ def _inspect_redis(url: str, crawl: str, as_json: bool) -> None:
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many (0: all, as for hosts and failed).")
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
+@click.option("--due", is_flag=True, help="The next visits of the pages revisited: soonest first, each with its "
+                                          "time, interval, visits and changes (reads every pending request).")
 @JSON_OPTION
 @one_line_errors
-def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_json: bool) -> None:
+def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, due: bool, as_json: bool) -> None:
     """Show the next requests in queue order, without consuming them.
 
     Queue order is priority, then LIFO/FIFO, with the requests waiting for a time last (each
@@ -260,8 +282,16 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_js
     which is not always the order they are handed out in.
 
     Example: diskfrontier peek crawls/shop -n 5 --priority 10
+             diskfrontier peek crawls/news --due -n 10
     """
     name = redis_crawl(jobdir, crawl)
+    if due:
+        if priority is not None:
+            raise click.UsageError("--due lists the next visits of every priority: leave out --priority")
+        if name is None:
+            require_jobdir(jobdir)
+        _peek_due(jobdir, name, count, as_json)
+        return
     if name is not None:
         _peek_redis(jobdir, name, count, priority, as_json)
         return
@@ -285,6 +315,24 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, as_js
     if not shown:
         return
     _show_requests(shown)
+
+
+def _peek_due(target: str, crawl: str | None, count: int, as_json: bool) -> None:
+    shown = next_visits(target, crawl, count)
+    if as_json:
+        for request in shown:
+            click.echo(request_to_json(request))
+        return
+    if not shown:
+        click.echo("no pending request has a revisit state (a crawl with revisit=Revisit(...) gives them one)")
+        return
+    now = time.time()
+    for request in shown:
+        state = request.revisit
+        assert state is not None
+        late = "  overdue" if overdue(state, now) else ""
+        click.echo(f"{when(state.next_visit)}  every {seconds_text(state.interval):>6}  visits {state.visits:,}  "
+                   f"changed {state.changes:,}  {request.url}{late}")
 
 
 def _pending_count(jobdir: str) -> int:
@@ -343,9 +391,11 @@ HOST_SORTS = {"pending": lambda r: (-r.pending, r.host), "done": lambda r: (-r.d
               help="Order of the list (most first).")
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many (0: all, as for peek and failed).")
+@click.option("--revisits", is_flag=True, help="Add each host's revisits: pages, due now, overdue, median "
+                                               "interval (reads every pending request).")
 @JSON_OPTION
 @one_line_errors
-def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) -> None:
+def hosts(jobdir: str, crawl: str | None, sort: str, count: int, revisits: bool, as_json: bool) -> None:
     """List the hosts of JOBDIR: pending and done requests, delay, budget, consecutive failures and block
     (read-only).
 
@@ -360,20 +410,33 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, as_json: bool) 
         found = view.host_rows()
     rows = sorted(found, key=HOST_SORTS[sort])
     shown = rows[:count] if count else rows
+    by_host = revisits_by_host(jobdir, name) if revisits else {}
     if as_json:
-        click.echo(json.dumps([json_host(row.as_dict()) for row in shown], indent=2))
+        out = [json_host(row.as_dict()) for row in shown]
+        if revisits:
+            for entry, row in zip(out, shown, strict=True):
+                summary = by_host.get(row.host)
+                entry["revisits"] = summary.as_dict() if summary is not None else None
+        click.echo(json.dumps(out, indent=2))
         return
     if not rows:
         click.echo("no hosts")
         return
     width = max(len(r.host) for r in shown)
-    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  {'failures':>8}  "
-               f"blocked until")
+    extra = f"  {'revisits':>8}  {'due':>7}  {'overdue':>7}  {'median':>6}" if revisits else ""
+    click.echo(f"{'host':<{width}}  {'pending':>9}  {'done':>9}  {'delay':>7}  {'budget':>7}  {'failures':>8}"
+               f"{extra}  blocked until")
     for r in shown:
         delay = "default" if r.delay is None else f"{r.delay:g}s"
         budget = "-" if r.budget is None else f"{r.budget:,}"
-        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  {r.failures:>8,}  "
-                   f"{when(r.blocked_until) if r.blocked_until else '-'}")
+        summary = by_host.get(r.host)
+        more = ""
+        if revisits:
+            median = seconds_text(summary.intervals["median"]) if summary is not None else "-"
+            pages, due, late = (summary.pages, summary.due, summary.overdue) if summary is not None else (0, 0, 0)
+            more = f"  {pages:>8,}  {due:>7,}  {late:>7,}  {median:>6}"
+        click.echo(f"{r.host:<{width}}  {r.pending:>9,}  {r.done:>9,}  {delay:>7}  {budget:>7}  {r.failures:>8,}"
+                   f"{more}  {when(r.blocked_until) if r.blocked_until else '-'}")
     if len(shown) < len(rows):
         click.echo(f"... and {len(rows) - len(shown):,} more (-n 0 shows all)")
 

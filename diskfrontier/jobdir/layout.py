@@ -3,7 +3,7 @@
 Format 4 (docs/format.md describes every file)::
 
     JOBDIR/
-      frontier.json        {"format": "diskfrontier", "version": 5, "order", "id", "created", ...}
+      frontier.json        {"format": "diskfrontier", "version": 6, "order", "id", "created", ...}
       lock                 flock()ed by the one process that has the frontier open; its pid (lock.py)
       requests.seen        every accepted fingerprint (Scrapy's format, seen.py)
       requests.seen.sums   a crc32 of every 64 KiB block of requests.seen (seen.py)
@@ -39,9 +39,9 @@ from ..files.safefs import DIRECTORY, FILE, open_file
 from .lock import Lock, probe_lock  # noqa: F401 - the lock lives in lock.py; imported from here too
 
 FORMAT_NAME = "diskfrontier"
-FORMAT_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)  # 1 to 4 are upgraded on open
-JOURNAL_FORMAT = 4  # the journal's own format (its magic): format 5 only added record types to format 4's
+FORMAT_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)  # 1 to 5 are upgraded on open
+JOURNAL_FORMAT = 4  # the journal's own format (its magic): formats 5 and 6 only added to what its records hold
 SALTED_FROM = 4  # the first format whose checksums hold the directory's salt (and whose frontier.json has an id)
 ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 FINGERPRINT_VERSION = "scrapy-sha1-1"

@@ -24,6 +24,7 @@ from ..core.errors import FrontierError, NotInFlight
 from ..politeness.schedule import Host
 from ..request.codec import Unencodable, encode_request
 from ..request.model import Request
+from ..request.revisit import revisit_counters
 from . import records
 from .records import FRAME, REFETCH, RETRY, cap_error, done_body, done_frame, fail_body, frame, frame_all, host_body
 from .seenindex import key_of
@@ -374,6 +375,9 @@ class Ledger:
             st.counters["retried" if kind == RETRY else "refetch_scheduled"] += 1
             if kind == REFETCH:
                 st.counters["done"] += 1
+                if request.revisit is not None:
+                    for name in revisit_counters(request.revisit):
+                        st.counters[name] += 1
             st.hosts.returned(request._hid, done=kind == REFETCH, pending=1)
         except BaseException as exc:
             st.interrupted(what, exc)

@@ -116,8 +116,8 @@ class Opening:
                 named = checkpoint.named_id(layout.cursor) or "<the id its requests.cursor names>"
                 raise JobDirCorrupt(layout.meta, 0, "missing, but the directory has a journal (requests.urls)",
                                     hint='restore frontier.json from a backup, or write it anew as {"format": '
-                                         f'"diskfrontier", "version": 5, "order": "lifo", "id": "{named}"}} '
-                                         '(or "fifo")')
+                                         f'"diskfrontier", "version": {FORMAT_VERSION}, "order": "lifo", '
+                                         f'"id": "{named}"}} (or "fifo")')
             self.set_aside_foreign_queue()
             JournalWriter.create(layout.journal)
             meta = write_meta(layout, order or "lifo")

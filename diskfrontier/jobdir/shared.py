@@ -20,6 +20,7 @@ from queuelib import PriorityQueue
 from ..politeness.delayed import DelayedRequests
 from ..politeness.schedule import HostSchedule
 from ..request.model import Request
+from ..request.revisit import REVISIT_COUNTERS
 from .journal import JournalWriter
 from .layout import Layout
 from .queues import OffsetQueues
@@ -30,7 +31,8 @@ from .statefile import StateRecord
 log = logging.getLogger("diskfrontier")
 
 COUNTERS = ("pushed", "duplicates", "popped", "done", "unserializable", "memory_lost", "recovered", "requeued",
-            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands")
+            "torn_bytes_cut", "seen_added_from_journal", "retried", "refetch_scheduled", "dropped", "commands",
+            *REVISIT_COUNTERS)
 
 
 class Shared:

@@ -12,7 +12,9 @@ Names: ``diskfrontier_pending``, ``diskfrontier_in_flight``, ``diskfrontier_done
 ``diskfrontier_pending_by_priority{priority="..."}``, ``diskfrontier_hosts_ready``,
 ``diskfrontier_hosts_waiting``, ``diskfrontier_paused`` (0 or 1), a job directory's
 ``diskfrontier_journal_bytes``, ``diskfrontier_live_bytes``, ``diskfrontier_last_checkpoint`` (Unix time),
-``diskfrontier_compactions_total`` and ``diskfrontier_checkpoints_total`` (its holder's run), and
+``diskfrontier_compactions_total`` and ``diskfrontier_checkpoints_total`` (its holder's run),
+``diskfrontier_revisits_total``, ``diskfrontier_revisit_changes_total`` and
+``diskfrontier_revisit_not_modified_total`` (revisits, those that found a change, those answered 304), and
 ``diskfrontier_snapshot_timestamp_seconds`` (when the snapshot was taken).
 """
 
@@ -41,6 +43,9 @@ COUNTERS = {
     "duplicates": "Pushes refused as seen before",
     "compactions": "Compactions of a job directory's journal by its holder's run",
     "checkpoints": "Checkpoints of a job directory's journal by its holder's run",
+    "revisits": "Fetches of pages fetched before, finished with their next visit scheduled",
+    "revisit_changes": "Revisits that found the page changed",
+    "revisit_not_modified": "Revisits answered 304 Not Modified",
 }
 
 

@@ -13,6 +13,7 @@ import time
 
 from ..contract.checks import MAX_ATTEMPTS
 from ..request.model import Request
+from ..request.revisit import revisit_counters
 from .connection import LeaseExpired, talking
 from .guard import Guard
 from .leases import Leases
@@ -21,6 +22,8 @@ from .records import encode, pack_body
 from .settings import BATCH
 from .transport import Transport
 from .writes import failure
+
+_FLAGS = {"revisits": "r", "revisit_changes": "c", "revisit_not_modified": "n"}  # FINISH's refetch+FLAGS
 
 
 def expired(what: str, request: Request) -> LeaseExpired:
@@ -49,8 +52,11 @@ class Finishing:
         self._one("done", request, 0.0, None)
 
     def refetch(self, request: Request, after: float) -> None:
-        """Finish ``request`` now and have it pending again ``after`` seconds from now, its attempts from 0."""
-        self._one("refetch", request, after, pack_body(request, encode(request), 0, 0.0))
+        """Finish ``request`` now and have it pending again ``after`` seconds from now, its attempts from 0; a
+        page with a revisit state adds to the crawl's revisit counters in the same step."""
+        counted = revisit_counters(request.revisit) if request.revisit is not None else ()
+        what = "refetch" + ("+" + "".join(_FLAGS[name] for name in counted) if counted else "")
+        self._one(what, request, after, pack_body(request, encode(request), 0, 0.0))
         request.attempts = 0
         request.not_before = time.time() + after if after else None
 

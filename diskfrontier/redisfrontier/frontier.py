@@ -19,6 +19,7 @@ from ..contract import checks
 from ..contract.values import Dropped, FailedRequest, HostInfo, RobotsEntry
 from ..core.errors import FrontierError
 from ..request.model import Request
+from ..request.revisit import REVISIT_COUNTERS
 from .connection import LeaseExpired, check_crawl_name, connect, is_cluster, log, shown_url
 from .fanout import Fanout
 from .finishing import Finishing
@@ -354,7 +355,7 @@ class RedisFrontier:
         crawl = self._reader.stats()
         head = ("pending", "in_flight")
         tail = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed",
-                "dropped", "delayed", "hosts", "ready_hosts", "paused_since")
+                "dropped", "delayed", "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS)
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), "prefetched": self._leases.stashed, "acks_lost": self._acks.lost,

@@ -10,11 +10,12 @@ from typing import Any
 
 from ..contract.values import FailedRequest, HostInfo
 from ..request.model import Request
+from ..request.revisit import REVISIT_COUNTERS
 from .reading import CrawlReader
 from .shards import Router
 
 _SUMMED = ("pending", "in_flight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled",
-           "reclaimed", "failed", "dropped", "delayed", "hosts", "ready_hosts")
+           "reclaimed", "failed", "dropped", "delayed", "hosts", "ready_hosts", *REVISIT_COUNTERS)
 
 
 class MergedReader:

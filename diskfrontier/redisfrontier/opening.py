@@ -21,13 +21,23 @@ SHARDED = FORMAT + "s"  # the meta field v of every shard of a crawl of several 
 # The meta field v of a crawl whose seen set is kept another way (64-bit keys or a Bloom filter), one shard or
 # several: a version from before these layouts refuses it (it would look for the seen set under other keys).
 NEW_SEEN, NEW_SEEN_SHARDED = "2", "2s"
-READABLE = (FORMAT, SHARDED, NEW_SEEN, NEW_SEEN_SHARDED)
+# An 'r' after the digit: a crawl whose request records may hold a revisit state (a sixth field, which a version
+# from before revisits would take for a damaged record): every crawl this version opens is marked so (OPEN),
+# and a version from before refuses it.
+READABLE = ("1r", "1rs", "2r", "2rs", FORMAT, SHARDED, NEW_SEEN, NEW_SEEN_SHARDED)
 
 
 def format_of(seen_layout: str, shards: int) -> str:
     """The meta field v of a new crawl with this seen layout and number of shards."""
     base = FORMAT if seen_layout == "hash" else NEW_SEEN
-    return base + ("s" if shards > 1 else "")
+    return base + "r" + ("s" if shards > 1 else "")
+
+
+def without_revisits(version: str) -> str:
+    """The meta field v that a crawl of format ``version`` had before this version opened it (no 'r')."""
+    return version.replace("r", "")
+
+
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
            "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN", "SEAL",

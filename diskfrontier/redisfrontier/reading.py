@@ -17,6 +17,7 @@ from typing import Any
 from ..contract.values import FailedRequest, HostInfo
 from ..core.errors import FrontierError
 from ..request.model import Request
+from ..request.revisit import REVISIT_COUNTERS
 from .connection import repair_hint, shown_url, talking
 from .records import SeenKeys, unpack_body
 from .seen import SeenLayout, SeenSets
@@ -25,7 +26,7 @@ from .values import Values
 FOREVER = 1e18  # a block "until unblock" (math.inf) as the scripts store it
 _HOST_FIELDS = ("p", "i", "d", "dl", "b", "bu", "t", "f")  # a host hash's fields, in the order host_info reads them
 _COUNTERS = ("pending", "inflight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled",
-             "reclaimed", "failed", "dropped")
+             "reclaimed", "failed", "dropped", *REVISIT_COUNTERS)
 
 
 def glob_escape(text: str) -> str:
@@ -194,6 +195,7 @@ class CrawlReader:
             "seen": count["seen"], "pushed": count["pushed"], "duplicates": count["duplicates"],
             "retried": count["retried"], "refetch_scheduled": count["refetch_scheduled"],
             "reclaimed": count["reclaimed"], "failed": count["failed"], "dropped": count["dropped"],
+            **{name: count[name] for name in REVISIT_COUNTERS},
             "delayed": delayed, "hosts": hosts, "ready_hosts": ready, "paused_since": self._paused(meta.get("paused")),
             "seen_copies": v.whole(meta.get("seen_copies"), f"{key} field seen_copies", 0),  # see mark_seen
             "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # as any client last set them

@@ -32,7 +32,7 @@ from typing import Any
 from ..core.errors import CrawlDamaged, FrontierError
 from . import lua
 from .connection import RedisMisconfigured, connect, node_client, servers, shown_url, talking
-from .opening import format_of
+from .opening import format_of, without_revisits
 from .records import unpack_body
 from .shards import Shard
 from .verify_layout import Said, check_layout, mend_layout, shard_missing
@@ -49,7 +49,8 @@ _KINDS = {b"meta": b"hash", b"req": b"hash", b"ready": b"zset", b"wait": b"zset"
           b"failinfo": b"hash", b"bad": b"hash", b"clients": b"hash", b"robots": b"hash", b"seen_map": b"string"}
 _DERIVED = {b"ready", b"wait", b"delayed", b"lease", b"owner", b"hosts", b"sentinel"}  # rebuilt from req
 _COUNTERS = (b"pending", b"inflight", b"delayed", b"seq", b"done", b"seen", b"pushed", b"duplicates", b"retried",
-             b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped")
+             b"refetch_scheduled", b"reclaimed", b"failed", b"leases", b"dropped", b"revisits", b"revisit_changes",
+             b"revisit_not_modified")
 _HOST_NUMBERS = (b"p", b"i", b"d", b"dl", b"b", b"bu", b"t", b"f")
 _REQUIRED = (b"seq", b"pending", b"inflight", b"seen")  # counters every crawl has had from its start
 
@@ -223,7 +224,8 @@ class _Crawl:
         layout = meta.get(b"seen_layout", b"hash").decode("utf-8", "replace")
         several = self.place.count > 1
         expected = format_of(layout, self.place.count).encode()
-        if meta.get(b"v") != expected:  # "1s"/"2s": a shard of a crawl of several shards; "2": a newer seen layout
+        # "1s"/"2s": a shard of a crawl of several shards; "2": a newer seen layout; without "r": not opened since
+        if meta.get(b"v") not in (expected, without_revisits(expected.decode()).encode()):
             self.problem(b"meta", f"field v is {meta.get(b'v')!r}, not {expected.decode()} (the format of a crawl "
                                   f"of {'several shards' if several else 'one shard'} whose seen set is kept as "
                                   f"{layout!r}): not a crawl of this format")

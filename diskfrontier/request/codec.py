@@ -1,7 +1,8 @@
 """The one place requests become bytes and back: msgpack records, never pickle.
 
 A request record is the msgpack array ``[url, method, headers, body, meta]`` with
-trailing default fields left out (a plain GET is just ``[url]``). Priority, the
+trailing default fields left out (a plain GET is just ``[url]``), and a sixth field, the
+page's revisit state (``revisit.py``), when it has one. Priority, the
 ``dont_filter`` flag and the fingerprint travel in the journal record's fixed header
 (see ``jobdir/records.py``), so recovery can route and dedupe without decoding msgpack.
 
@@ -34,6 +35,7 @@ from ..core.errors import RequestTooLarge
 from . import values
 from .canonical import is_plain as _is_plain
 from .model import MAX_BODY_BYTES, MAX_DEPTH, MAX_RECORD_BYTES, MAX_URL_LENGTH, Request, check_stored
+from .revisit import RevisitState
 from .values import NotStorable, kind_of
 
 EXT_TUPLE, EXT_SET, EXT_FROZENSET = 1, 2, 3
@@ -188,15 +190,19 @@ def encode_request(request: Request) -> bytes:
     then keeps the request in memory), and ``RequestTooLarge`` if the request is beyond
     the limits (nested more than ``MAX_DEPTH`` levels, or a record over ``MAX_RECORD_BYTES``).
     """
-    if not request.meta and not request.body and not request.headers:  # the usual request: a URL, maybe a method
+    revisit = request.revisit
+    if not request.meta and not request.body and not request.headers and revisit is None:  # the usual request
         try:
             return _packer.pack([request.url] if request.method == "GET" else [request.url, request.method])
         except (TypeError, ValueError, OverflowError) as exc:  # a URL msgpack cannot encode (a lone surrogate)
             _packer.reset()
             raise Unencodable(str(exc)) from None
     fields: list[Any] = [request.url, request.method, request.headers, request.body, request.meta]
-    while len(fields) > 1 and fields[-1] == _DEFAULTS[len(fields) - 1]:
-        fields.pop()
+    if revisit is not None:
+        fields.append(revisit.to_list())
+    else:
+        while len(fields) > 1 and fields[-1] == _DEFAULTS[len(fields) - 1]:
+            fields.pop()
     if len(fields) > 2 and not _fits(fields, _RECORD_DEPTH):
         raise RequestTooLarge(
             f"{_deep_field(fields)} nests lists, dicts, tuples or sets more than {MAX_DEPTH} levels deep "
@@ -218,7 +224,7 @@ def encode_request(request: Request) -> bytes:
 
 def _check_fields(fields: Any) -> None:
     """Raise ``ValueError`` unless ``fields`` is a request record ``encode_request`` could have written."""
-    if not isinstance(fields, list) or not 1 <= len(fields) <= 5 or not isinstance(fields[0], str):
+    if not isinstance(fields, list) or not 1 <= len(fields) <= 6 or not isinstance(fields[0], str):
         raise ValueError("malformed request record: not an array starting with a URL")
     types = (str, str, dict, bytes, dict)
     names = ("URL", "method", "headers", "body", "meta")
@@ -290,6 +296,7 @@ def decode_request(
         raise ValueError(f"malformed request record: its meta is nested more than {MAX_DEPTH} levels deep")
     n = len(fields)
     _check_stored(fields[0], fields[1] if n > 1 else "GET", fields[2] if n > 2 else None, fields[4] if n > 4 else None)
+    revisit = RevisitState.from_list(fields[5]) if n > 5 else None
     return Request.unchecked(
         fields[0],
         fields[1] if n > 1 else "GET",
@@ -301,4 +308,5 @@ def decode_request(
         fingerprint,
         seq,
         slot,
+        revisit,
     )

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from ..core.errors import RequestTooLarge
 from .canonical import canonicalize, is_plain, make_safe
 from .fingerprint import fingerprint_and_host
+from .revisit import RevisitState
 
 PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
@@ -233,7 +234,8 @@ class Request:
     shows it (the crawl log, ``diskfrontier failed``) calls it that (``retries_text``). Every field is checked here;
     a bad one raises ``TypeError`` or ``ValueError`` naming it, before anything is written
     (``RequestTooLarge``, a ``ValueError``, for a URL or body over ``MAX_URL_LENGTH`` or
-    ``MAX_BODY_BYTES``).
+    ``MAX_BODY_BYTES``). ``revisit``: the state of the page's last fetch (``RevisitState``), for a
+    crawl that comes back to it (``diskfrontier.Revisit``); None for a page never fetched.
     """
 
     # ``_fingerprint`` and ``_slot`` are the request's own, given to the constructor or computed from it
@@ -246,7 +248,7 @@ class Request:
     # - ``_hid``: its host's id in the job directory's host table (jobdir/dispatch.py).
     # - ``_size``: the bytes of its record in the job directory's journal (jobdir/records.py).
     __slots__ = ("url", "method", "headers", "body", "priority", "meta", "dont_filter", "_fingerprint", "_seq", "_size",
-                 "_slot", "attempts", "not_before", "_hid")
+                 "_slot", "attempts", "not_before", "_hid", "revisit")
 
     def __init__(
         self,
@@ -260,6 +262,7 @@ class Request:
         dont_filter: bool = False,
         fingerprint: bytes | None = None,
         slot: str | None = None,
+        revisit: RevisitState | None = None,
     ) -> None:
         self.url: str = _check_url(url)
         if not isinstance(method, str) or not _METHOD.match(method.upper()):
@@ -281,12 +284,15 @@ class Request:
         self.attempts = 0
         self.not_before: float | None = None  # when it was due, for a request read back from a job directory
         self._hid = -1  # its host's id in the job directory that handed it out
+        if revisit is not None and not isinstance(revisit, RevisitState):
+            raise TypeError(f"Request.revisit must be a RevisitState or None, got {type(revisit).__name__}")
+        self.revisit: RevisitState | None = revisit
 
     @classmethod
     def unchecked(
         cls, url: str, method: str, headers: Headers, body: bytes, priority: int,
         meta: dict[str, Any], dont_filter: bool, fingerprint: bytes | None, seq: int | None = None,
-        slot: str | None = None,
+        slot: str | None = None, revisit: RevisitState | None = None,
     ) -> Request:
         """A request built from fields that are known to be valid, with no checks at all.
 
@@ -303,6 +309,7 @@ class Request:
         self.priority, self.meta, self.dont_filter = priority, meta, dont_filter
         self._fingerprint, self._seq, self._size = fingerprint, seq, 0
         self._slot, self.attempts, self.not_before, self._hid = slot, 0, None, -1
+        self.revisit = revisit
         return self
 
     @property
@@ -328,6 +335,7 @@ class Request:
         fields: dict[str, Any] = {
             "method": self.method, "headers": self.headers, "body": self.body,
             "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
+            "revisit": self.revisit,
         }
         if "url" not in changes:
             fields["slot"] = self._slot
@@ -336,11 +344,15 @@ class Request:
         return Request(url, **fields)
 
     def to_dict(self) -> dict[str, Any]:
-        """The request's fields as a dict (the keyword arguments that rebuild it, plus the URL)."""
-        return {
+        """The request's fields as a dict (the keyword arguments that rebuild it, plus the URL; ``revisit``
+        only when it has a revisit state)."""
+        out = {
             "url": self.url, "method": self.method, "headers": self.headers, "body": self.body,
             "priority": self.priority, "meta": self.meta, "dont_filter": self.dont_filter,
         }
+        if self.revisit is not None:
+            out["revisit"] = self.revisit
+        return out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Request):
@@ -348,7 +360,7 @@ class Request:
         return (
             self.url == other.url and self.method == other.method and self.headers == other.headers
             and self.body == other.body and self.priority == other.priority
-            and self.meta == other.meta and self.dont_filter == other.dont_filter
+            and self.meta == other.meta and self.dont_filter == other.dont_filter and self.revisit == other.revisit
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like Scrapy's

@@ -138,7 +138,7 @@ class MultiHostSite:
         self.log: list[tuple[str, str, float]] = []
         self._lock = threading.Lock()
         handler = type("Handler", (_MultiHostHandler,), {"site": self})
-        self.servers = _bind_all(self.addresses, handler)
+        self.servers = bind_all(self.addresses, handler)
         self.port = self.servers[0].server_address[1]
         self.threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in self.servers]
 
@@ -187,7 +187,7 @@ class MultiHostSite:
             server.server_close()
 
 
-def _bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
+def bind_all(addresses: list[str], handler: type) -> list[_QuietServer]:
     """A server on each address, all on one free port."""
     for _attempt in range(20):
         first = _QuietServer((addresses[0], 0), handler)

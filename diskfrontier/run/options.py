@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from ..contract.protocol import FrontierProtocol
 from .failurekinds import Classify
 from .policy import RetryPolicy
+from .revisit import Revisit
 from .robots import DEFAULT_TIMEOUT, Fetch, RobotsRules
 
 __all__ = ["RunKeywords", "RunOptions", "check_argument", "options_of", "retry_policy", "robots_rules"]
@@ -73,6 +74,14 @@ class RunOptions:
     grace: float | None = 10.0
     """Seconds the handlers under way are given to finish after a stop (None: as long as they take); then the
     run returns and leaves them behind: their requests stay in flight and come back (``abandoned``)."""
+    revisit: Revisit | None = None
+    """Come back to each page (``diskfrontier.Revisit``): a handler that returns a ``Fetched`` (its status,
+    body or signature, ETag, Last-Modified) has its request finished with its next visit scheduled at the
+    interval its changes call for, its ``request.revisit`` state stored with it (send
+    ``request.revisit.etag`` and ``.last_modified`` back as ``If-None-Match`` and ``If-Modified-Since``:
+    ``diskfrontier.run.revisit.conditional_headers``). A handler that returns nothing finishes it as
+    without. A revisit that fails after its retries is tried again later, up to ``give_up`` times in a
+    row; a ``PermanentError`` (a 404) ends the page's revisits."""
 
 
 class RunKeywords(TypedDict, total=False):
@@ -95,6 +104,7 @@ class RunKeywords(TypedDict, total=False):
     fetch_robots: Fetch | None
     robots_timeout: float
     grace: float | None
+    revisit: Revisit | None
 
 
 _NAMES = frozenset(option.name for option in fields(RunOptions))
@@ -135,6 +145,8 @@ def _check(function: str, options: RunOptions) -> None:
     if options.fetch_robots is not None and not callable(options.fetch_robots):
         raise TypeError(f"{function}(): fetch_robots must be a function (url, user_agent) -> (status, body), "
                         f"got {options.fetch_robots!r}")
+    if options.revisit is not None and not isinstance(options.revisit, Revisit):
+        raise TypeError(f"{function}(): revisit must be a diskfrontier.Revisit or None, got {options.revisit!r:.80}")
     if options.robots and (not isinstance(options.user_agent, str) or not options.user_agent.strip()):
         raise ValueError(f"{function}(): robots=True needs user_agent=, the name your crawler gives in "
                          f"User-agent (the robots.txt rules for it are obeyed), e.g. user_agent='mybot/1.0'")
@@ -143,7 +155,7 @@ def _check(function: str, options: RunOptions) -> None:
 def retry_policy(options: RunOptions) -> RetryPolicy:
     """How the runs of a call treat a handler's error."""
     return RetryPolicy(options.retries, options.backoff, options.classify, options.host_errors,
-                       options.host_backoff, options.host_backoff_max)
+                       options.host_backoff, options.host_backoff_max, options.revisit)
 
 
 def robots_rules(options: RunOptions, frontier: FrontierProtocol) -> RobotsRules | None:

@@ -24,7 +24,9 @@ from typing import Literal
 from ..contract.checks import MAX_SECONDS
 from ..contract.protocol import FrontierProtocol
 from ..request.model import Request, retries_text
+from ..request.revisit import RevisitState
 from .failurekinds import Classify, FailureKind, kind_of
+from .revisit import CHANGED, NEW, UNCHANGED, UNKNOWN, Fetched, Revisit
 from .robots import Verdict, site_of
 
 log = logging.getLogger("diskfrontier")
@@ -49,16 +51,20 @@ class Action:
     """What becomes of a request after its handler.
 
     ``kind``: "done" (acknowledge it), "retry" (give it back, ready after ``delay`` seconds),
-    "fail" (record it as failed with ``error``), or "none" (the handler already finished it
-    itself, with ``done``, ``retry`` or ``fail``: counted as done). ``at_once``: a failure with no
-    retry. ``blame``: a failure of the request's host to count (None: the host is not blamed).
+    "fail" (record it as failed with ``error``), "revisit" (done, and pending again after ``delay``
+    seconds with the revisit state ``revisit``), or "none" (the handler already finished it itself,
+    with ``done``, ``retry`` or ``fail``: counted as done). ``at_once``: a failure with no retry.
+    ``blame``: a failure of the request's host to count (None: the host is not blamed). ``counters``:
+    more ``RunStats`` counters it adds to.
     """
 
-    kind: Literal["done", "retry", "fail", "none"]
+    kind: Literal["done", "retry", "fail", "revisit", "none"]
     delay: float = 0.0
     error: str = ""
     at_once: bool = False
     blame: HostBlame | None = None
+    revisit: RevisitState | None = None
+    counters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,8 @@ class RetryPolicy:
     """How a run treats a handler's error: ``retries`` retries, ``backoff`` seconds doubled each attempt;
     ``classify`` (see ``failurekinds``) may say what an error is; ``host_errors`` failures of a host in a
     row block it for ``host_backoff`` seconds, doubled each further failure, at most ``host_backoff_max``
-    (``host_errors`` None: hosts are never blocked for their failures, but a "backoff" still blocks)."""
+    (``host_errors`` None: hosts are never blocked for their failures, but a "backoff" still blocks).
+    ``revisit``: how pages are come back to (a handler's ``Fetched`` result, ``revisit.py``)."""
 
     retries: int = 3
     backoff: float = 1.0
@@ -74,15 +81,19 @@ class RetryPolicy:
     host_errors: int | None = 5
     host_backoff: float = 60.0
     host_backoff_max: float = 3600.0
+    revisit: Revisit | None = None
 
-    def decide(self, request: Request, error: BaseException | None, *, held: bool) -> Action:
-        """The action for ``request`` after its handler returned (``error`` None) or raised ``error``;
+    def decide(self, request: Request, error: BaseException | None, *, held: bool, result: object = None) -> Action:
+        """The action for ``request`` after its handler returned ``result`` (``error`` None) or raised ``error``;
         ``held``: the request is still in flight here (the handler did not finish it itself)."""
         if not held:
             if error is not None:
                 log.warning("handler raised after it finished %s itself: %s", request.url, error_text(error))
             return Action("none")
         if error is None:
+            if self.revisit is not None and isinstance(result, Fetched):
+                verdict, state = self.revisit.after_fetch(request, result, time.time())
+                return Action("revisit", delay=state.interval, revisit=state, counters=_REVISIT_COUNTERS[verdict])
             return Action("done")
         try:
             kind = kind_of(request, error, self.classify)
@@ -101,10 +112,17 @@ class RetryPolicy:
         if request.attempts < self.retries:
             return Action("retry", delay=min(self.backoff * 2 ** request.attempts, MAX_SECONDS), error=text,
                           blame=blame)
+        if self.revisit is not None and request.revisit is not None:  # a revisit that failed: come back later
+            later = self.revisit.after_failure(request, time.time())
+            if later is not None:
+                return Action("revisit", delay=later.interval, error=text, blame=blame, revisit=later,
+                              counters=("revisit_failures",))
         return Action("fail", error=text, blame=blame)
 
 
-_COUNTED = {"done": "done", "none": "done", "retry": "retried", "fail": "failed"}
+_COUNTED = {"done": "done", "none": "done", "retry": "retried", "fail": "failed", "revisit": "done"}
+_REVISIT_COUNTERS = {NEW: ("revisits_scheduled",), CHANGED: ("revisits_scheduled", "revisits", "changes"),
+                     UNCHANGED: ("revisits_scheduled", "revisits"), UNKNOWN: ("revisits_scheduled", "revisits")}
 
 
 def apply(frontier: FrontierProtocol, request: Request, action: Action) -> tuple[str, ...]:
@@ -124,6 +142,11 @@ def apply(frontier: FrontierProtocol, request: Request, action: Action) -> tuple
                             time.strftime("%H:%M:%S", time.localtime(min(until, 2**31 - 1))), action.error)
         if action.kind == "done":
             frontier.done(request)
+        elif action.kind == "revisit":
+            request.revisit = action.revisit
+            frontier.done(request, refetch_after=action.delay)
+            if action.error:
+                log.info("revisit of %s failed (%s); tried again in %.0fs", request.url, action.error, action.delay)
         elif action.kind == "retry":
             frontier.retry(request, delay=action.delay)
             log.info("retry %d of %s in %.1fs: %s", request.attempts, request.url, action.delay, action.error)
@@ -138,7 +161,10 @@ def apply(frontier: FrontierProtocol, request: Request, action: Action) -> tuple
         log.warning("could not finish %s (%s: %s); it will be handed out again", request.url,
                     type(exc).__name__, exc)
         return ()
-    return (_COUNTED[action.kind], *counters)
+    if action.kind == "revisit" and action.revisit is not None and action.revisit.last_status == 304 \
+            and not action.error:
+        counters += ("not_modified",)
+    return (_COUNTED[action.kind], *counters, *action.counters)
 
 
 def settle_robots(frontier: FrontierProtocol, request: Request, verdict: Verdict) -> tuple[str, ...]:

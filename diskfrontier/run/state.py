@@ -142,7 +142,7 @@ class RunState:
         with self.lock:
             self.busy += 1
 
-    def settle(self, request: Request, error: BaseException | None) -> None:
+    def settle(self, request: Request, error: BaseException | None, result: object = None) -> None:
         """Finish ``request`` after its handler (done, retry with backoff, or failed) and count it.
 
         Blocking: makes the frontier's calls."""
@@ -154,7 +154,7 @@ class RunState:
                         type(exc).__name__, exc)
             counters: tuple[str, ...] = ()
         else:
-            counters = apply(frontier, request, self.policy.decide(request, error, held=held))
+            counters = apply(frontier, request, self.policy.decide(request, error, held=held, result=result))
         self.count(*counters)
 
     def settle_robots(self, request: Request, verdict: Verdict) -> None:

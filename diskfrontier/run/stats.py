@@ -26,6 +26,11 @@ class RunStats:
     robots_disallowed: int = 0  # requests robots.txt disallowed (recorded as failed, never fetched)
     robots_held: int = 0  # requests given back because their site's robots.txt could not be fetched
     abandoned: int = 0  # requests in hand when the run returned, left in flight (they come back): see RunState
+    revisits_scheduled: int = 0  # with revisit=: requests finished with their next visit scheduled
+    revisits: int = 0  # of those, fetches of a page fetched before
+    changes: int = 0  # of the revisits, those that found the page changed
+    not_modified: int = 0  # of the revisits, those answered 304
+    revisit_failures: int = 0  # revisits that failed after their retries, tried again later
     stopped_by: str = ""  # "finished", "stalled", "duration", "max_requests", "SIGINT", "SIGTERM", "interrupted"
 
     @property
@@ -82,6 +87,26 @@ class CrawlStats:
     @property
     def abandoned(self) -> int:
         return self._sum("abandoned")
+
+    @property
+    def revisits_scheduled(self) -> int:
+        return self._sum("revisits_scheduled")
+
+    @property
+    def revisits(self) -> int:
+        return self._sum("revisits")
+
+    @property
+    def changes(self) -> int:
+        return self._sum("changes")
+
+    @property
+    def not_modified(self) -> int:
+        return self._sum("not_modified")
+
+    @property
+    def revisit_failures(self) -> int:
+        return self._sum("revisit_failures")
 
     @property
     def stopped_by(self) -> str:

@@ -44,8 +44,8 @@ class Port(Protocol):
         """What robots.txt says of ``request``, fetching it first if need be; ``STOPPED`` if the run stops
         meanwhile."""
 
-    async def handle(self, request: Request) -> None:
-        """Call the handler on ``request``."""
+    async def handle(self, request: Request) -> object:
+        """Call the handler on ``request``; what it returned."""
 
     def cancelled(self) -> bool:
         """A ``CancelledError`` came out of the handler: True if the worker itself is being cancelled (it
@@ -83,6 +83,7 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
     """Robots.txt, the handler and the settling of one request in hand; False if the worker is to leave
     it (the run stopped), in flight."""
     error: BaseException | None = None
+    result: object = None
     verdict: Verdict = ALLOW
     try:
         if state.robots is not None:  # fetches the site's robots.txt the first time, unless the run stops
@@ -93,7 +94,7 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
         if verdict is not ALLOW:
             await port.blocking(state.settle_robots, request, verdict)
             return True
-        await port.handle(request)
+        result = await port.handle(request)
     except Exception as exc:  # any error of the handler is retried, then recorded
         error = exc
     except asyncio.CancelledError as exc:
@@ -102,7 +103,7 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
         error = exc  # the handler's own (something it awaited was cancelled): an error like any other
     if state.hard.is_set():
         return False  # left in flight: the frontier gives it back
-    await port.blocking(state.settle, request, error)
+    await port.blocking(state.settle, request, error, result)
     return True
 
 
@@ -131,12 +132,13 @@ class Blocking:
     async def verdict(self, robots: RobotsRules, request: Request) -> Verdict:
         return robots.check(request, self.state.stop)
 
-    async def handle(self, request: Request) -> None:
+    async def handle(self, request: Request) -> object:
         result = self.handler(request, self.state.frontier)
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
                 result.close()
             raise TypeError("the handler returned an awaitable: make it an async def function")
+        return result
 
     def cancelled(self) -> bool:
         return True  # no task here: a CancelledError a handler raises leaves its thread, as any BaseException
@@ -158,8 +160,8 @@ class Awaiting:
     async def verdict(self, robots: RobotsRules, request: Request) -> Verdict:
         return await robots.acheck(request, self.frontier.call, self.state.stop)
 
-    async def handle(self, request: Request) -> None:
-        await self.call(request)
+    async def handle(self, request: Request) -> object:
+        return await self.call(request)
 
     def cancelled(self) -> bool:
         """True if the running task was asked to stop (Python 3.10 cannot tell: then always True)."""

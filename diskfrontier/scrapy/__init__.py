@@ -14,6 +14,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
     ) from exc
 
 from .retry_after import RetryAfterMiddleware
+from .revisitmiddleware import RevisitMiddleware
 from .scheduler import Scheduler
 
-__all__ = ["RetryAfterMiddleware", "Scheduler"]
+__all__ = ["RetryAfterMiddleware", "RevisitMiddleware", "Scheduler"]

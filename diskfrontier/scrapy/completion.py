@@ -69,6 +69,10 @@ class Completion:
                 return original, stored
         return None
 
+    def stored_of(self, request: ScrapyRequest) -> Request | None:
+        """The frontier request ``request`` was made from, while the engine has it; else None."""
+        return self._out.get(request)
+
     def put_back(self, request: ScrapyRequest, frontier_request: Request) -> None:
         """Track ``request`` again (a retry that could not go through the frontier)."""
         self._out[request] = frontier_request

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .revisits import revisit_policy
+
 START_POLICIES = ("dedupe", "skip", "keep")
 DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 
@@ -48,6 +50,7 @@ class Options:
     items_flush: float = 1.0
     shards: int | None = None
     wait_replicas: int = 0
+    revisit: Any = None  # DISKFRONTIER_REVISIT: a dict of diskfrontier.Revisit's options (revisits.py)
 
     def check(self) -> Options:
         """Raise ``ValueError`` naming the setting of the first option that is not valid; return self."""
@@ -76,6 +79,7 @@ class Options:
         if isinstance(flush, bool) or not isinstance(flush, (int, float)) or not 0 <= flush < 3600:
             raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, got {flush!r}")
         self.items_flush = float(flush)
+        self.revisit = revisit_policy(self.revisit)
         return self
 
 
@@ -140,6 +144,7 @@ def from_settings(settings: Any) -> dict[str, Any]:
         "done_after_items": settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
         "items_flush": settings.getfloat("DISKFRONTIER_ITEMS_FLUSH", 1.0),
         "wait_replicas": settings.getint("DISKFRONTIER_WAIT_REPLICAS", 0),
+        "revisit": _plain(settings.get("DISKFRONTIER_REVISIT")),
     }
     if settings.get("DISKFRONTIER_PREFER"):
         options["prefer"] = settings.get("DISKFRONTIER_PREFER")
@@ -179,6 +184,12 @@ def per_ip_refusal(settings: Any, options: Options) -> str | None:
             "requests over download slots keyed by host, and the downloader would key them by IP; set "
             "CONCURRENT_REQUESTS_PER_IP = 0 (Scrapy deprecates it: use CONCURRENT_REQUESTS_PER_DOMAIN), or "
             "DISKFRONTIER_PREFER = 'priority'")
+
+
+def _plain(value: Any) -> Any:
+    """A setting's value as plain Python (Scrapy may hold a dict setting as its own ``BaseSettings``)."""
+    to_dict = getattr(value, "copy_to_dict", None)
+    return to_dict() if callable(to_dict) else value
 
 
 def _port(value: Any) -> int | None:

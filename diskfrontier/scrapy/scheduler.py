@@ -132,6 +132,7 @@ from .metrics import MetricsServer
 from .options import DAPQ, per_ip_refusal, resolve
 from .pushbuffer import PushBuffer, Waiting
 from .refusal import refuse_to_start
+from .revisits import Revisits
 from .serialize import RequestDicts
 from .unstorable import Unstorable
 from .wake import EngineWake
@@ -265,6 +266,7 @@ class Scheduler(BaseScheduler):
         self._counts: dict[str | tuple[str, ...], int] = {}
         self._uncounted = 0
         self._completion = Completion(crawler)
+        self._revisits = Revisits(opts.revisit) if opts.revisit is not None else None
         self._temporary: str | None = None
         # Scrapy's names: requests that outlive the process are "disk", the others (no JOBDIR) "memory"
         stored = bool(jobdir) or bool(self.url)
@@ -498,6 +500,8 @@ class Scheduler(BaseScheduler):
         if found is None:
             return False
         original, stored = found
+        if self._revisits is not None:
+            self._revisits.forget(stored)
         assert self.frontier is not None
         try:
             copy = frontier_request(self._dicts.to_dict(request), stored.fingerprint, dont_filter=stored.dont_filter)
@@ -562,12 +566,43 @@ class Scheduler(BaseScheduler):
                 self._wake.at(time.time() + due)
             return
         assert self.frontier is not None
+        if self._revisits is not None:
+            released = self._finish_revisits(released)
         if self._shared is not None:
             self._unacked += released
             self._acknowledge()
             return
         self.frontier.done_many(released)
         self._count("diskfrontier/done", len(released))
+
+    def _finish_revisits(self, released: list[Request]) -> list[Request]:
+        """Finish the released requests to revisit with their next visit scheduled; return the others."""
+        assert self._revisits is not None and self.frontier is not None
+        plain, again = self._revisits.split(released)
+        if again:
+            self._store_buffered()  # what they produced is stored before they are finished
+        for stored in again:
+            assert stored.revisit is not None
+            try:
+                self.frontier.done(stored, refetch_after=stored.revisit.interval)
+            except LeaseExpired as exc:
+                self._count("diskfrontier/lease_lost")
+                logger.warning("%s", exc, extra={"spider": self.spider})
+        self._count("diskfrontier/done", len(again))
+        self._count("diskfrontier/revisits_scheduled", len(again))
+        for name, n in self._revisits.counts.items():
+            self._count(f"diskfrontier/{name}", n)
+        self._revisits.counts.clear()
+        return plain
+
+    def stored_of(self, request: ScrapyRequest) -> Request | None:
+        """The frontier request a request handed out was made from, while the engine has it (else None)."""
+        return self._completion.stored_of(request)
+
+    def note_response(self, request: ScrapyRequest, response: Any) -> None:
+        """A response to a request handed out, for its page's next visit (``RevisitMiddleware``)."""
+        if self._revisits is not None and (stored := self._completion.stored_of(request)) is not None:
+            self._revisits.note(stored, request, response)
 
     def _sync_failed(self, exc: OSError) -> None:
         """The feed files could not be synced: their requests stay not done (fetched again after a stop)."""

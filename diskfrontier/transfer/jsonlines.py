@@ -2,8 +2,9 @@
 
 One JSON object a line: ``{"url", "method", "headers", "body", "priority", "meta",
 "dont_filter"}``, and, when they are not the defaults, ``"slot"`` (a queue key other than
-the URL's host), ``"attempts"`` (retries so far) and ``"not_before"`` (a ``time.time()``
-value: not handed out before then). JSON has no bytes, so every bytes value (a body, a header value, bytes
+the URL's host), ``"attempts"`` (retries so far), ``"not_before"`` (a ``time.time()``
+value: not handed out before then) and ``"revisit"`` (the page's revisit state, its fields by
+name, the signature in hex). JSON has no bytes, so every bytes value (a body, a header value, bytes
 inside ``meta``) is written as ``{"$base64": "..."}`` and turned back into bytes on import. Other values
 of ``meta`` that JSON has no type for are written as text, and read back as that text: dates and times
 in ISO 8601 (``isoformat()``), a ``Decimal`` or a ``UUID`` as ``str()`` writes it; a ``timedelta`` as
@@ -26,9 +27,10 @@ from typing import Any
 
 from ..files import boundedjson
 from ..request.model import MAX_DEPTH, MAX_RECORD_BYTES, Request, host_of
+from ..request.revisit import RevisitState
 
 FIELDS = frozenset({"url", "method", "priority", "headers", "body", "meta", "dont_filter", "slot", "attempts",
-                    "not_before"})
+                    "not_before", "revisit"})
 SEEN = "$seen"
 _LINE_DEPTH = MAX_DEPTH + 4  # meta's own limit, and the line's object, meta, $base64 and header lists
 _LINE_BYTES = 2 * MAX_RECORD_BYTES  # a body as base64 or escaped text is longer than its bytes
@@ -67,7 +69,11 @@ def _restore(value: Any) -> Any:
 
 def request_to_json(request: Request) -> str:
     """One line of JSON for ``request`` (no newline)."""
-    data = _plain(request.to_dict())
+    fields = request.to_dict()
+    fields.pop("revisit", None)
+    data = _plain(fields)
+    if request.revisit is not None:
+        data["revisit"] = request.revisit.to_json()
     if not request.body:
         data["body"] = ""
     if request.slot != host_of(request.url):
@@ -125,6 +131,9 @@ def _request(data: Any) -> Request:
         restored.pop("body", None)
     attempts = restored.pop("attempts", 0)
     not_before = restored.pop("not_before", None)
+    revisit = restored.pop("revisit", None)
+    if revisit is not None:
+        restored["revisit"] = RevisitState.from_json(revisit)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
         raise ValueError(f'"attempts" must be a whole number of at least 0, got {attempts!r}')
     if not_before is not None and (isinstance(not_before, bool) or not isinstance(not_before, (int, float))

@@ -179,26 +179,27 @@ def test_newer_job_directory_format_is_refused(tmp_path):
     job = tmp_path / "job"
     make_job(job, clean=True)
     meta = json.loads((job / "frontier.json").read_text())
-    meta["version"] = 6
+    meta["version"] = 7
     (job / "frontier.json").write_text(json.dumps(meta))
-    with pytest.raises(FormatError, match="got v6, can handle v1 to v5"):
+    with pytest.raises(FormatError, match="got v7, can handle v1 to v6"):
         Frontier(job)
 
 
-def test_a_format_4_directory_is_upgraded_by_its_version_alone(tmp_path):
-    """Format 5 only adds record types: a format-4 directory opens as it was (its clean checkpoint
-    trusted, nothing rebuilt) and is format 5 from then on, so an older release refuses it."""
+@pytest.mark.parametrize("version", [4, 5])
+def test_a_format_4_or_5_directory_is_upgraded_by_its_version_alone(tmp_path, version):
+    """Formats 5 and 6 only add to what records hold: a format-4 or 5 directory opens as it was (its clean
+    checkpoint trusted, nothing rebuilt) and is format 6 from then on, so an older release refuses it."""
     job = tmp_path / "job"
     make_job(job, clean=True)
     with Frontier(job) as frontier:
         pending = len(frontier)
     journal = (job / "requests.urls").read_bytes()
     meta = json.loads((job / "frontier.json").read_text())
-    meta["version"] = 4
+    meta["version"] = version
     (job / "frontier.json").write_text(json.dumps(meta))
     with Frontier(job) as frontier:
         assert frontier.recovery == "clean" and len(frontier) == pending
-    assert json.loads((job / "frontier.json").read_text())["version"] == 5
+    assert json.loads((job / "frontier.json").read_text())["version"] == 6
     assert (job / "requests.urls").read_bytes() == journal
 
 

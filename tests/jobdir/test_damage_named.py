@@ -17,6 +17,7 @@ from paths import DATA
 
 from diskfrontier import Frontier, FrontierError, JobDirCorrupt, Request
 from diskfrontier.jobdir.journal import FRAME, JournalScan, done_body, frame
+from diskfrontier.jobdir.layout import FORMAT_VERSION
 from diskfrontier.jobdir.maintenance.verify import verify
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "diskfrontier")
@@ -243,7 +244,7 @@ def test_an_older_directory_is_upgraded_on_open_and_loses_nothing(tmp_path, name
             frontier.set_delay(host, 0.0)  # checked: the drain need not wait for it
     assert failed == want.get("failed", []) and delays == want.get("delays", {})
     meta = json.loads(Path(job, "frontier.json").read_text())
-    assert meta["version"] == 5 and meta["order"] == want["order"] and len(meta["id"]) == 16
+    assert meta["version"] == FORMAT_VERSION and meta["order"] == want["order"] and len(meta["id"]) == 16
     assert Path(job, "requests.urls").read_bytes()[:8] == b"DFURLS\x00\x04"
     assert Path(job, "requests.seen.sums").read_bytes()[:8] == b"DFSEEN\x00\x03"
     assert verify(job).sound

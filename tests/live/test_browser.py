@@ -251,3 +251,31 @@ def test_a_form_of_another_site_cannot_control_the_crawl(browser, jobdir, name):
             attacker.shutdown()
             attacker.server_close()
         assert not blocked_until(served, "h1.example")
+
+
+def test_the_revisits_card_shows_what_the_holder_counted(browser, tmp_path):
+    """A crawl that revisits publishes its revisits, the changes they found and their 304s; the card shows them,
+    and stays hidden for a crawl that does not revisit."""
+    from diskfrontier import Frontier, Request, RevisitState
+
+    jobdir = str(tmp_path / "job")
+    with Frontier(jobdir) as frontier, Served(jobdir, "--interval", str(INTERVAL)) as served:
+        for n in range(6):
+            frontier.push(Request(f"https://r.example/{n}"))
+        watched = Watched(browser, served.url)
+        page = watched.page
+        assert page.is_hidden("#card-revisits")
+        now = time.time()
+        for n in range(6):
+            request = frontier.pop()
+            changed = n < 2
+            request.revisit = RevisitState(60, now, visits=3, changes=1, changed_at=now if changed else now - 99,
+                                           last_status=200 if changed else 304, not_modified=0 if changed else 1)
+            frontier.done(request, refetch_after=60)
+        stats = frontier.stats()
+        assert (stats["revisits"], stats["revisit_changes"], stats["revisit_not_modified"]) == (6, 2, 4)
+        page.wait_for_function("() => !document.getElementById('card-revisits').classList.contains('hidden')",
+                               timeout=60_000)
+        page.wait_for_function("() => document.getElementById('v-revisits').textContent === '6'", timeout=60_000)
+        assert page.inner_text("#s-revisits") == "2 changed, 4 not modified (304)"
+        watched.close()

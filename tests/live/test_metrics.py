@@ -60,3 +60,12 @@ def test_the_collector_serves_the_latest_snapshot_from_a_registry_of_its_own():
     latest["shot"] = {"taken": 2.0, "stats": {"pending": 9}}
     assert samples(generate_latest(registry).decode())["diskfrontier_pending", ()] == 9
     assert b"diskfrontier_" not in generate_latest(REGISTRY)  # nothing registered globally
+
+
+def test_the_revisit_counters_are_exported_when_the_snapshot_has_them():
+    shot = {"taken": 5.0, "stats": {"pending": 1, "revisits": 9, "revisit_changes": 2, "revisit_not_modified": 6}}
+    found = samples(metrics_text(shot).decode())
+    assert found["diskfrontier_revisits_total", ()] == 9
+    assert found["diskfrontier_revisit_changes_total", ()] == 2
+    assert found["diskfrontier_revisit_not_modified_total", ()] == 6
+    assert ("diskfrontier_revisits_total", ()) not in samples(metrics_text({"taken": 5.0, "stats": {}}).decode())

@@ -141,12 +141,15 @@ def test_readme_names_the_command_that_serves_the_docs():
     assert "mkdocs build --strict" in _read(os.path.join(ROOT, ".ci", "run"))
 
 
-def _crawl_one_site(tmp_path, block: str) -> None:
+def _crawl_one_site(tmp_path, block: str, *, keeps_fresh: bool = False) -> None:
     """Run a documented one-site crawler against a loopback site whose pages link with relative URLs:
     robots.txt fetched once and obeyed, 404s failed at once (one try each), other sites left alone, at most
-    5 links deep."""
+    5 links deep. ``keeps_fresh``: a crawler that revisits runs until Ctrl-C: it gets a SIGINT once every
+    page is fetched, and by then has fetched none twice (its pages come back a day later)."""
+    import signal
     import subprocess
     import sys
+    import time
 
     from diskfrontier.run.demo import LinkedSite
 
@@ -154,11 +157,6 @@ def _crawl_one_site(tmp_path, block: str) -> None:
     script.write_text(block.replace("delay=1.0", "delay=0.002"))  # the site is local: a short delay
     pages, missing, disallowed = 120, {4, 9, 22}, 6
     robots = (200, f"User-agent: *\nDisallow: /docs/{disallowed}.html\n")
-    with LinkedSite(pages, missing=frozenset(missing), robots=robots) as site:
-        out = subprocess.run([sys.executable, str(script), site.base + "/docs/0.html"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120)
-        fetched = site.fetched()
-    assert out.returncode == 0, out.stderr[-2000:]
     # page m is linked from its parent (m - 1) // 2 only (and from page 0 and its children, after it): found
     # when its parent was fetched and m is at most 5 links deep
     ok: set[int] = set()
@@ -167,10 +165,23 @@ def _crawl_one_site(tmp_path, block: str) -> None:
         if m and (m - 1) // 2 not in ok:
             continue
         (failed if m in missing or m == disallowed else ok).add(m)
+    expected = {"/robots.txt"} | {f"/docs/{m}.html" for m in (ok | failed) - {disallowed}}
+    with LinkedSite(pages, missing=frozenset(missing), robots=robots) as site:
+        process = subprocess.Popen([sys.executable, str(script), site.base + "/docs/0.html"], cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if keeps_fresh:
+            deadline = time.monotonic() + 120
+            while set(site.fetched()) < expected and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # anything it would fetch beyond the expected pages, it fetches now
+            process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        fetched = site.fetched()
+    assert process.returncode == 0, err[-2000:]
     urls = sorted(f"{site.base}/docs/{m}.html" for m in failed)
-    assert out.stdout.strip() == f"{len(ok)} pages, {len(failed)} failed: {urls}", out.stdout
+    assert out.strip() == f"{len(ok)} pages, {len(failed)} failed: {urls}", out
     assert fetched["/robots.txt"] == 1
-    assert set(fetched) == {"/robots.txt"} | {f"/docs/{m}.html" for m in (ok | failed) - {disallowed}}
+    assert set(fetched) == expected
     assert set(fetched.values()) == {1}  # a 404 is asked for once: failed at once, not retried
 
 
@@ -182,10 +193,10 @@ def test_the_docs_crawler_crawls_one_site_obeying_robots_with_404s_and_a_depth_l
 
 
 def test_the_readme_crawler_crawls_one_site_obeying_robots_with_404s_and_a_depth_limit(tmp_path):
-    """The README's crawler (acrawl, httpx), extracted from README.md and run as written."""
+    """The README's crawler (acrawl, httpx, revisits), extracted from README.md and run as written until Ctrl-C."""
     (block,) = [b for b in _blocks(_read(README), "py") if "await acrawl(" in b]
-    assert len([line for line in block.splitlines() if line.strip()]) < 32
-    _crawl_one_site(tmp_path, block)
+    assert len([line for line in block.splitlines() if line.strip()]) < 36
+    _crawl_one_site(tmp_path, block, keeps_fresh=True)
 
 
 def test_docs_install_extras_from_the_checkout():

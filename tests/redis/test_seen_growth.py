@@ -126,7 +126,7 @@ def test_a_crawl_of_the_earlier_layout_keeps_it_and_works(redis_server, crawl_na
         assert f.push_many(Request(f"https://a.example/{i}") for i in range(500)) == 500
     meta = client.hgetall(key(crawl_name, "meta"))
     assert b"seen_layout" not in meta and meta[b"bits"] == b"8"  # as crawls made before it have it
-    assert meta[b"v"] == b"1"  # the format every version reads
+    assert meta[b"v"] == b"1r"  # the format of hash buckets, its records marked as able to hold a revisit state
     assert client.keys(key(crawl_name, "s:*")) and not client.keys(key(crawl_name, "k:*"))
     with RedisFrontier(redis_server.url, crawl=crawl_name) as f:  # opened with the defaults
         stats = f.stats()
@@ -239,7 +239,7 @@ def test_each_shard_keeps_a_seen_set_of_the_crawl_s_layout(redis_server, crawl_n
     assert verify_crawl(redis_server.url, crawl_name).sound
 
 
-@pytest.mark.parametrize("dedupe, shards, version", [("exact", 1, b"2"), ("bloom", 1, b"2"), ("exact", 3, b"2s")])
+@pytest.mark.parametrize("dedupe, shards, version", [("exact", 1, b"2r"), ("bloom", 1, b"2r"), ("exact", 3, b"2rs")])
 def test_a_client_that_reads_only_the_earlier_format_refuses_a_crawl_of_a_newer_seen_layout(
         redis_server, crawl_name, dedupe, shards, version):
     client = redis_server.client()
@@ -250,5 +250,5 @@ def test_a_client_that_reads_only_the_earlier_format_refuses_a_crawl_of_a_newer_
     earlier = client.register_script(lua.OPEN)
     answer = earlier(keys=[key(crawl_name, "meta")], args=["1 1s", "", "", "", "", "8", "open", "lifo", ""])
     assert answer == [-1, version]  # refused, named by its format: it would look for the seen set elsewhere
-    client.hset(key(crawl_name, "meta"), "v", b"1" if shards == 1 else b"1s")  # a layout under the wrong format
+    client.hset(key(crawl_name, "meta"), "v", b"1r" if shards == 1 else b"1rs")  # a layout under the wrong format
     assert not verify_crawl(redis_server.url, crawl_name).sound

@@ -45,7 +45,7 @@ def test_one_shard_keeps_the_keys_of_a_crawl_made_before_shards(open_crawl, redi
     client = redis_server.client()
     assert set(tags_in_use(client, crawl_name)) == {crawl_name}
     meta = client.hgetall(f"df:{{{crawl_name}}}:meta")
-    assert not {b"shards", b"tags", b"shard", b"crawl"} & set(meta) and meta[b"v"] == b"2"  # its seen set: set64
+    assert not {b"shards", b"tags", b"shard", b"crawl"} & set(meta) and meta[b"v"] == b"2r"  # set64, revisits
     f.close()
     assert open_crawl(shards=None).shards == 1
 
@@ -76,7 +76,7 @@ def test_the_number_of_shards_is_fixed_when_the_crawl_is_made(open_crawl, redis_
     open_crawl(shards=3).close()
     client = redis_server.client()
     # "2s": a client from before shards (it reads format "1" only) refuses the crawl instead of seeing shard 0 alone
-    assert [client.hget(f"df:{{{tag}}}:meta", "v") for tag in shard_tags(crawl_name, 3)] == [b"2s"] * 3
+    assert [client.hget(f"df:{{{tag}}}:meta", "v") for tag in shard_tags(crawl_name, 3)] == [b"2rs"] * 3
     with pytest.raises(FrontierError, match=r"has 3 shards; the number of shards is fixed when a crawl is made "
                                             r"\(open it with shards=None or shards=3\)"):
         open_crawl(shards=2)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from diskfrontier import Frontier, Request, RunOptions, acrawl, crawl
+from diskfrontier import Frontier, Request, Revisit, RunOptions, acrawl, crawl
 from diskfrontier.run.options import RunKeywords
 
 RUNNERS = ["crawl", "acrawl"]
@@ -65,6 +65,7 @@ BAD = [
                                    "(the robots.txt rules for it are obeyed), e.g. user_agent='mybot/1.0'"),
     ({"robots": True, "user_agent": "  "}, ValueError, "{f}(): robots=True needs user_agent=, the name your crawler "
      "gives in User-agent (the robots.txt rules for it are obeyed), e.g. user_agent='mybot/1.0'"),
+    ({"revisit": {"min": 60}}, TypeError, "{f}(): revisit must be a diskfrontier.Revisit or None, got {{'min': 60}}"),
     ({"worker": 8}, TypeError, "{f}() got an unexpected keyword argument 'worker'"),
 ]
 
@@ -99,7 +100,7 @@ def test_a_good_set_of_options_is_taken_by_both(tmp_path):
     options = {"workers": 2, "duration": 30, "max_requests": 5, "retries": 0, "backoff": 0, "grace": None,
                "classify": lambda request, error: None, "host_errors": None, "host_backoff": 1, "host_backoff_max": 2,
                "robots": False, "user_agent": "testbot/1.0", "robots_ttl": 0, "fetch_robots": None,
-               "robots_timeout": 0.001}
+               "robots_timeout": 0.001, "revisit": Revisit()}
     assert set(options) | {"progress"} == {field.name for field in dataclasses.fields(RunOptions)}
     with Frontier(tmp_path / "job") as frontier:
         frontier.push_many(Request(f"https://a.example/{n}") for n in range(3))

@@ -1,8 +1,9 @@
-"""Upgrading a job directory of format 1 to 4 to format 5, in place, when it is opened.
+"""Upgrading a job directory of format 1 to 5 to format 6, in place, when it is opened.
 
-Format 4 to 5 rewrites ``frontier.json``'s version only: format 5 adds three record
-types (PAUSE, DROP, MARK) to the same files, which a format-4 release must not read.
-The rest of this docstring is the upgrade of formats 1 to 3.
+Format 4 or 5 to 6 rewrites ``frontier.json``'s version only: format 5 adds three record
+types (PAUSE, DROP, MARK) to the same files, and format 6 a request's revisit state to its
+request record; an older release must not read either. The rest of this docstring is the
+upgrade of formats 1 to 3.
 
 Format 1 journals have no record identity inside their checksums and format-1 seen
 files have no block checksums; format-2 PUSH records have no slot, attempts or
@@ -20,7 +21,7 @@ The upgrade, under the directory's lock:
    offset, with the salt (a new file renamed over the old one);
 2. checks ``requests.seen`` against its unsalted sums and writes salted ones;
 3. marks the checkpoint so that the queues are rebuilt from the new journal;
-4. writes ``frontier.json`` with version 5, last.
+4. writes ``frontier.json`` with version 6, last.
 
 Each step is told done by what it wrote (the journal's magic, the sums file's magic),
 so killed at any point, the next open finds the old journal (the upgrade starts again;
@@ -64,7 +65,7 @@ def upgrade_journal(layout: Layout, progress: Progress | None = None) -> None:
     """Upgrade the job directory of ``layout`` to the current format (see the module docstring)."""
     with open_file(layout.meta) as f:
         meta = boundedjson.loads(f.read(boundedjson.MAX_JSON_BYTES + 1))
-    if meta.get("version", 0) >= SALTED_FROM:  # format 4: the same files; format 5 adds record types
+    if meta.get("version", 0) >= SALTED_FROM:  # format 4 or 5: the same files; 5 and 6 add to the records
         meta["version"] = FORMAT_VERSION
         write_json_atomic(layout.meta, meta)
         log.info("upgraded %s to job directory format %d", layout.root, FORMAT_VERSION)

@@ -293,6 +293,12 @@
     }
     const failed = $("v-failed");
     failed.classList.toggle("bad", (stats.failed || 0) > 0);
+    const revisits = typeof stats.revisits === "number" ? stats.revisits : 0;
+    $("card-revisits").classList.toggle("hidden", revisits === 0);
+    if (revisits) {
+      text("v-revisits", count(revisits));
+      text("s-revisits", `${count(stats.revisit_changes || 0)} changed, ${count(stats.revisit_not_modified || 0)} not modified (304)`);
+    }
   }
 
   function hostAction(host, action) {

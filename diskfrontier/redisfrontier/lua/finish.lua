@@ -1,14 +1,16 @@
 -- FINISH: end or renew leases (done, retry, refetch, fail, extend, the close's release).
 -- uses: common
 --
--- ARGV: what ('done', 'retry', 'refetch', 'release', 'extend', 'fail'), seconds, count, then per
+-- ARGV: what ('done', 'retry', 'refetch', 'release', 'extend', 'fail'; 'refetch+FLAGS' for a page
+-- revisited: r a revisit, c that found it changed, n answered 304, each counted in the meta), seconds, count, then per
 -- request: id, lease token, new body (retry/refetch: the request as it is now, attempts set;
 -- fail: the time, f64, and the error text, kept in the failinfo hash beside the request).
 -- Returns per request 1 (done) or 0 (the lease was lost: another client may hold it).
 
 local cs = crawl_settings()
 local now = cs.now
-local what, seconds, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local what, flags = string.match(ARGV[1], '^(%a+)%+?(%a*)$')
+local seconds, n = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, touched = {}, {}
 local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
 local seq = nil
@@ -76,6 +78,11 @@ if left > 0 then
   if back + requeued > 0 then call('HINCRBY', META, 'pending', back + requeued) end
   if moved > 0 then call('HINCRBY', META, 'retried', moved) end
   if requeued > moved then call('HINCRBY', META, 'refetch_scheduled', requeued - moved) end
+  if flags ~= '' and requeued > moved then
+    if string.find(flags, 'r', 1, true) then call('HINCRBY', META, 'revisits', 1) end
+    if string.find(flags, 'c', 1, true) then call('HINCRBY', META, 'revisit_changes', 1) end
+    if string.find(flags, 'n', 1, true) then call('HINCRBY', META, 'revisit_not_modified', 1) end
+  end
 end
 place_all(touched, now, cs)
 return out

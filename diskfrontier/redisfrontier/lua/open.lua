@@ -50,6 +50,12 @@ else
   -- ('1s', '2s': a shard of a crawl of several shards, which a client from before shards must refuse; '2':
   -- a seen set of 64-bit keys or a Bloom filter, which a client from before them must refuse)
   if not have or not readable[have] then return {-1, have or ''} end
+  -- a crawl from before revisits ('1', '2s'...): its records may hold a revisit state from now on, so that a
+  -- version from before them, which would take such a record for damage, refuses it ('1r', '2rs'...)
+  if not string.find(have, 'r', 1, true) then
+    local marked = string.sub(have, 1, 1) .. 'r' .. string.sub(have, 2)
+    if readable[marked] then redis.call('HSET', META, 'v', marked) end
+  end
   -- A crawl made before the sentinel: its sentinel is made now. One whose field went while the key
   -- stayed gets the field back. Shard 0 of several is left to SEAL, the others to the client (a crawl
   -- whose sentinel went is left as it is: the client names the damage).
