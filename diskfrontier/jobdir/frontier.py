@@ -265,7 +265,7 @@ class Frontier:
     def record_failed(self, failed: Iterable[FailedRequest]) -> int:
         """``FrontierProtocol.record_failed``: a PUSH and a FAIL record each (what ``fail()`` leaves), in
         one journal write."""
-        entries = list(failed)
+        entries = checks.check_failed("record_failed()", failed)
         prepared = self._ledger.prepare_failed(entries)
         if not prepared:
             return 0
