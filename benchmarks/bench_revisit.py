@@ -5,8 +5,8 @@ Workload (the same for every policy, side by side in one run): a ``ChangingSite`
 them changing every ``--fast`` seconds, 15% every ``--slow`` seconds, 80% never; every answer
 has an ETag and a Last-Modified, and a conditional request for an unchanged page is answered 304.
 Each policy gets a site of its own (the same pages, classes and phases; its own port and log)
-and a fresh job directory (``order="fifo"``: a page due longer ago is fetched first), seeded with
-every page, crawled by ``crawl(..., revisit=POLICY)`` with 4 workers in a child process. The
+and a fresh job directory (``order="fifo"``), seeded with every page, crawled by
+``crawl(..., revisit=POLICY)`` with 4 workers in a child process. The
 handler sends the page's stored validators (``conditional_headers``) and returns ``Fetched``;
 before each fetch it takes a token from one bucket shared by the workers, so that no policy
 fetches more than ``--budget`` pages a minute (one fetch every 60/budget seconds, no burst).
@@ -397,7 +397,7 @@ def policy_table(figures: dict[str, dict[str, Any]], best: str, args: argparse.N
         notes=[f"pages: 5% change every {args.fast:g} s (fast), 15% every {args.slow:g} s (slow), 80% never; "
                f"{first['changes_fast']:,} fast and {first['changes_slow']:,} slow versions appeared in each window",
                f"R = pages / budget = {rounds:g} s (every page once per R at the budget: a fixed T below R is held "
-               f"to R by the budget, pages fetched oldest due first); adaptive: "
+               f"to R by the budget); adaptive: "
                f"Revisit(initial={adaptive['initial']:g}, min={adaptive['min']:g}, max={adaptive['max']:g}, "
                f"inc=0.4, dec=0.2)",
                f"the most fetches in any {span:g} s of a window: "
