@@ -23,9 +23,10 @@ from ..redisfrontier.management import clients as client_list
 from ..request.model import Request, retries_text
 from ..request.revisit import RevisitSummary, overdue
 from ..transfer.jsonlines import request_to_json
+from .hostdoc import from_row, published_hosts
 from .inspectdoc import jobdir_state, live_document, redis_document, stopped_document
 from .jsonout import echo_json
-from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
+from .options import EXISTING_JOBDIR, PRIORITY, when
 from .revisits import AUTO_LIMIT, next_visits, revisit_rows, revisit_summary, revisits_by_host, seconds_text
 from .support import (
     CRAWL_OPTION,
@@ -416,12 +417,12 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, revisits: bool,
     shown = rows[:count] if count else rows
     by_host = revisits_by_host(jobdir, name) if revisits else {}
     if as_json:
-        out = [json_host(row.as_dict()) for row in shown]
-        if revisits:
-            for entry, row in zip(out, shown, strict=True):
-                summary = by_host.get(row.host)
-                entry["revisits"] = summary.as_dict() if summary is not None else None
-        click.echo(json.dumps(out, indent=2))
+        published = published_hosts(published_status(jobdir)) if name is None else {}
+        out = [from_row(row, published.get(row.host)) for row in shown]
+        for entry, row in zip(out, shown, strict=True):
+            summary = by_host.get(row.host)
+            entry["revisits"] = summary.as_dict() if summary is not None else None
+        echo_json(out)
         return
     if not rows:
         click.echo("no hosts")

@@ -60,7 +60,7 @@ def iso_to_unix(text: str | None) -> float | None:
 
 def schema_text(command: str) -> str:
     """The JSON Schema of ``command``'s ``--json`` output, as shipped with the package."""
-    return resources.files(__package__).joinpath("schemas", f"{command}.json").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("schemas").joinpath(f"{command}.json").read_text(encoding="utf-8")
 
 
 def schema_commands() -> list[str]:
