@@ -49,7 +49,8 @@ def crawls(url: str, no_memory: bool, as_json: bool) -> None:
     with redis_call_errors():
         found = summaries(url, memory=not no_memory)
     if as_json:
-        echo_json([crawl.to_dict() for crawl in found])
+        echo_json([{**{k: v for k, v in crawl.to_dict().items() if k != "memory"}, "memory_bytes": crawl.memory}
+                   for crawl in found])
         return
     if not found:
         click.echo(f"no crawls on {shown_url(url)}")

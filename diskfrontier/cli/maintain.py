@@ -69,9 +69,9 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
         report = verify(jobdir, repair=repair, progress=progress)
     if as_json:
         echo_json({
-            "sound": report.sound, "records": report.records, "repaired": report.repaired,
-            "dropped_bytes": report.dropped_bytes, "notes": report.notes, "set_aside": report.set_aside,
-            "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
+            "backend": "jobdir", "sound": report.sound, "checked": report.records, "repaired": report.repaired,
+            "dropped_bytes": report.dropped_bytes, "kept": None, "notes": report.notes, "set_aside": report.set_aside,
+            "findings": [{"where": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
         })
     else:
         _echo_report(report.findings, report.notes, report.sound, report.repaired,
@@ -85,9 +85,9 @@ def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn
     report = verify_crawl(url, crawl, repair=repair)
     if as_json:
         echo_json({
-            "sound": report.sound, "requests": report.requests, "repaired": report.repaired, "kept": report.kept,
-            "set_aside": report.set_aside, "notes": report.notes,
-            "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
+            "backend": "redis", "sound": report.sound, "checked": report.requests, "repaired": report.repaired,
+            "dropped_bytes": None, "kept": report.kept, "notes": report.notes, "set_aside": report.set_aside,
+            "findings": [{"where": f.key, "offset": None, "problem": f.problem} for f in report.findings],
         })
     else:
         aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""

@@ -76,7 +76,7 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
               help="Port to listen on (0: any free one, printed at start).")
 @click.option("--allowed-host", "allowed_hosts", metavar="NAME[:PORT]", multiple=True, callback=_allowed_hosts,
               help="Also answer requests for this name (a LAN name, a proxy's; repeatable). Requests for another "
-                   "name than 127.0.0.1, localhost, [::1] and the --host address get 421.")
+                   "name than 127.0.0.1, localhost, [::1] and the --listen address get 421.")
 @click.option("--allow-control", is_flag=True,
               help="Let the page pause and resume the crawl, block, unblock and delay hosts and push seeds, "
                    "with a random token printed at start.")

@@ -77,7 +77,9 @@ def test_inspect_is_read_only_on_a_live_directory(example):
         before = _contents(example)
         out = subprocess.run([*SCRIPT, "inspect", example, "--json"], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout)["state"] == f"in use by pid {child.pid}"
+        shown = json.loads(out.stdout)
+        assert shown["state"] == "held" and shown["pid"] == child.pid
+        assert shown["state_text"].startswith(f"in use by pid {child.pid}")
         after = _contents(example)
         assert before == after
         push = subprocess.run([*SCRIPT, "push", example, "https://x.example/", "--timeout", "0.3"],
