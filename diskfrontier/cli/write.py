@@ -414,6 +414,6 @@ def import_command(jobdir: str, source: IO[str], crawl: str | None, shards: int 
     if as_json:
         echo_json({"queued": queued, "duplicates": offered - queued, "bad": bad, "seen": seen, "seen_new": seen_new})
     else:
-        click.echo(f"queued {queued:,}, duplicates {offered - queued:,}, bad {bad:,}, seen {seen:,} "
-                   f"({seen_new:,} not seen before)")
+        fresh = f" ({seen_new:,} not seen before)" if seen_new != seen else ""
+        click.echo(f"queued {queued:,}, duplicates {offered - queued:,}, bad {bad:,}, seen {seen:,}{fresh}")
     sys.exit(1 if bad else 0)
