@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from ..run.demo import run_demo
+from .jsonout import echo_json
 from .options import JOBDIR
 from .support import (
     EXIT_INTERRUPTED,
@@ -57,7 +57,7 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
         result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages))
     if as_json:
-        click.echo(json.dumps(result.__dict__))
+        echo_json(result.__dict__)
     else:
         runs = f" in {result.runs} runs" if result.runs > 1 else ""
         click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages{runs} in {result.seconds:.1f}s "
