@@ -116,6 +116,7 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
 from ..access.targets import open_local, open_shared
+from ..contract.outcomes import Outcome
 from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from ..core.errors import FrontierError
 from ..jobdir.layout import Layout
@@ -130,6 +131,7 @@ from .itemsafe import ItemsGate, open_gate
 from .itemvalues import store_items
 from .metrics import MetricsServer
 from .options import DAPQ, per_ip_refusal, resolve
+from .outcomes import OutcomeBatch, response_outcome
 from .pushbuffer import PushBuffer, Waiting
 from .refusal import refuse_to_start
 from .revisits import Revisits
@@ -279,6 +281,7 @@ class Scheduler(BaseScheduler):
         self._logged_sync_failure = False
         self._logged_adopted = False
         self._adopted = False  # the first run after adopt-scrapy: Scrapy issued the start requests
+        self._outcomes = OutcomeBatch()  # what each download came to, for the frontier's stats
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Scheduler:
@@ -312,6 +315,7 @@ class Scheduler(BaseScheduler):
         except FrontierError as exc:
             refuse_to_start(self.crawler, spider, exc)
             return
+        self.crawler.signals.connect(self._response_received, signal=signals.response_received)
         self._gate = open_gate(self.crawler, self.done_after_items, self.items_flush, self._resumed, spider,
                                self._sync_failed)
         if self.metrics_port is not None:
@@ -378,6 +382,8 @@ class Scheduler(BaseScheduler):
             self.metrics = None
         self._mark_finished(force=True)
         self._wake.cancel()  # after: a sync that failed just now asked for a wake-up
+        self.crawler.signals.disconnect(self._response_received, signal=signals.response_received)
+        self._outcomes.flush(self.frontier)
         if self._shared is not None:
             self._store_buffered()
             self._acknowledge(force=True)
@@ -514,6 +520,7 @@ class Scheduler(BaseScheduler):
             return False
         self._count("diskfrontier/retried")
         self._count(self._enqueued)
+        self._outcomes.add(self.frontier, Outcome(retried=True, failure="retry"))
         return True
 
     # ------------------------------------------------------------------ helpers
@@ -594,6 +601,12 @@ class Scheduler(BaseScheduler):
             self._count(f"diskfrontier/{name}", n)
         self._revisits.counts.clear()
         return plain
+
+    def _response_received(self, response: Any, request: ScrapyRequest, spider: Spider) -> None:
+        """A response downloaded: its status, size and download time go to the frontier's outcome counters."""
+        outcome = response_outcome(request, response)
+        if outcome is not None and self.frontier is not None:
+            self._outcomes.add(self.frontier, outcome)
 
     def stored_of(self, request: ScrapyRequest) -> Request | None:
         """The frontier request a request handed out was made from, while the engine has it (else None)."""
