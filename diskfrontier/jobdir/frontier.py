@@ -480,7 +480,7 @@ class Frontier:
     def _save_outcomes(self) -> None:
         """Write the outcome counters at the close (a failure is named in the log: the close goes on)."""
         outcome_file = self._state.outcomes
-        counts = None if outcome_file is None else outcome_file.changed()
+        counts = None if outcome_file is None else outcome_file.changed(self._state.counters)
         if outcome_file is None or counts is None:
             return
         try:

@@ -40,7 +40,7 @@ class StatusPublisher:
                 cost = time.perf_counter() - started
             failures = dispatch.latest_failed(LATEST_FAILURES)
             outcome_file = state.outcomes
-            outcomes = None if outcome_file is None else outcome_file.changed()
+            outcomes = None if outcome_file is None else outcome_file.changed(state.counters)
         if outcome_file is not None and outcomes is not None:
             outcome_file.write(outcomes)  # before status.json: what a reader sees there is on disk
         busiest, total, ready_hosts, waiting = self.hosts_seen

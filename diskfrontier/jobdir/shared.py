@@ -146,6 +146,7 @@ class Shared:
             "compactions_total": self.compactions,
             "recovered_from": self.recovered_from,
             **(self.outcomes.counts if self.outcomes is not None else {}),
+            **(self.outcomes.totals(self.counters) if self.outcomes is not None else {}),
         }
 
     def __repr__(self) -> str:

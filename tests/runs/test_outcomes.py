@@ -19,7 +19,7 @@ BODY = b"x" * 1234
 
 
 class _Site(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:
         code = 200 if self.path.startswith("/ok") else 404 if self.path.startswith("/missing") else 500
         body = BODY if code == 200 else b"no"
         self.send_response(code)
