@@ -1,16 +1,21 @@
 """/metrics of a real ``diskfrontier serve`` watching a real crawl (crawl() fetching a loopback site over
-HTTP into a job directory): every series is there, and no counter goes down across a requeue-failed
-and a second run (a restart of the crawl)."""
+HTTP into a job directory): every series is there, no counter goes down across a requeue-failed and a
+second run (a restart of the crawl), and every series the Grafana board's queries name is one the
+scrapes found (docs/grafana/diskfrontier.json)."""
 
 from __future__ import annotations
 
 import http.server
+import json
+import os
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+from paths import REPO
 from prometheus_client.parser import text_string_to_metric_families
 from servekit import Served
 
@@ -45,7 +50,7 @@ class _Site(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def site():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -90,37 +95,132 @@ def not_lower(before: dict, after: dict) -> None:
     assert not lower, f"counters went down: {lower}"
 
 
-def test_every_series_and_counters_that_only_go_up(tmp_path, site):
-    path = str(tmp_path / "job")
+@pytest.fixture(scope="module")
+def scrapes(tmp_path_factory, site):
+    """The scrapes of serve: after a first run, after a requeue-failed, while a second run holds the
+    directory (from its status.json), after it."""
+    path = str(tmp_path_factory.mktemp("metrics") / "job")
     base = f"http://127.0.0.1:{site}"
     with Frontier(path) as frontier:
         # one loopback site, its pages in HOSTS slots (the frontier's hosts)
         frontier.push_many([Request(f"{base}/h{i % HOSTS}/p{i}", slot=f"h{i % HOSTS}.example") for i in range(60)])
         frontier.push_many([Request(f"{base}/gone/{i}") for i in range(3)] + [Request(f"{base}/broken/0")])
         crawl(frontier, fetch, workers=2, retries=1, backoff=0.01, max_requests=40, progress=False)
+    out = {}
     with Served(path, "--interval", "1") as served:
-        first = scrape(served, time.time())
-        names = {name for name, _ in first}
-        assert names >= SERIES, f"missing: {sorted(SERIES - names)}"
-        assert first["diskfrontier_responses_total", (("status_class", "2xx"),)] > 0
-        assert first["diskfrontier_fetch_seconds_count", ()] > 0
-        hosts = {dict(labels)["host"] for name, labels in first if name == "diskfrontier_host_pending"}
-        assert "other" in hosts and len(hosts) <= 11
-
+        out["first"] = scrape(served, time.time())
         with Frontier(path) as frontier:
             failed = frontier.stats()["failed"]
             assert failed > 0 and frontier.requeue_failed() == failed
-        second = scrape(served, time.time())
-        assert second["diskfrontier_failed_requests", ()] == 0
-        not_lower(counters(first), counters(second))
-
+        out["requeued"] = scrape(served, time.time())
         with Frontier(path) as frontier:  # the crawl again: a second run of a new holder, read from status.json
-            held = scrape(served, time.time())
-            assert {name for name, _ in held} >= SERIES | HELD
-            not_lower(counters(second), counters(held))
+            out["held"] = scrape(served, time.time())
             crawl(frontier, fetch, workers=2, retries=1, backoff=0.01, progress=False)
-        third = scrape(served, time.time())
-        assert SERIES - {"diskfrontier_pending_by_priority"} <= {name for name, _ in third}  # none pending
-        not_lower(counters(held), counters(third))
-        assert third["diskfrontier_done_total", ()] > second["diskfrontier_done_total", ()]
-        assert third["diskfrontier_pending", ()] == 0
+        out["last"] = scrape(served, time.time())
+    return out
+
+
+def test_every_series_is_exported(scrapes):
+    first = scrapes["first"]
+    names = {name for name, _ in first}
+    assert names >= SERIES, f"missing: {sorted(SERIES - names)}"
+    assert {name for name, _ in scrapes["held"]} >= SERIES | HELD
+    assert {name for name, _ in scrapes["last"]} >= SERIES - {"diskfrontier_pending_by_priority"}  # none pending
+    assert first["diskfrontier_responses_total", (("status_class", "2xx"),)] > 0
+    assert first["diskfrontier_failures_total", (("kind", "fail"),)] == 3  # the three 404s
+    assert first["diskfrontier_fetch_seconds_count", ()] > 0
+    hosts = {dict(labels)["host"] for name, labels in first if name == "diskfrontier_host_pending"}
+    assert "other" in hosts and len(hosts) == 11  # the top 10 and the others
+
+
+def test_counters_only_go_up_across_a_requeue_failed_and_a_restart(scrapes):
+    first, requeued, held, last = (scrapes[name] for name in ("first", "requeued", "held", "last"))
+    assert first["diskfrontier_failed_requests", ()] > 0 and requeued["diskfrontier_failed_requests", ()] == 0
+    not_lower(counters(first), counters(requeued))
+    not_lower(counters(requeued), counters(held))
+    not_lower(counters(held), counters(last))
+    assert last["diskfrontier_done_total", ()] > requeued["diskfrontier_done_total", ()]
+    assert last["diskfrontier_failures_total", (("kind", "fail"),)] == 6  # the 404s failed again once requeued
+    assert last["diskfrontier_pending", ()] == 0
+
+
+# ------------------------------------------------------------------ the Grafana board
+BOARD = os.path.join(REPO, "docs", "grafana", "diskfrontier.json")
+FUNCTIONS = {"sum", "max", "min", "avg", "count", "topk", "bottomk", "rate", "irate", "increase", "delta",
+             "histogram_quantile", "label_values", "clamp_min", "abs", "time"}
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless"}
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_:]*")
+_MATCHERS = re.compile(r"([A-Za-z_][A-Za-z0-9_:]*)\{([^}]*)\}")
+
+
+def queries(board: dict) -> list[str]:
+    """Every PromQL query of the board: its panels' targets and its query variables."""
+    out = [target["expr"] for panel in board["panels"] for target in panel.get("targets", [])]
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            out.append(variable["definition"])
+    return out
+
+
+def balanced(expr: str) -> bool:
+    depth: list[str] = []
+    pairs = {")": "(", "]": "[", "}": "{"}
+    for char in _STRING.sub('""', expr):
+        if char in "([{":
+            depth.append(char)
+        elif char in pairs and (not depth or depth.pop() != pairs[char]):
+            return False
+    return not depth
+
+
+def check_query(expr: str, exported: dict[str, set[str]]) -> list[str]:
+    """What is wrong with one query: unbalanced, an unknown function, a series or label the exporter lacks."""
+    problems = [] if balanced(expr) else ["unbalanced brackets"]
+    bare = _STRING.sub('""', expr)
+    bare = re.sub(r"\[[^\]]*\]", "", bare)  # ranges: [5m], [$__rate_interval]
+    for match in _WORD.finditer(bare):
+        word, after = match.group(), bare[match.end():].lstrip()[:1]
+        if word.startswith("diskfrontier_"):
+            if word not in exported:
+                problems.append(f"{word} is not exported")
+        elif after == "(" and word not in FUNCTIONS | KEYWORDS:
+            problems.append(f"unknown function {word}")
+    for name, inside in _MATCHERS.findall(_STRING.sub('""', expr)):
+        for label in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", inside):
+            if label != "instance" and name in exported and label not in exported[name]:
+                problems.append(f"{name} has no label {label}")
+    for grouped in re.findall(r"\bby\s*\(([^)]*)\)", bare):
+        for label in (part.strip() for part in grouped.split(",")):
+            if not any(label in labels for labels in exported.values()):
+                problems.append(f"no series has the label {label}")
+    return problems
+
+
+def test_the_grafana_board_queries_only_what_a_scrape_exports(scrapes):
+    with open(BOARD, encoding="utf-8") as f:
+        board = json.load(f)
+    exported: dict[str, set[str]] = {}
+    for found in scrapes.values():
+        for name, labels in found:
+            exported.setdefault(name, set()).update(label for label, _ in labels)
+    found_queries = queries(board)
+    assert len(found_queries) >= 16
+    problems = {expr: check_query(expr, exported) for expr in found_queries}
+    assert not {expr: p for expr, p in problems.items() if p}
+    named = {word for expr in found_queries for word in re.findall(r"diskfrontier_[a-z_]+", expr)}
+    for must in ("diskfrontier_responses_total", "diskfrontier_received_bytes_total",
+                 "diskfrontier_fetch_seconds_bucket", "diskfrontier_retries_total", "diskfrontier_failures_total",
+                 "diskfrontier_pending", "diskfrontier_in_flight", "diskfrontier_disk_bytes",
+                 "diskfrontier_journal_bytes", "diskfrontier_host_pending"):
+        assert must in named, f"the board has no panel of {must}"
+
+
+def test_the_query_check_finds_what_is_wrong():
+    exported = {"diskfrontier_pending": set(), "diskfrontier_responses_total": {"status_class"}}
+    assert check_query('sum by (status_class) (rate(diskfrontier_responses_total{instance=~"$i"}[5m]))',
+                       exported) == []
+    assert check_query("sum(rate(diskfrontier_pending[5m])", exported) == ["unbalanced brackets"]
+    assert check_query("summ(diskfrontier_pending)", exported) == ["unknown function summ"]
+    assert check_query("diskfrontier_pendings", exported) == ["diskfrontier_pendings is not exported"]
+    assert check_query('diskfrontier_pending{host="a"}', exported) == ["diskfrontier_pending has no label host"]
