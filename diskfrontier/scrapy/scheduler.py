@@ -257,6 +257,7 @@ class Scheduler(BaseScheduler):
         self.prefetch, self.poll, self.push_batch = opts.prefetch, opts.poll, opts.push_batch
         self._pushes: PushBuffer | None = None  # on Redis with push_batch > 1: requests waiting to be stored
         self.metrics_port, self.metrics_host = opts.metrics_port, opts.metrics_host
+        self.metrics_hosts = opts.metrics_hosts
         self.done_after_items, self.items_flush = opts.done_after_items, opts.items_flush
         self._gate = ItemsGate(None, self.items_flush, self._sync_failed)  # the crawl's own one at open
         self.metrics: MetricsServer | None = None
@@ -322,7 +323,7 @@ class Scheduler(BaseScheduler):
             assert self.frontier is not None
             try:
                 self.metrics = MetricsServer(self.frontier, self.metrics_port, self.metrics_host,
-                                             source=self.url or self.jobdir or "")
+                                             source=self.url or self.jobdir or "", top_hosts=self.metrics_hosts)
             except BaseException:
                 self.frontier.close()
                 raise
