@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..contract import checks
+from ..contract.outcomes import Outcome, tally
 from ..contract.values import Dropped, FailedRequest, RobotsEntry
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
@@ -33,6 +34,7 @@ from .layout import Layout
 from .ledger import Ledger
 from .maintenance.compaction import Compacted
 from .opening import Opening, check_settings
+from .outcomefile import OutcomeFile
 from .publish import StatusPublisher
 from .replay import Progress
 from .seenindex import key_of
@@ -103,6 +105,7 @@ class Frontier:
         self._upkeep = Upkeep(state, guard.mutex, maintenance, Swap(state, guard.mutex, self._dispatch))
         self._closing = Closing(state, self._dispatch, self._upkeep.compact_now)
         self._lock = guard.dirlock = Opening(state).open_locked(order, progress, self._closing.release_files)
+        state.outcomes = OutcomeFile(self.path)
         self._commands = commands.Commands(self, state, self._ledger)
         self._rules = HostRules(self._ledger, HostHealth(self.path))  # sidecars: read once the lock is held
         self._robots = RobotsStore(self.path)
@@ -233,6 +236,15 @@ class Frontier:
             self._rules.succeeded(batch)
             if batch:
                 self._waiting.wake()
+
+    def record_outcome(self, *outcomes: Outcome) -> None:
+        """``FrontierProtocol.record_outcome``: added in memory, written to ``outcomes.json`` with each
+        ``status.json`` and at the close (``outcomefile.py``)."""
+        counts = tally(outcomes)
+        with self._guard:
+            outcome_file = self._state.outcomes
+            assert outcome_file is not None
+            outcome_file.add(counts)
 
     def holds(self, request: Request) -> bool:
         """``FrontierProtocol.holds``."""
@@ -456,6 +468,7 @@ class Frontier:
                                 type(exc).__name__, exc)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.layout.status)
+            self._save_outcomes()
             guard.closed = True
             _OPEN.discard(self)
             guard.cond.notify_all()  # waiting pop()s raise FrontierClosed
@@ -463,6 +476,17 @@ class Frontier:
                 self._closing.close()
             finally:
                 self._lock.release()
+
+    def _save_outcomes(self) -> None:
+        """Write the outcome counters at the close (a failure is named in the log: the close goes on)."""
+        outcome_file = self._state.outcomes
+        counts = None if outcome_file is None else outcome_file.changed(self._state.counters)
+        if outcome_file is None or counts is None:
+            return
+        try:
+            outcome_file.write(counts)
+        except OSError as exc:
+            log.warning("%s: the outcome counters since the last write are lost (%s)", outcome_file.path, exc)
 
     def _after_fork(self) -> None:
         """In a forked child: this frontier may not be used (``JobDirNotOwned``) and must not disturb the

@@ -31,6 +31,7 @@ from ..files import boundedjson
 from ..files.safefs import open_file
 from ..jobdir.layout import Layout
 from ..jobdir.lock import probe_lock
+from ..jobdir.outcomefile import read_outcomes
 from ..jobdir.reader import JobInfo, failed_requests, inspect_jobdir
 from ..transfer.copy import shown_url
 
@@ -150,7 +151,7 @@ class _Files:
 class JobDirSource:
     """A job directory: its holder's ``status.json`` while one publishes it, else its files."""
 
-    FILES = ("frontier.json", "requests.urls", "requests.cursor", "requests.hosts", "requests.seen")
+    FILES = ("frontier.json", "requests.urls", "requests.cursor", "requests.hosts", "requests.seen", "outcomes.json")
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -246,6 +247,7 @@ class JobDirSource:
             "pending_by_priority": {str(p): n for p, n in info.pending_by_priority.items()},
             "order": info.order, "state": info.state, "journal_bytes": info.journal_bytes,
             "reclaimable_bytes": info.reclaimable_bytes,
+            **read_outcomes(self.path, warn=False),  # the outcome counters and the counters of every run
         }
         hosts = []
         first_block: float | None = None

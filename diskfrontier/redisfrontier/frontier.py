@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..contract import checks
+from ..contract.outcomes import OUTCOME_KEYS, Outcome, tally
 from ..contract.values import Dropped, FailedRequest, HostInfo, RobotsEntry
 from ..core.errors import FrontierError
 from ..request.model import Request
@@ -273,6 +274,16 @@ class RedisFrontier:
         """``FrontierProtocol.fail``: one script; ``LeaseExpired`` if its lease was taken back."""
         self._finishing.fail(request, checks.check_error("fail()", error))
 
+    def record_outcome(self, *outcomes: Outcome) -> None:
+        """``FrontierProtocol.record_outcome``: one script adding to the ``meta`` counters of shard 0."""
+        counts = tally(outcomes)
+        self._guard.check()
+        if counts:
+            args: list[object] = []
+            for key, value in counts.items():
+                args += [key, repr(float(value)) if key == "fetch_seconds_sum" else int(value)]
+            self._transport.run("record_outcome", "OUTCOMES", args)
+
     def holds(self, request: Request) -> bool:
         """``FrontierProtocol.holds``: leased to this client and handed out (not one leased ahead)."""
         return self._leases.holds(request)
@@ -355,7 +366,7 @@ class RedisFrontier:
         crawl = self._reader.stats()
         head = ("pending", "in_flight")
         tail = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed",
-                "dropped", "delayed", "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS)
+                "dropped", "delayed", "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS, *OUTCOME_KEYS)
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), "prefetched": self._leases.stashed, "acks_lost": self._acks.lost,
