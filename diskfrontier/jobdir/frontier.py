@@ -105,7 +105,7 @@ class Frontier:
         self._upkeep = Upkeep(state, guard.mutex, maintenance, Swap(state, guard.mutex, self._dispatch))
         self._closing = Closing(state, self._dispatch, self._upkeep.compact_now)
         self._lock = guard.dirlock = Opening(state).open_locked(order, progress, self._closing.release_files)
-        state.outcomes = OutcomeFile(self.path)
+        self._outcomes = state.outcomes = OutcomeFile(self.path)
         self._commands = commands.Commands(self, state, self._ledger)
         self._rules = HostRules(self._ledger, HostHealth(self.path))  # sidecars: read once the lock is held
         self._robots = RobotsStore(self.path)
@@ -242,9 +242,7 @@ class Frontier:
         ``status.json`` and at the close (``outcomefile.py``)."""
         counts = tally(outcomes)
         with self._guard:
-            outcome_file = self._state.outcomes
-            assert outcome_file is not None
-            outcome_file.add(counts)
+            self._outcomes.add(counts)
 
     def holds(self, request: Request) -> bool:
         """``FrontierProtocol.holds``."""
@@ -319,7 +317,7 @@ class Frontier:
     def drop(self, *, host: str | None = None, match: str | None = None, dry_run: bool = False,
              show: int = 0) -> Dropped:
         """``FrontierProtocol.drop``: a DROP record each, found by one scan of the journal."""
-        pattern = checks.check_drop(host, match, show)
+        pattern = checks.check_drop(host, match, show, dry_run)
         with self._guard:
             dropped = steering.drop(self._state, Opening(self._state), self._dispatch, host, pattern, dry_run, show)
             return dropped
@@ -441,10 +439,8 @@ class Frontier:
     def close(self) -> None:
         """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock.
 
-        In a process that did not open the frontier (a forked child), only this
-        process's file descriptors are closed: nothing is written and the lock stays
-        with its owner.
-        """
+        In a process that did not open the frontier (a forked child), only this process's file
+        descriptors are closed: nothing is written and the lock stays with its owner."""
         guard = self._guard
         if not guard.closed and not self._lock.owned():  # a forked child: nothing of the parent's is touched
             guard.closed = True
@@ -460,15 +456,8 @@ class Frontier:
         with guard.mutex:
             if guard.closed:
                 return
-            if not self._state.broken:
-                try:
-                    self._commands.apply_queued()  # those sent while it ran
-                except Exception as exc:
-                    log.warning("%s: commands left in the inbox for the next open (%s: %s)", self.path,
-                                type(exc).__name__, exc)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.layout.status)
-            self._save_outcomes()
+            self._commands.apply_at_close()
+            self._closing.leave()
             guard.closed = True
             _OPEN.discard(self)
             guard.cond.notify_all()  # waiting pop()s raise FrontierClosed
@@ -476,17 +465,6 @@ class Frontier:
                 self._closing.close()
             finally:
                 self._lock.release()
-
-    def _save_outcomes(self) -> None:
-        """Write the outcome counters at the close (a failure is named in the log: the close goes on)."""
-        outcome_file = self._state.outcomes
-        counts = None if outcome_file is None else outcome_file.changed(self._state.counters)
-        if outcome_file is None or counts is None:
-            return
-        try:
-            outcome_file.write(counts)
-        except OSError as exc:
-            log.warning("%s: the outcome counters since the last write are lost (%s)", outcome_file.path, exc)
 
     def _after_fork(self) -> None:
         """In a forked child: this frontier may not be used (``JobDirNotOwned``) and must not disturb the

@@ -89,3 +89,14 @@ class OutcomeFile:
         """Write ``counts`` (from ``changed``) to ``outcomes.json``, durably."""
         write_atomic(self.path, json.dumps(counts).encode())
         self.written = counts
+
+    def save_at_close(self, counters: dict[str, int]) -> None:
+        """Write what changed since the last write, at the close (a failure is named in the log: the close
+        goes on)."""
+        counts = self.changed(counters)
+        if counts is None:
+            return
+        try:
+            self.write(counts)
+        except OSError as exc:
+            log.warning("%s: the outcome counters since the last write are lost (%s)", self.path, exc)
