@@ -9,6 +9,7 @@ every public name.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import re
 
@@ -219,3 +220,85 @@ def test_every_test_file_the_docs_name_exists():
             named |= set(re.findall(r"\btests/[\w/]+\.py\b", f.read()))
     assert len(named) > 10
     assert sorted(path for path in named if not os.path.isfile(os.path.join(ROOT, path))) == []
+
+
+def _three_branch_site(pages: int = 51) -> dict[int, list[int]]:
+    """The links of a site where some pages are found first along a long path by a depth-first crawl.
+
+    Page 0 links to three branches 1, 2, 3. Branch k links to its hub (2 links from the start) and to a
+    path of two pages leading to the next branch's hub (4 links along it). A hub starts a chain of pages,
+    the first three within 5 links of the start, the rest further. Whichever branch a depth-first crawl
+    takes last, its hub was found first along the path from another branch, 4 links deep: the hub's
+    chain would be cut after one page."""
+    links: dict[int, list[int]] = {0: [1, 2, 3]}
+    hubs = [4 + 6 * k for k in range(3)]
+    tails = iter(range(22, pages))
+    for k, hub in enumerate(hubs):
+        links[1 + k] = [hub, hub + 4]
+        links[hub + 4], links[hub + 5] = [hub + 5], [hubs[(k + 1) % 3]]
+        chain = [hub, hub + 1, hub + 2, hub + 3] + [next(tails) for _ in range(10 if k < 2 else 9)]
+        for here, there in itertools.pairwise(chain):
+            links[here] = [there]
+    return links
+
+
+def _crawl_branch_site(tmp_path, block: str, *, keeps_fresh: bool = False) -> None:
+    """Run a documented crawler on a 51-page site where some pages are found first along a long path
+    (``_three_branch_site``): it must fetch every page within 5 links of the start and none further, each
+    once. ``keeps_fresh``: the crawler runs until Ctrl-C, sent once it has fetched them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from collections import deque
+
+    from diskfrontier.run.demosites import LinkedSite
+
+    pages, graph = 51, _three_branch_site()
+
+    class BranchSite(LinkedSite):
+        def page(self, n: int) -> str:
+            links = [f"{m}.html" for m in graph.get(n, [])] + ["/docs/0.html"]
+            return "<html><body>" + "".join(f'<a href="{href}">{href}</a>\n' for href in links) + "</body></html>"
+
+    depth = {0: 0}
+    queue = deque([0])
+    while queue:
+        n = queue.popleft()
+        for m in graph.get(n, []):
+            if m not in depth:
+                depth[m] = depth[n] + 1
+                queue.append(m)
+    within = {n for n, d in depth.items() if d <= 5}
+    assert len(within) == 22 and len(depth) == pages  # the rest are more than 5 links away
+    script = tmp_path / "crawler.py"
+    script.write_text(block.replace("delay=1.0", "delay=0.002"))
+    expected = {"/robots.txt"} | {f"/docs/{n}.html" for n in within}
+    with BranchSite(pages) as site:
+        process = subprocess.Popen([sys.executable, str(script), site.base + "/docs/0.html"], cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if keeps_fresh:
+            deadline = time.monotonic() + 120
+            while set(site.fetched()) < expected and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # anything it would fetch beyond the expected pages, it fetches now
+            process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        fetched = site.fetched()
+    assert process.returncode == 0, err[-2000:]
+    got = {int(path.split("/")[-1].split(".")[0]) for path in fetched if path.startswith("/docs/")}
+    assert (len(got & within), sorted(within - got), sorted(got - within)) == (len(within), [], [])
+    assert out.strip() == f"{len(within)} pages, 0 failed: []", out
+    assert set(fetched.values()) == {1}
+
+
+def test_the_readme_crawler_fetches_every_page_within_five_links_when_pages_are_found_along_long_paths_first(
+        tmp_path):
+    (block,) = [b for b in _blocks(_read(README), "py") if "await acrawl(" in b]
+    _crawl_branch_site(tmp_path, block, keeps_fresh=True)
+
+
+def test_the_docs_crawler_fetches_every_page_within_five_links_when_pages_are_found_along_long_paths_first(
+        tmp_path):
+    (block,) = [b for b in _blocks(_page(os.path.join("guide", "crawl.md")), "py") if "crawl(frontier, fetch" in b]
+    _crawl_branch_site(tmp_path, block)
