@@ -302,3 +302,13 @@ def test_the_docs_crawler_fetches_every_page_within_five_links_when_pages_are_fo
         tmp_path):
     (block,) = [b for b in _blocks(_page(os.path.join("guide", "crawl.md")), "py") if "crawl(frontier, fetch" in b]
     _crawl_branch_site(tmp_path, block)
+
+
+def test_the_docs_extra_installs_what_formats_the_api_signatures():
+    """mkdocstrings formats the signatures of the API page (separate_signature) with Black or Ruff; without
+    either the build says so and leaves them on one line."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert "separate_signature: true" in _read(os.path.join(ROOT, "mkdocs.yml"))
+    assert {re.split(r"[<>=\[ ]", need)[0] for need in extras["docs"]} & {"ruff", "black"}, extras["docs"]
