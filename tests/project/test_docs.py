@@ -312,3 +312,24 @@ def test_the_docs_extra_installs_what_formats_the_api_signatures():
         extras = tomllib.load(f)["project"]["optional-dependencies"]
     assert "separate_signature: true" in _read(os.path.join(ROOT, "mkdocs.yml"))
     assert {re.split(r"[<>=\[ ]", need)[0] for need in extras["docs"]} & {"ruff", "black"}, extras["docs"]
+
+
+def test_every_command_is_summed_up_in_a_whole_sentence_in_help_and_on_the_reference_page():
+    """``diskfrontier --help`` and the reference page's list of commands show each command's summary whole:
+    the first clause of its help, ending a sentence, never cut at a width or at the end of a line."""
+    from click.testing import CliRunner
+
+    listed = CliRunner().invoke(main, ["--help"]).output.split("Commands:", 1)[1]
+    assert "..." not in listed, listed
+    flat = " ".join(listed.split())
+    for name in main.commands:
+        command = main.commands[name]
+        summary = command.get_short_help_str()
+        assert summary.endswith(".") and "\n" not in summary, (name, summary)
+        assert " ".join((command.help or "").split()).startswith(summary[:-1]), (name, summary)
+        assert f"{name} {summary}" in flat, name
+    markdown = pytest.importorskip("markdown")
+    pytest.importorskip("mkdocs_click")
+    html = markdown.markdown(_page(os.path.join("reference", "cli.md")), extensions=["mkdocs-click"])
+    for name in main.commands:
+        assert f"<em>{name}</em>: {main.commands[name].get_short_help_str()}</li>" in html, name
