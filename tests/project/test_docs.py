@@ -333,3 +333,45 @@ def test_every_command_is_summed_up_in_a_whole_sentence_in_help_and_on_the_refer
     html = markdown.markdown(_page(os.path.join("reference", "cli.md")), extensions=["mkdocs-click"])
     for name in main.commands:
         assert f"<em>{name}</em>: {main.commands[name].get_short_help_str()}</li>" in html, name
+
+
+def _hook():
+    import importlib.util
+
+    pytest.importorskip("mkdocs")
+    path = os.path.join(DOCS, "hooks", "benchmark_tables.py")
+    spec = importlib.util.spec_from_file_location("benchmark_tables", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_headline_figures_come_first_and_from_the_results_a_run_wrote():
+    """The home page says how to install and gives 'N x Scrapy's scheduler' and the kill -9 promise; the
+    Benchmarks index and the Frontier page open with those figures, the goals after them. Each figure is
+    the one a run printed, read from benchmarks/results at build time, never typed into the page."""
+    hook = _hook()
+    results = os.path.join(ROOT, "benchmarks", "results")
+    home = _page("index.md")
+    assert re.search(r"^pip install \.", home, flags=re.M), "no install line on the home page"
+    assert "Scrapy's scheduler" in home and "nothing lost after `kill -9`" in home
+    rendered: dict[str, str] = {}
+    for page in ("index.md", os.path.join("benchmarks", "index.md"), os.path.join("benchmarks", "frontier.md")):
+        text = _page(page)
+        assert "benchmark-figure: bench_frontier 0 diskfrontier.scrapy.Scheduler enqueue_request" in text, page
+        first = text.find("<!-- benchmark-figure:")
+        goals = text.find("<!-- benchmark-tables: bench_frontier 0")
+        assert goals == -1 or first < goals, f"docs/{page}: the goals table comes before the headline figures"
+        rendered[page] = hook.on_page_markdown(text, None, {"config_file_path": os.path.join(ROOT, "mkdocs.yml")},
+                                               None)
+        assert "benchmark-figure" not in rendered[page]
+    document = hook.load(results, "bench_frontier")
+    (row,) = [r for r in document["tables"][0]["rows"] if r[0].startswith("diskfrontier.scrapy.Scheduler enqueue")]
+    ratio = row[1].split(" (")[0]
+    assert re.fullmatch(r"\d+\.\d+x", ratio), row
+    assert f"**{ratio}\nScrapy's scheduler**" in rendered["index.md"], rendered["index.md"][:1500]
+    with pytest.raises(Exception, match="rows begin with"):
+        hook.figure(document, 0, "no such figure")
+    with pytest.raises(Exception, match="rows begin with"):
+        hook.figure(document, 0, "library")  # two rows: which one is meant is not said
