@@ -15,7 +15,9 @@ demo's web server or the dashboard's.
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
+import re
 from collections.abc import Iterator, MutableMapping
 
 import click
@@ -47,6 +49,23 @@ COMMANDS = {
 }
 
 
+# the end of a docstring's first clause: '.', ':' or ';' before a space or the end, outside parentheses
+_CLAUSE_END = re.compile(r"[.:;](?=\s|\Z)")
+
+
+def summary(help_text: str) -> str:
+    """A command's one-line summary, for ``--help``'s list of commands and the reference page: the first
+    clause of its help (to the first '.', ':' or ';' outside parentheses), as a sentence. Click would cut
+    the help at 45 characters, and the reference page at the end of its first line, mid-sentence."""
+    first = " ".join(inspect.cleandoc(help_text).split("\n\n")[0].split())
+    depth = 0
+    for at, char in enumerate(first):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and _CLAUSE_END.match(first, at):
+            return first[:at] + "."
+    return first if not first or first.endswith(".") else first + "."
+
+
 class LazyCommands(MutableMapping[str, click.Command]):
     """The group's ``commands``: every name is known at once, and a command's module is imported
     when the command is first looked up (``commands[name]``, ``commands.get(name)``). Listing the
@@ -62,6 +81,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
         module, attribute = entry
         command = getattr(importlib.import_module(module, __package__), attribute)
         assert isinstance(command, click.Command) and command.name == name, (name, command)
+        if command.short_help is None:
+            command.short_help = summary(command.help or "")
         self._entries[name] = command
         return command
 

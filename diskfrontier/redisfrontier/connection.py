@@ -203,17 +203,28 @@ def shown_url(url: str) -> str:
     return re.sub(r"//[^@/]*@", "//***@", url)
 
 
-def check_server(client: Any, url: str, crawl: str) -> None:
-    """Refuse a server (each master of a cluster) that may evict keys; warn when it does not log writes."""
+# (server's run id, crawl) pairs this process has warned of: one warning for a crawl, not one for each
+# client or command that opens it (a server restarted has a new run id, and is looked at again)
+_WARNED_AOF: set[tuple[Any, str]] = set()
+
+
+def check_server(client: Any, url: str, crawl: str, *, warn: bool = True) -> None:
+    """Refuse a server (each master of a cluster) that may evict keys; warn when it does not log writes.
+
+    The warning is given once a process for a crawl, and only if ``warn``: a client that may make the
+    crawl (a crawler, a seeding push) is told, a command that reads or steers an existing crawl is not
+    (it changes nothing about where the crawl's writes go, and would repeat it at every call).
+    """
     for server in servers(client):
-        _check_one(server, url, crawl)
+        _check_one(server, url, crawl, warn)
 
 
-def _check_one(client: Any, url: str, crawl: str) -> None:
+def _check_one(client: Any, url: str, crawl: str, warn: bool) -> None:
     with talking(url, "open"):
         memory = client.info("memory")
         persistence = client.info("persistence")
-        version = client.info("server").get("redis_version", "0")
+        about = client.info("server")
+    version = about.get("redis_version", "0")
     if tuple(int(x) for x in re.findall(r"\d+", str(version))[:2]) < (6, 2):
         raise RedisMisconfigured(f"Redis at {shown_url(url)} is version {version}; diskfrontier needs 6.2 or later")
     policy = memory.get("maxmemory_policy", "noeviction")
@@ -222,7 +233,8 @@ def _check_one(client: Any, url: str, crawl: str) -> None:
             f"Redis at {shown_url(url)} has maxmemory-policy {policy}: when memory is full it would drop keys of "
             f"crawl {crawl!r} (pending requests, leases, fingerprints) without a word; set "
             f"'maxmemory-policy noeviction' (CONFIG SET maxmemory-policy noeviction, and in redis.conf)")
-    if not persistence.get("aof_enabled"):
+    if not persistence.get("aof_enabled") and warn and (about.get("run_id"), crawl) not in _WARNED_AOF:
+        _WARNED_AOF.add((about.get("run_id"), crawl))
         log.warning("Redis at %s has appendonly off: a Redis crash loses what was written since its last "
                     "snapshot; set 'appendonly yes' (and appendfsync always for every acknowledged call)",
                     shown_url(url))

@@ -67,7 +67,7 @@ def open_crawl(redis: Any, url: str, crawl: str, values: Values, asked: Settings
     here gets ``shards`` shards (None: 1), an existing one must have that many (None: any). Every shard
     is checked to be there and whole (``wholeness.py``), and so is the seen set of each."""
     meta = f"df:{{{crawl}}}:meta"
-    check_server(redis, url, crawl)
+    check_server(redis, url, crawl, warn=asked.create)
     with talking(url, "open"):
         pipe = redis.pipeline(transaction=False)
         pipe.hget(meta, COPY_MARK)

@@ -170,14 +170,16 @@ def apply(frontier: FrontierProtocol, request: Request, action: Action) -> tuple
 
 
 def settle_robots(frontier: FrontierProtocol, request: Request, verdict: Verdict) -> tuple[str, ...]:
-    """Finish a request that robots.txt keeps from its handler: disallowed, failed with the error
-    ``robots.txt``; held (the site's robots.txt could not be fetched), given back for when its host's
-    hold ends. Returns the ``RunStats`` counters, as ``apply`` does."""
+    """Finish a request that robots.txt keeps from its handler: disallowed, finished as done without a
+    fetch (it is no error: ``failed()`` does not list it and ``requeue_failed`` does not bring it back;
+    the run counts it as ``robots_disallowed``, not as done or failed); held (the site's robots.txt could
+    not be fetched), given back for when its host's hold ends. Returns the ``RunStats`` counters, as
+    ``apply`` does."""
     try:
         if verdict.kind == "disallow":
-            frontier.fail(request, "robots.txt")
-            log.info("disallowed by robots.txt: %s", request.url)
-            return ("failed", "failed_at_once", "robots_disallowed")
+            frontier.done(request)
+            log.info("disallowed by robots.txt, not fetched: %s", request.url)
+            return ("robots_disallowed",)
         frontier.retry(request, delay=min(max(0.0, verdict.until - time.time()), MAX_SECONDS))
         log.info("robots.txt of %s could not be fetched: %s waits until the site's hold ends", site_of(request.url)[0],
                  request.url)

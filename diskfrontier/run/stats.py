@@ -20,10 +20,10 @@ class RunStats:
     handled: int = 0  # requests taken from the frontier
     done: int = 0  # handler returned (acknowledged, by crawl() or by the handler itself)
     retried: int = 0  # handler raised, given back through the frontier's retry with backoff
-    failed: int = 0  # recorded as failed: no retries left, a PermanentError, a "fail", or robots.txt
-    failed_at_once: int = 0  # of failed: with no retry (a PermanentError, a "fail", robots.txt)
+    failed: int = 0  # recorded as failed: no retries left, a PermanentError or a "fail"
+    failed_at_once: int = 0  # of failed: with no retry (a PermanentError, a "fail")
     host_blocks: int = 0  # times a host was blocked for its failures (host_errors in a row, a "backoff")
-    robots_disallowed: int = 0  # requests robots.txt disallowed (recorded as failed, never fetched)
+    robots_disallowed: int = 0  # requests robots.txt disallowed (finished without a fetch, not as failed)
     robots_held: int = 0  # requests given back because their site's robots.txt could not be fetched
     abandoned: int = 0  # requests in hand when the run returned, left in flight (they come back): see RunState
     revisits_scheduled: int = 0  # with revisit=: requests finished with their next visit scheduled

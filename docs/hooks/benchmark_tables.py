@@ -10,7 +10,14 @@ or for some of them, by their index in the file::
 
 and the line is replaced, at build time, by the run's command, date and machine, then each table
 with its notes, from ``benchmarks/results/<name>.json`` (written by ``benchmarks/benchresults.py``).
-A missing or malformed file, or an index out of range, stops the build.
+
+A single figure goes into a sentence with::
+
+    <!-- benchmark-figure: bench_frontier 0 library push / Scrapy -->
+
+replaced by the figure the run printed in the ``measured`` column of the one row of table 0 whose
+first cell begins with the text given (``3.83x``: the cell up to its details in parentheses).
+A missing or malformed file, an index out of range, or a row not found or found twice stops the build.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 MARKER = re.compile(r"^<!-- benchmark-tables: ([A-Za-z0-9_]+)(?: ([0-9, ]+))? -->$", re.M)
+FIGURE = re.compile(r"<!-- benchmark-figure: ([A-Za-z0-9_]+) ([0-9]+) (.+?) -->")
 
 
 def _results_dir(config: Any) -> str:
@@ -70,6 +78,23 @@ def render_run(document: dict[str, Any], which: list[int] | None = None) -> str:
     return "\n".join([head, "", *(render_table(t) for t in tables)])
 
 
+def figure(document: dict[str, Any], table: int, row: str) -> str:
+    """The ``measured`` figure of the one row of table ``table`` whose first cell begins with ``row``,
+    as the run printed it, without the details in parentheses after it."""
+    tables = document["tables"]
+    if not 0 <= table < len(tables):
+        raise PluginError(f"{document['benchmark']}.json has {len(tables)} tables: no table {table}")
+    columns = tables[table]["columns"]
+    if "measured" not in columns:
+        raise PluginError(f"{document['benchmark']}.json table {table} has no 'measured' column: {columns}")
+    at = columns.index("measured")
+    found = [r for r in tables[table]["rows"] if str(r[0]).startswith(row)]
+    if len(found) != 1:
+        raise PluginError(f"{document['benchmark']}.json table {table}: {len(found)} rows begin with {row!r}, "
+                          f"not one")
+    return str(found[0][at]).split(" (", 1)[0]
+
+
 def load(directory: str, name: str) -> dict[str, Any]:
     path = os.path.join(directory, f"{name}.json")
     try:
@@ -90,7 +115,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         which = [int(i) for i in match.group(2).replace(" ", "").split(",") if i] if match.group(2) else None
         return render_run(load(directory, match.group(1)), which)
 
-    return MARKER.sub(replace, markdown)
+    def replace_figure(match: re.Match[str]) -> str:
+        return figure(load(directory, match.group(1)), int(match.group(2)), match.group(3))
+
+    return FIGURE.sub(replace_figure, MARKER.sub(replace, markdown))
 
 
 def on_config(config: Any) -> Any:

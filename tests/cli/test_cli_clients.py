@@ -215,15 +215,47 @@ def test_an_open_forgets_clients_dead_for_long_and_entries_it_cannot_read(redis_
     now = float(server.time()[0])
     server.hset(key, mapping={
         "old-1": json.dumps({"host": "h", "pid": 1, "lease": 30, "started": now - 7300, "seen": now - 7200}),
-        "recent-2": json.dumps({"host": "h", "pid": 2, "lease": 30, "started": now - 700, "seen": now - 600}),
+        "recent-2": json.dumps({"host": "h", "pid": 2, "lease": 30, "started": now - 300, "seen": now - 200}),
+        "ten-leases-5": json.dumps({"host": "h", "pid": 5, "lease": 30, "started": now - 400, "seen": now - 301}),
         "long-lease-3": json.dumps({"host": "h", "pid": 3, "lease": 1000, "started": 0, "seen": now - 7200}),
         "garbage-4": b"\xff not json"})
     before = listed(redis_url, crawl_name)
-    assert set(before) == {"old-1", "recent-2", "long-lease-3", "garbage-4"}
+    assert set(before) == {"old-1", "recent-2", "long-lease-3", "garbage-4", "ten-leases-5"}
     assert before["garbage-4"]["host"] is None and not before["garbage-4"]["live"]
-    assert not before["recent-2"]["live"] and before["recent-2"]["since_seen_seconds"] >= 600
+    assert not before["recent-2"]["live"] and before["recent-2"]["since_seen_seconds"] >= 200
     with RedisFrontier(redis_url, crawl=crawl_name) as f:
         assert set(listed(redis_url, crawl_name)) == {"recent-2", "long-lease-3", f.client_id}
+
+
+@pytest.mark.slow
+def test_a_killed_client_is_listed_dead_then_forgotten_after_ten_leases_by_the_beats_of_a_live_one(
+        redis_url, crawl_name, workers):
+    """No client opens the crawl after the kill: the beats of the live client, which pops as a crawler
+    does (taking back the killed client's lease once it ran out), alone remove the dead entry."""
+    lease = 0.4
+    seed(redis_url, crawl_name, 2, lease=lease)
+    server = redis.Redis.from_url(redis_url)
+    with RedisFrontier(redis_url, crawl=crawl_name, lease=LEASE) as live:
+        proc, client = workers.start(1, lease=lease)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        taken: list[Request] = []
+        seen_dead, last_seen = False, 0.0
+        while client in (now := listed(redis_url, crawl_name)):
+            entry = now[client]
+            assert entry["last_seen"] is not None, f"its entry went before its lease was taken back: {entry}"
+            last_seen = entry["last_seen"]
+            seen_dead = seen_dead or not entry["live"]
+            assert now[live.client_id]["live"]
+            assert float(server.time()[0]) - last_seen < 10 * lease + 60, f"never forgotten: {entry}"
+            taken += live.pop_many(5)
+            time.sleep(lease / 10)
+        gone_at = float(".".join(str(x) for x in server.time()))
+        assert seen_dead, "the killed client was never listed as dead before it went"
+        assert gone_at - last_seen >= 10 * lease  # not forgotten before ten of its leases
+        assert len(taken) == 2  # the killed client's request too: its lease ran out and was taken back
+        live.done_many(taken)
+    assert listed(redis_url, crawl_name) == {}
 
 
 def test_a_lease_holder_without_an_entry_is_listed_from_its_leases(redis_url, crawl_name):

@@ -7,6 +7,8 @@ import gc
 import logging
 import math
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -232,6 +234,31 @@ def test_an_evicting_server_is_refused_and_aof_off_is_warned(tmp_path, caplog):
         with caplog.at_level(logging.WARNING, logger="diskfrontier"):
             RedisFrontier(server.url, crawl="c").close()
         assert "appendonly off" in caplog.text
+    finally:
+        server.stop()
+
+
+def test_aof_off_is_warned_once_a_process_by_the_clients_that_may_make_a_crawl_and_never_by_reading_commands(
+        tmp_path, caplog):
+    server = RedisServer(str(tmp_path / "noaof"), aof=False)
+    server.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="diskfrontier"):
+            for _ in range(3):
+                with RedisFrontier(server.url, crawl="c") as f:
+                    f.push(Request("https://a.example/"))
+        assert caplog.text.count("appendonly off") == 1, caplog.text
+
+        def command(*args: str) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run([sys.executable, "-m", "diskfrontier", *args, server.url, "--crawl", "c"],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+            return done
+        for args in (("clients",), ("inspect",), ("failed",), ("pause",), ("resume",), ("hosts",)):
+            assert "appendonly" not in command(*args).stderr, args
+        pushed = subprocess.run([sys.executable, "-m", "diskfrontier", "push", server.url, "--crawl", "c",
+                                 "https://b.example/"], capture_output=True, text=True, timeout=120)
+        assert pushed.returncode == 0 and pushed.stderr.count("appendonly off") == 1, pushed.stderr
     finally:
         server.stop()
 

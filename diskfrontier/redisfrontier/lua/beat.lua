@@ -1,7 +1,7 @@
 -- BEAT: record a client as there and renew its leases (the open, the renewal thread).
 -- uses: common, clients
 --
--- ARGV: client id, its info (JSON: host, pid, lease), 'open' (also forget long-dead clients) or 'beat',
+-- ARGV: client id, its info (JSON: host, pid, lease), 'open' or 'beat' (both forget long-dead clients),
 -- lease seconds, count, then per request: id, lease token. Records the client as seen now and renews
 -- each lease for the seconds given (FINISH's 'extend'), in one step. Returns {now, then per request 1
 -- (renewed) or 0 (the lease was lost)}.
@@ -9,7 +9,8 @@
 local cs = crawl_settings()
 local now = cs.now
 local client, info, mode, seconds, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-if mode == 'open' then forget_dead(now) end
+if mode ~= 'open' and mode ~= 'beat' then error({err = 'ERR BEAT takes open or beat, not ' .. tostring(mode)}) end
+forget_dead(now)
 beat(client, info, now)
 local out = {tostring(now)}
 for k = 0, n - 1 do

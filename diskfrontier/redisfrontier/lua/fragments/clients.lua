@@ -6,7 +6,7 @@
 -- A client is live while now - seen < 2 beats (without beats: its lease).
 
 local CLIENTS = P .. 'clients'
-local FORGOTTEN_AFTER = 3600  -- seconds: at least this long (and 10 of its leases) before a dead client's entry goes
+local FORGOTTEN_AFTER = 10  -- leases: a client unseen this long is gone (its leases ran out long ago)
 
 -- Record ``client`` (its JSON ``info``: host, pid, lease) as seen now, keeping when it started.
 local function beat(client, info, now)
@@ -22,14 +22,15 @@ local function beat(client, info, now)
   call('HSET', CLIENTS, client, cjson.encode(entry))
 end
 
--- Remove the entries of clients unseen for longer than max(10 leases, FORGOTTEN_AFTER); entries that
--- cannot be read go too (they are only ever written here).
+-- Remove the entries of clients unseen for longer than FORGOTTEN_AFTER of their leases: until then a
+-- killed client is listed as dead, then it goes; entries that cannot be read go too (they are only ever
+-- written here).
 local function forget_dead(now)
   local all = call('HGETALL', CLIENTS)
   for k = 1, #all, 2 do
     local ok, entry = pcall(cjson.decode, all[k + 1])
     local seen = ok and type(entry) == 'table' and tonumber(entry.seen)
     local lease = ok and type(entry) == 'table' and tonumber(entry.lease) or 0
-    if not seen or now - seen > math.max(10 * lease, FORGOTTEN_AFTER) then call('HDEL', CLIENTS, all[k]) end
+    if not seen or now - seen > FORGOTTEN_AFTER * lease then call('HDEL', CLIENTS, all[k]) end
   end
 end
