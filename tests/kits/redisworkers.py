@@ -23,6 +23,18 @@ def read_log(path: str) -> list[list[str]]:
         return [line.split() for line in f.read().splitlines()]
 
 
+def not_begun(lines: list[list[str]]) -> set[str]:
+    """URLs popped whose done was not begun in a worker's log: a kill then leaves them leased, and their leases
+    must run out and be taken back."""
+    held: set[str] = set()
+    for line in lines:
+        if line[0] == "P":
+            held.add(line[1])
+        elif line[0] in ("B", "D"):
+            held.discard(line[1])
+    return held
+
+
 def outstanding(lines: list[list[str]]) -> set[str]:
     """URLs popped and not yet done in a worker's log."""
     held: set[str] = set()
