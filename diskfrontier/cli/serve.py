@@ -69,7 +69,7 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.argument("target", metavar="TARGET", type=JobDirOrRedis(exists=True))
 @CRAWL_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; one that is not loopback needs --allow-control (its token).")
+              help="Address to listen on (0.0.0.0: every interface); the page is read-only unless --allow-control.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8470, show_default=True,
               help="Port to listen on (0: any free one, printed at start).")
 @click.option("--allowed-host", "allowed_hosts", metavar="NAME[:PORT]", multiple=True, callback=_allowed_hosts,
@@ -92,7 +92,8 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     crawl runs; /api/stats gives the same as JSON, /metrics as Prometheus text. Read-only
     unless --allow-control. Only requests addressed to one of this server's names are
     answered (against DNS rebinding; --allowed-host adds names), and control only from its
-    own page or a script. A job directory that a crawl holds is read from the status.json
+    own page or a script. Any address may be listened on (--host 0.0.0.0 shares a read-only
+    page on a LAN); control, when asked for, needs its token from every address. A job directory that a crawl holds is read from the status.json
     its holder publishes, else from its files, again only when they change.
 
     \b
@@ -100,10 +101,6 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
              diskfrontier serve redis://localhost:6379/0 --crawl news --port 9000
              diskfrontier serve crawls/shop --host 0.0.0.0 --allow-control --allowed-host crawler.lan
     """
-    if not is_loopback(host) and not allow_control:
-        raise click.UsageError(f"refusing to listen on {host}, which is not a loopback address, without a token: "
-                               f"add --allow-control (serve prints a token that the control endpoints require), "
-                               f"or listen on 127.0.0.1 (the default)")
     name = redis_crawl(target, crawl)
     if name is None:
         require_jobdir(target)
@@ -124,7 +121,10 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     def started(bound_host: str, bound_port: int) -> None:
         url = _url(bound_host, bound_port)
         click.echo(f"serving {source.name} at {url} (Ctrl-C stops)")
-        if token is not None:
+        if token is None:
+            shared = "" if is_loopback(bound_host) else ", to every machine that reaches this address"
+            click.echo(f"read-only{shared}: control is off (--allow-control turns it on, with a token)")
+        else:
             click.echo(f"control token: {token}")
             click.echo(f"  open {url}#token={token} to use it from the page, or send it as X-Diskfrontier-Token")
         sys.stdout.flush()
