@@ -93,8 +93,9 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     unless --allow-control. Only requests addressed to one of this server's names are
     answered (against DNS rebinding; --allowed-host adds names), and control only from its
     own page or a script. Any address may be listened on (--host 0.0.0.0 shares a read-only
-    page on a LAN); control, when asked for, needs its token from every address. A job directory that a crawl holds is read from the status.json
-    its holder publishes, else from its files, again only when they change.
+    page on a LAN); control, when asked for, needs its token from every address. A job
+    directory that a crawl holds is read from the status.json its holder publishes, else
+    from its files, again only when they change.
 
     \b
     Example: diskfrontier serve crawls/shop

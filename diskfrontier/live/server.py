@@ -5,6 +5,8 @@ control endpoints.
   third-party code, nothing fetched from elsewhere);
 - ``GET /api/stats``: ``Dashboard.payload()`` as JSON; ``?since=T`` sends only the history after
   ``T``, ``?refresh=1`` reads the crawl first;
+- ``GET /api/hosts``: every host of the crawl, not only the busiest that a snapshot lists (at most
+  ``MAX_HOSTS``, the busiest first), read from the crawl at each request;
 - ``GET /metrics``: the Prometheus text of the latest snapshot (``live/metrics.py``);
 - ``POST /api/pause``, ``/api/resume``, ``/api/host`` (``action`` block, unblock or delay),
   ``/api/push``: only with ``--allow-control``, and with its token in the ``X-Diskfrontier-Token``
@@ -36,6 +38,7 @@ from .control import MAX_SEEDS, ControlError, apply_control, available_actions
 from .dashboard import Dashboard
 from .guard import HostCheck, cross_site_refusal, media_type
 from .metrics import registry_of
+from .sources import json_safe
 
 TOKEN_HEADER = "X-Diskfrontier-Token"  # noqa: S105 (the header's name, not a secret)
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -43,6 +46,8 @@ MAX_BODY = 4 << 20
 """The longest body a control request may send (a push of ``MAX_SEEDS`` URLs of 400 bytes)."""
 MAX_BODY_DEPTH = 4
 """How deep a control request's JSON may nest (its fields use 2 levels: ``{"urls": [...]}``)."""
+MAX_HOSTS = 20_000
+"""The most hosts ``/api/hosts`` sends (the busiest); it says how many there are."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """The methods that read; every other one is a control request."""
 _DASHBOARD = web.AppKey("dashboard", Dashboard)
@@ -108,6 +113,7 @@ class DashboardServer:
         app.router.add_get("/", self.index)
         app.router.add_get("/static/{name}", self.static)
         app.router.add_get("/api/stats", self.stats)
+        app.router.add_get("/api/hosts", self.hosts_all)
         app.router.add_get("/metrics", self.metrics)
         for verb in ("pause", "resume", "host", "push"):
             app.router.add_post(f"/api/{verb}", self._control_handler(verb))
@@ -135,6 +141,13 @@ class DashboardServer:
             except ValueError:
                 raise web.HTTPBadRequest(text="since= must be a time (seconds since 1970)") from None
         return _json(self.dashboard.payload(since))
+
+    async def hosts_all(self, request: web.Request) -> web.Response:
+        try:
+            hosts = await asyncio.to_thread(self.dashboard.source.all_hosts)
+        except Exception as exc:  # a FrontierError, an OSError, a Redis client's ConnectionError: said, as a refresh's
+            return _error(503, f"could not read the crawl's hosts: {exc}")
+        return _json(json_safe({"total": len(hosts), "hosts": hosts[:MAX_HOSTS]}))
 
     async def metrics(self, request: web.Request) -> web.Response:
         if self.dashboard.reading is None:

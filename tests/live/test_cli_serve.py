@@ -9,7 +9,6 @@ import sys
 import urllib.error
 import urllib.request
 
-import pytest
 from click.testing import CliRunner
 from conftest import DONE
 from servekit import Served
@@ -42,7 +41,7 @@ def test_a_read_only_dashboard_on_every_interface_serves_the_page_and_refuses_co
             status, body = get(base + "api/stats", headers=headers)
             assert status == 200 and json.loads(body)["control"] is False
             assert json.loads(body)["snapshot"]["stats"]["done"] == DONE
-        request = urllib.request.Request(base, headers={"Host": f"crawler.lan:{port}"})  # noqa: S310 - loopback
+        request = urllib.request.Request(base, headers={"Host": f"crawler.lan:{port}"})
         with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - the test's own server
             assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
         status, body = get(base + "api/stats", headers={"Host": f"evil.example:{port}"})
