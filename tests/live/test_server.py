@@ -22,7 +22,8 @@ from diskfrontier.live.sources import open_source
 
 TOKEN = "t0ken-for-the-tests"  # noqa: S105 - the tests' own token
 PAYLOAD_KEYS = {"name", "snapshot", "origin", "holder", "note", "read_seconds", "state", "state_label", "rate", "now",
-                "checked", "age", "error", "interval", "keep", "control", "actions", "history"}
+                "checked", "age", "error", "interval", "keep", "control", "actions", "history", "rate_seconds",
+                "rate_window", "idle", "error_kinds", "disk_bytes"}
 
 
 def server_of(target, crawl=None, token=None, interval=0.2):
@@ -56,6 +57,29 @@ def test_the_page_its_files_and_the_json(jobdir):
             .json()
         assert len(again["history"]) == 1 and again["history"][0]["t"] > data["history"][-1]["t"]
         assert (await client.get("/api/stats", params={"since": "soon"})).status == 400
+        return data
+
+    with_client(server_of(jobdir), check)
+
+
+def test_every_host_and_the_error_kinds_and_disk_bytes_of_a_job_directory(jobdir):
+    """/api/hosts lists every host, the busiest first (the blocked one at the top); /api/stats groups the
+    failures by kind and gives the directory's bytes on disk, which a history point keeps."""
+    files = sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(jobdir) for name in names)
+
+    async def check(client):
+        answer = await client.get("/api/hosts")
+        hosts = await answer.json()
+        assert answer.status == 200 and hosts["total"] == 7 and len(hosts["hosts"]) == 7
+        names = [h["host"] for h in hosts["hosts"]]
+        assert names[0] == "h3.example" and sorted(names) == [f"h{i}.example" for i in range(7)]
+        busy = [h["pending"] + h["done"] for h in hosts["hosts"][1:]]
+        assert busy == sorted(busy, reverse=True)
+        assert {h["host"]: h["delay"] for h in hosts["hosts"]}["h2.example"] == 2.5
+        data = await (await client.get("/api/stats")).json()
+        assert data["error_kinds"] == {"HTTP 500": FAILED}
+        assert data["disk_bytes"] == files and data["history"][-1]["disk_bytes"] == files
+        assert data["rate_window"] == 60.0
         return data
 
     with_client(server_of(jobdir), check)
