@@ -218,6 +218,32 @@ def test_the_busiest_hosts_are_by_activity_with_blocked_and_failing_ones_first()
     assert len(names) == 20 and all(n.startswith("p") for n in names[7:])
 
 
+def test_the_status_json_of_a_holder_lists_the_busiest_hosts_by_activity(tmp_path):
+    """The holder's status.json lists hosts whose requests are all done and blocked hosts beside the ones with
+    pending requests (it listed only those with pending or in-flight ones)."""
+    from diskfrontier.contract.snapshot import TOP_HOSTS
+
+    path = str(tmp_path / "job")
+    with Frontier(path) as frontier:
+        frontier.push_many(Request(f"https://d{n}.example/{k}") for n in range(5) for k in range(20 + n))
+        frontier.push(Request("https://blocked.example/0"))
+        while (request := frontier.pop()) is not None:
+            frontier.done(request)
+        frontier.push_many(Request(f"https://p{n}.example/{k}") for n in range(TOP_HOSTS + 10) for k in range(2))
+        frontier.block("blocked.example", time.time() + 3600)
+        source = JobDirSource(path)
+        deadline = time.monotonic() + 60
+        while True:  # the holder publishes its status.json every second or so
+            reading = source.read()
+            if reading.origin == "status.json" and reading.snapshot["hosts_total"] == TOP_HOSTS + 16:
+                break
+            assert time.monotonic() < deadline, reading.snapshot.get("hosts_total")
+            time.sleep(0.2)
+    names = [h["host"] for h in reading.snapshot["hosts"]]
+    assert len(names) == TOP_HOSTS
+    assert names[:6] == ["blocked.example", *(f"d{n}.example" for n in reversed(range(5)))]
+
+
 @pytest.mark.parametrize(("error", "kind"), [
     ("RuntimeError: HTTP 500 Internal Server Error from 127.0.0.2:8080", "RuntimeError · HTTP 500"),
     ("PermanentError: HTTP 404 for /page/400", "PermanentError · HTTP 404"),
