@@ -44,7 +44,7 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     The site is served on 127.0.0.2 to 127.0.0.5 (half the pages on the first), so
     politeness shows (diskfrontier hosts JOBDIR); a few pages answer 503 the first time,
     so retries show. On a terminal a bar shows the pages crawled; elsewhere (a log, a
-    pipe) a plain line every --progress-every seconds. Ctrl-C finishes the pages in hand
+    pipe) a plain line every --progress-every seconds (none with --json). Ctrl-C finishes the pages in hand
     and stops (exit code 130; a second Ctrl-C stops at once); --duration stops each run
     cleanly; kill -9 is survived too.
     A job directory only (the demo keeps its fetch log in it).
@@ -60,7 +60,8 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     with progress_bar("crawling", pages) as progress:
         result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
                           on_page=None if progress is None else lambda done, _pending: progress(done, pages),
-                          progress=False if progress is not None else None, progress_every=progress_every)
+                          progress=False if progress is not None or as_json else None,
+                          progress_every=progress_every)
     if as_json:
         click.echo(json.dumps(result.__dict__))
     else:

@@ -116,6 +116,12 @@
     return nice * power;
   }
 
+  // A step for bytes: a nice number of the unit (KiB, MiB...) the span is counted in.
+  function byteStep(span, ticks) {
+    const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(span) / Math.log(1024))));
+    return niceStep(span / unit, ticks) * unit;
+  }
+
   function timeStep(span) {
     const steps = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
     for (const step of steps) if (span / step <= 5) return step;
@@ -140,14 +146,16 @@
     const last = Math.max(newest, x0 + 60);
     const xSpan = last - x0;
     let top = values.reduce((acc, p) => Math.max(acc, p[key]), 0);
-    const step = top > 0 ? niceStep(top, 4) : 1;
+    const bytes = key === "disk" || key === "bytes_rate";
+    const nice = bytes ? byteStep : niceStep;
+    const step = top > 0 ? nice(top, 4) : 1;
     top = top > 0 ? Math.ceil(top / step) * step : 4;
     const X = (t) => m.left + ((t - x0) / xSpan) * w;
     const Y = (v) => m.top + h - (v / top) * h;
 
     const grid = el("g", { class: "grid" }, svg);
     const axis = el("g", { class: "axis" }, svg);
-    const yStep = top > 0 ? niceStep(top, 4) : 1;
+    const yStep = top > 0 ? nice(top, 4) : 1;
     for (let v = 0; v <= top + yStep / 1000; v += yStep) {
       el("line", { x1: m.left, x2: m.left + w, y1: Y(v), y2: Y(v) }, grid);
       const label = el("text", { x: m.left - 8, y: Y(v) + 4, "text-anchor": "end" }, axis);
