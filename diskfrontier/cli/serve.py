@@ -78,13 +78,16 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.option("--allow-control", is_flag=True,
               help="Let the page pause and resume the crawl, block, unblock and delay hosts and push seeds, "
                    "with a random token printed at start.")
+@click.option("--log", "log", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="A log file of the crawl whose last lines the page shows (read again at each refresh; anyone "
+                   "who can open the page can read them).")
 @click.option("--interval", type=click.FloatRange(min=0.2, max=3600), default=2.0, show_default=True,
               help="Seconds between reads of the crawl.")
 @click.option("--history", type=click.FloatRange(min=10, max=7 * 86400), default=3600.0, show_default=True,
               help="Seconds of history the charts keep (in this process).")
 @one_line_errors
 def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: tuple[str, ...],
-          allow_control: bool, interval: float, history: float) -> None:
+          allow_control: bool, log: str | None, interval: float, history: float) -> None:
     """Serve a live dashboard of TARGET (a job directory, or a Redis URL with --crawl) over HTTP.
 
     The page (/) shows pending, in flight, done, failed and the done rate as charts, the
@@ -117,7 +120,7 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     token = secrets.token_urlsafe(24) if allow_control else None
     dashboard = Dashboard(source, interval=interval, keep=history)
     server = DashboardServer(dashboard, target=target, crawl=name, token=token, bind=host,
-                             allowed_hosts=allowed_hosts)
+                             allowed_hosts=allowed_hosts, log=log)
 
     def started(bound_host: str, bound_port: int) -> None:
         url = _url(bound_host, bound_port)

@@ -77,6 +77,7 @@ class Dashboard:
         self.keep = keep
         self.control = control
         self.actions: list[str] = []  # the control actions the page may offer
+        self.log: str | None = None  # the log file whose last lines the page shows (serve --log)
         self.clock = clock
         self.reading: Reading | None = None
         self.error: str | None = None
@@ -203,6 +204,7 @@ class Dashboard:
             "keep": self.keep,
             "control": self.control,
             "actions": self.actions,
+            "log": self.log,
             "history": history,
         })
 

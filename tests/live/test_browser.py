@@ -408,3 +408,34 @@ def test_the_responses_panel_shows_the_outcome_counters_a_crawl_keeps(browser, t
             assert "Received\n9 MiB" in facts and "Fetch time\n250 ms average" in facts
             assert page.is_visible("#figure-latency")
             watched.close()
+
+
+def test_the_log_panel_shows_the_end_of_the_crawls_log(browser, tmp_path):
+    """serve --log FILE: the page shows the last lines of the crawl's log as it grows, as text; without --log
+    there is no log panel."""
+    jobdir = str(tmp_path / "job")
+    log = tmp_path / "crawl.log"
+    with open(log, "a") as out:  # appended to, as the test appends a line of its own
+        process = subprocess.Popen([sys.executable, CHILD, jobdir, "--workers", "2", "--page-delay", "0.02"],
+                                   stdout=subprocess.PIPE, stderr=out, text=True)
+    try:
+        Lines(process).wait_for("crawling", 60)
+        with Served(jobdir, "--log", str(log), "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            patience = 30_000 + 20_000 * (watched.first_figures + INTERVAL)
+            page.wait_for_function("() => document.getElementById('log-tail').textContent.includes("
+                                   "'RuntimeError: HTTP 500')", timeout=patience)  # every 37th page fails
+            with open(log, "a") as out:
+                out.write("a line with <b>markup</b> in it\n")
+            page.wait_for_function("() => document.getElementById('log-tail').textContent.includes("
+                                   "'<b>markup</b>')", timeout=patience)
+            assert page.locator("#log-tail b").count() == 0  # shown as text
+            assert str(log) in page.inner_text("#log-summary")
+            watched.close()
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            assert watched.page.is_hidden("#log-panel")
+            watched.close()
+    finally:
+        stop_crawl(process)

@@ -691,6 +691,24 @@
     }
   }
 
+  // The last lines of the crawl's log (serve --log), read again with each poll; text only, never markup.
+  async function loadLog() {
+    const box = $("log-tail");
+    try {
+      const response = await fetch("/api/log", { cache: "no-store" });
+      const answer = await response.json();
+      if (!response.ok) throw new Error(answer.error || `HTTP ${response.status}`);
+      const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+      const shown = answer.lines.join("\n");
+      if (box.textContent !== shown) box.textContent = shown;
+      if (atEnd) box.scrollTop = box.scrollHeight;
+      text("log-summary", `${answer.path} · last ${count(answer.lines.length)} lines of ${size(answer.size)}`);
+      box.dataset.lines = String(answer.lines.length);
+    } catch (error) {
+      text("log-summary", error.message);
+    }
+  }
+
   async function loadAllHosts() {
     try {
       const response = await fetch("/api/hosts", { cache: "no-store" });
@@ -718,6 +736,8 @@
       state.interval = data.interval || state.interval;
       if (full) state.lastFull = Date.now();
       merge(data.history || [], full);
+      $("log-panel").classList.toggle("hidden", !data.log);
+      if (data.log) loadLog();
       if (state.allHosts && Date.now() - state.allHosts.at > Math.max(10000, 5 * state.interval * 1000)) loadAllHosts();
       render();
     } catch (error) {
