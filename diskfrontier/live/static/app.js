@@ -607,7 +607,9 @@
     if (typeof stats.seen === "number") facts.push(["Seen", count(stats.seen)]);
     if (typeof stats.pushed === "number") facts.push(["Pushed", count(stats.pushed)]);
     if (typeof stats.duplicates === "number") facts.push(["Duplicates", count(stats.duplicates)]);
-    if (typeof stats.delay === "number") facts.push(["Delay", `${delay(stats.delay)} between a host's requests`]);
+    if (typeof stats.delay === "number") {
+      facts.push(["Delay", stats.delay > 0 ? `${delay(stats.delay)} between a host's requests` : "none"]);
+    }
     if (typeof stats.journal_bytes === "number") {
       const live = typeof stats.live_bytes === "number" && stats.journal_bytes > 0
         ? `, ${Math.min(100, Math.round(100 * stats.live_bytes / stats.journal_bytes))}% live` : "";
