@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..contract.checks import check_seconds
+from ..contract.outcomes import Outcome
 from ..contract.protocol import FrontierProtocol
 from ..contract.values import Dropped, FailedRequest, HostInfo
 from ..core.errors import FrontierClosed
@@ -208,6 +209,10 @@ class AsyncFrontier:
         """Finish an in-flight request as failed, with ``error``."""
         await self.call(self.frontier.fail, request, error)
         self._poke()
+
+    async def record_outcome(self, *outcomes: Outcome) -> None:
+        """Add what fetches came to to the crawl's outcome counters (``FrontierProtocol.record_outcome``)."""
+        await self.call(self.frontier.record_outcome, *outcomes)
 
     async def holds(self, request: Request) -> bool:
         """True if ``request`` is in flight here (what ``done`` would take)."""

@@ -3,17 +3,18 @@ release (give a client's leases back now) and delete (one crawl, whole)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from ..access.targets import open_shared
 from ..core.errors import FrontierError
 from ..redisfrontier.connection import is_redis_url, shown_url
+from ..redisfrontier.management import ClientInfo, summaries
 from ..redisfrontier.management import clients as client_list
 from ..redisfrontier.management import release as release_leases
-from ..redisfrontier.management import summaries
+from .jsonout import echo_json
 from .support import JSON_OPTION, check_crawl_option, human_bytes, one_line_errors, redis_call_errors
 
 CRAWL = click.option("--crawl", required=True, metavar="NAME", callback=check_crawl_option, help="The crawl.")
@@ -48,7 +49,8 @@ def crawls(url: str, no_memory: bool, as_json: bool) -> None:
     with redis_call_errors():
         found = summaries(url, memory=not no_memory)
     if as_json:
-        click.echo(json.dumps([crawl.to_dict() for crawl in found], indent=2))
+        echo_json([{**{k: v for k, v in crawl.to_dict().items() if k != "memory"}, "memory_bytes": crawl.memory}
+                   for crawl in found])
         return
     if not found:
         click.echo(f"no crawls on {shown_url(url)}")
@@ -77,7 +79,7 @@ def clients(url: str, crawl: str, as_json: bool) -> None:
     with redis_call_errors():
         found = client_list(url, crawl)
     if as_json:
-        click.echo(json.dumps([client.to_dict() for client in found], indent=2))
+        echo_json([_client_document(client) for client in found])
         return
     if not found:
         click.echo(f"no clients of crawl {crawl!r}")
@@ -87,6 +89,13 @@ def clients(url: str, crawl: str, as_json: bool) -> None:
              "?" if c.seen_ago is None else f"{c.seen_ago:.1f}s ago", "?" if c.lease is None else f"{c.lease:g}s",
              f"{c.leases:,}", "live" if c.live else "dead") for c in found]
     _table(header, rows)
+
+
+def _client_document(client: ClientInfo) -> dict[str, Any]:
+    """A client as ``clients --json`` gives it: instants as ``*_at``, durations as ``*_seconds``."""
+    return {"client": client.client, "host": client.host, "pid": client.pid, "lease_seconds": client.lease,
+            "started_at": client.started, "last_seen_at": client.last_seen,
+            "since_seen_seconds": client.seen_ago, "leases": client.leases, "live": client.live}
 
 
 @click.command()
@@ -113,11 +122,15 @@ def release(url: str, crawl: str, client: str | None, expired: bool, force: bool
         click.echo(f"warning: client {client} was live: its done() of the {done.released:,} requests given back "
                    f"raises LeaseExpired, and other clients may fetch them again", err=True)
     if as_json:
-        click.echo(json.dumps(done.to_dict()))
+        echo_json(done.to_dict())
     elif client is None:
-        click.echo(f"released {done.released:,} leases that had run out (pending again)")
+        click.echo(f"released {_leases(done.released)} that had run out (pending again)")
     else:
-        click.echo(f"released {done.released:,} leases of client {client} (pending again)")
+        click.echo(f"released {_leases(done.released)} of client {client} (pending again)")
+
+
+def _leases(count: int) -> str:
+    return f"{count:,} lease{'s' * (count != 1)}"
 
 
 @click.command()
@@ -141,6 +154,6 @@ def delete(url: str, crawl: str, yes: bool, as_json: bool) -> None:
             raise FrontierError("nothing was deleted")
         deleted = frontier.drop_crawl()
     if as_json:
-        click.echo(json.dumps({"crawl": crawl, "deleted_keys": deleted}))
+        echo_json({"crawl": crawl, "deleted_keys": deleted})
     else:
         click.echo(f"deleted crawl {crawl!r}: {deleted:,} keys")

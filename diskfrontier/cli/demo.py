@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from ..run.demo import run_demo
+from .jsonout import echo_json
 from .options import JOBDIR
 from .support import (
     EXIT_INTERRUPTED,
@@ -63,7 +63,7 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
                           progress=False if progress is not None or as_json else None,
                           progress_every=progress_every)
     if as_json:
-        click.echo(json.dumps(result.__dict__))
+        echo_json(result.__dict__)
     else:
         runs = f" in {result.runs} runs" if result.runs > 1 else ""
         click.echo(f"{result.stopped_by}: fetched {result.fetched:,} pages{runs} in {result.seconds:.1f}s "

@@ -7,20 +7,26 @@ import itertools
 import json
 import operator
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
 
+from ..core.errors import JobDirCorrupt
 from ..jobdir.hostmeta import HEALTH_NAME, read_health
 from ..jobdir.inbox import Survey, survey
 from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
+from ..redisfrontier.management import clients as client_list
 from ..request.model import Request, retries_text
 from ..request.revisit import RevisitSummary, overdue
 from ..transfer.jsonlines import request_to_json
-from .options import EXISTING_JOBDIR, PRIORITY, json_host, when
+from .hostdoc import from_row, published_hosts
+from .inspectdoc import jobdir_state, live_document, redis_document, stopped_document
+from .jsonout import echo_json
+from .options import EXISTING_JOBDIR, PRIORITY, when
 from .revisits import AUTO_LIMIT, next_visits, revisit_rows, revisit_summary, revisits_by_host, seconds_text
 from .support import (
     CRAWL_OPTION,
@@ -66,17 +72,17 @@ def inspect(jobdir: str, crawl: str | None, revisits: bool | None, as_json: bool
     info = inspect_jobdir(jobdir)
     failing = failing_hosts(jobdir)
     held = survey(jobdir)
-    counted = _revisits(jobdir, None, revisits, info.pending)
+    state, state_text = jobdir_state(info.state)
+    try:
+        counted = _revisits(jobdir, None, revisits, info.pending)
+    except JobDirCorrupt as exc:  # its checkpoint says clean, and a record it holds is not
+        counted, state, state_text = None, "damaged", str(exc)
     if as_json:
-        data = info.as_dict()
-        data["pending_by_priority"] = {str(k): v for k, v in info.pending_by_priority.items()}
-        data["failing_hosts"] = failing
-        data["inbox"] = held.as_dict()
-        data["revisits"] = None if counted is None else counted.as_dict()
-        click.echo(json.dumps(data, indent=2))
-        return
+        echo_json(stopped_document(info, state, state_text, failing, held, counted))
+        sys.exit(1 if state == "damaged" else 0)
+    shown_state = state_text if state == "damaged" else info.state
     rows = [
-        ("job directory", info.path), ("state", info.state), ("format", f"v{info.format_version}, {info.order}" + (
+        ("job directory", info.path), ("state", shown_state), ("format", f"v{info.format_version}, {info.order}" + (
             f" (upgraded to v{FORMAT_VERSION} at the next open)" if info.format_version < FORMAT_VERSION else "")),
         ("created", info.created), ("pending", f"{info.pending:,}"),
     ]
@@ -105,6 +111,7 @@ def inspect(jobdir: str, crawl: str | None, revisits: bool | None, as_json: bool
     rows += _failing_rows(failing)
     rows += _inbox_rows(held, "the next open")
     click.echo(table(rows))
+    sys.exit(1 if state == "damaged" else 0)
 
 
 def _revisits(target: str, crawl: str | None, asked: bool | None, pending: int) -> RevisitSummary | None:
@@ -159,9 +166,7 @@ def _inspect_live(path: str, live: dict[str, Any], revisits: bool | None, as_jso
     held = survey(path)
     counted = _revisits(path, None, revisits, stats.get("pending", 0))
     if as_json:
-        click.echo(json.dumps({"path": path, "state": state, "live": True, **live, "failing_hosts": failing,
-                               "inbox": held.as_dict(), "revisits": None if counted is None else counted.as_dict()},
-                              indent=2, default=str))
+        echo_json(live_document(path, live, state, failing, held, counted))
         return
     rows: list[tuple[str, Any]] = [("job directory", path), ("state", state),
                                    ("pending", f"{stats.get('pending', 0):,}")]
@@ -226,12 +231,12 @@ def _inspect_redis(url: str, crawl: str, revisits: bool | None, as_json: bool) -
         ready = frontier.next_ready()
         failing = dict(sorted(((h.host, h.failures) for h in frontier.hosts() if h.failures),
                               key=lambda item: (-item[1], item[0])))
+    live_clients = sum(1 for client in client_list(url, crawl) if client.live)
     for own in ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed"):  # this command's own client
         stats.pop(own, None)
     counted = _revisits(url, crawl, revisits, stats["pending"])
     if as_json:
-        click.echo(json.dumps({"redis": shown_url(url), **stats, "next_ready": ready, "failing_hosts": failing,
-                               "revisits": None if counted is None else counted.as_dict()}, indent=2))
+        echo_json(redis_document(url, crawl, stats, ready, live_clients, failing, counted))
         return
     per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
     rows: list[tuple[str, Any]] = [
@@ -412,12 +417,12 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, revisits: bool,
     shown = rows[:count] if count else rows
     by_host = revisits_by_host(jobdir, name) if revisits else {}
     if as_json:
-        out = [json_host(row.as_dict()) for row in shown]
-        if revisits:
-            for entry, row in zip(out, shown, strict=True):
-                summary = by_host.get(row.host)
-                entry["revisits"] = summary.as_dict() if summary is not None else None
-        click.echo(json.dumps(out, indent=2))
+        published = published_hosts(published_status(jobdir)) if name is None else {}
+        out = [from_row(row, published.get(row.host)) for row in shown]
+        for entry, row in zip(out, shown, strict=True):
+            summary = by_host.get(row.host)
+            entry["revisits"] = summary.as_dict() if summary is not None else None
+        echo_json(out)
         return
     if not rows:
         click.echo("no hosts")

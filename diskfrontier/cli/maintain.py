@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from ..jobdir.maintenance.verify import verify
 from ..jobdir.replay import Progress
 from ..redisfrontier.verify import verify_crawl
 from ..transfer.adopt import adopt_scrapy
+from .jsonout import echo_json
 from .options import EXISTING_JOBDIR
 from .support import (
     CRAWL_OPTION,
@@ -68,11 +68,11 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
     with progress_bar("verifying") as progress:
         report = verify(jobdir, repair=repair, progress=progress)
     if as_json:
-        click.echo(json.dumps({
-            "sound": report.sound, "records": report.records, "repaired": report.repaired,
-            "dropped_bytes": report.dropped_bytes, "notes": report.notes, "set_aside": report.set_aside,
-            "findings": [{"file": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
-        }, indent=2))
+        echo_json({
+            "backend": "jobdir", "sound": report.sound, "checked": report.records, "repaired": report.repaired,
+            "dropped_bytes": report.dropped_bytes, "kept": None, "notes": report.notes, "set_aside": report.set_aside,
+            "findings": [{"where": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
+        })
     else:
         _echo_report(report.findings, report.notes, report.sound, report.repaired,
                      f"sound: {report.records:,} journal records checked",
@@ -84,11 +84,11 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
 def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn:
     report = verify_crawl(url, crawl, repair=repair)
     if as_json:
-        click.echo(json.dumps({
-            "sound": report.sound, "requests": report.requests, "repaired": report.repaired, "kept": report.kept,
-            "set_aside": report.set_aside, "notes": report.notes,
-            "findings": [{"key": f.key, "problem": f.problem} for f in report.findings],
-        }, indent=2))
+        echo_json({
+            "backend": "redis", "sound": report.sound, "checked": report.requests, "repaired": report.repaired,
+            "dropped_bytes": None, "kept": report.kept, "notes": report.notes, "set_aside": report.set_aside,
+            "findings": [{"where": f.key, "offset": None, "problem": f.problem} for f in report.findings],
+        })
     else:
         aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
         _echo_report(report.findings, report.notes, report.sound, report.repaired,
@@ -129,8 +129,8 @@ def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
     require_jobdir(jobdir)
     result, pending = compact_jobdir(jobdir, lambda: progress_bar("compacting"))
     if as_json:
-        click.echo(json.dumps({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
-                               "pending": pending, "dropped_records": result.dropped_records}))
+        echo_json({"bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
+                   "pending": pending, "dropped_records": result.dropped_records})
     else:
         click.echo(f"journal: {result.bytes_before:,} -> {result.bytes_after:,} bytes; "
                    f"{pending:,} pending kept, {result.dropped_records:,} finished records dropped")
@@ -162,7 +162,7 @@ def adopt_scrapy_command(jobdir: str, crawl: str | None, trust_pickle: bool, as_
     with progress_bar("importing") as progress:
         report = adopt_scrapy(jobdir, trust_pickle=trust_pickle, progress=progress)
     if as_json:
-        click.echo(json.dumps(report.__dict__, indent=2))
+        echo_json(report.__dict__)
     else:
         click.echo(f"adopted {jobdir}: {report.seen:,} seen fingerprints kept")
         if report.aside is None:

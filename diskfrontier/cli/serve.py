@@ -16,6 +16,7 @@ import click
 
 from ..core.errors import FrontierError
 from ..live.guard import split_host
+from .jsonout import echo_json
 from .support import CRAWL_OPTION, JobDirOrRedis, one_line_errors, redis_call_errors, redis_crawl, require_jobdir
 
 INSTALL_HINT = "pip install 'diskfrontier[serve]'"
@@ -68,13 +69,14 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.command()
 @click.argument("target", metavar="TARGET", type=JobDirOrRedis(exists=True))
 @CRAWL_OPTION
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (0.0.0.0: every interface); the page is read-only unless --allow-control.")
+@click.option("--listen", "--host", "host", metavar="ADDRESS", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface); the page is read-only unless --allow-control. "
+                   "--host is its older name, kept working.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8470, show_default=True,
               help="Port to listen on (0: any free one, printed at start).")
 @click.option("--allowed-host", "allowed_hosts", metavar="NAME[:PORT]", multiple=True, callback=_allowed_hosts,
               help="Also answer requests for this name (a LAN name, a proxy's; repeatable). Requests for another "
-                   "name than 127.0.0.1, localhost, [::1] and the --host address get 421.")
+                   "name than 127.0.0.1, localhost, [::1] and the --listen address get 421.")
 @click.option("--allow-control", is_flag=True,
               help="Let the page pause and resume the crawl, block, unblock and delay hosts and push seeds, "
                    "with a random token printed at start.")
@@ -85,9 +87,11 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
               help="Seconds between reads of the crawl.")
 @click.option("--history", type=click.FloatRange(min=10, max=7 * 86400), default=3600.0, show_default=True,
               help="Seconds of history the charts keep (in this process).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print where it listens (URL, address, port, token) as one JSON document at start.")
 @one_line_errors
 def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: tuple[str, ...],
-          allow_control: bool, log: str | None, interval: float, history: float) -> None:
+          allow_control: bool, log: str | None, interval: float, history: float, as_json: bool) -> None:
     """Serve a live dashboard of TARGET (a job directory, or a Redis URL with --crawl) over HTTP.
 
     The page (/) shows pending, in flight, done, failed and the done rate as charts, the
@@ -95,7 +99,7 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     crawl runs; /api/stats gives the same as JSON, /metrics as Prometheus text. Read-only
     unless --allow-control. Only requests addressed to one of this server's names are
     answered (against DNS rebinding; --allowed-host adds names), and control only from its
-    own page or a script. Any address may be listened on (--host 0.0.0.0 shares a read-only
+    own page or a script. Any address may be listened on (--listen 0.0.0.0 shares a read-only
     page on a LAN); control, when asked for, needs its token from every address. A job
     directory that a crawl holds is read from the status.json its holder publishes, else
     from its files, again only when they change.
@@ -103,7 +107,7 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     \b
     Example: diskfrontier serve crawls/shop
              diskfrontier serve redis://localhost:6379/0 --crawl news --port 9000
-             diskfrontier serve crawls/shop --host 0.0.0.0 --allow-control --allowed-host crawler.lan
+             diskfrontier serve crawls/shop --listen 0.0.0.0 --allow-control --allowed-host crawler.lan
     """
     name = redis_crawl(target, crawl)
     if name is None:
@@ -124,6 +128,11 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
 
     def started(bound_host: str, bound_port: int) -> None:
         url = _url(bound_host, bound_port)
+        if as_json:
+            echo_json({"source": source.name, "url": url, "listen": bound_host, "port": bound_port,
+                       "token": token, "control": token is not None})
+            sys.stdout.flush()
+            return
         click.echo(f"serving {source.name} at {url} (Ctrl-C stops)")
         if token is None:
             shared = "" if is_loopback(bound_host) else ", to every machine that reaches this address"
@@ -142,4 +151,5 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
         asyncio.run(main())
     finally:
         source.close()
-    click.echo("stopped")
+    if not as_json:
+        click.echo("stopped")

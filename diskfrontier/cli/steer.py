@@ -3,7 +3,6 @@ reaches a job directory that a crawl holds (its inbox)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from ..contract.checks import check_drop
 from ..contract.protocol import FrontierProtocol
 from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import deliver
+from .jsonout import echo_json
 from .options import EXISTING_JOBDIR, SECONDS
 from .support import (
     CRAWL_OPTION,
@@ -84,8 +84,9 @@ def pause(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_json
     name = redis_crawl(jobdir, crawl)
 
     def direct(frontier: FrontierProtocol) -> dict[str, Any]:
+        was = frontier.paused_since
         frontier.pause()
-        return {"paused_since": frontier.paused_since}
+        return {"paused_since": frontier.paused_since, "changed": was is None}
 
     def said(result: dict[str, Any]) -> str:
         since = result.get("paused_since")
@@ -106,7 +107,7 @@ def resume(jobdir: str, crawl: str | None, no_wait: bool, timeout: float, as_jso
     def direct(frontier: FrontierProtocol) -> dict[str, Any]:
         was = frontier.paused_since
         frontier.resume()
-        return {"resumed": was is not None}
+        return {"resumed": was is not None, "paused_since": None}
 
     def said(result: dict[str, Any]) -> str:
         return "resumed" if result.get("resumed") else "not paused: nothing to resume"
@@ -118,8 +119,24 @@ def _state_change(target: str, crawl: str | None, verb: str, direct: Callable[[F
                   said: Callable[[dict[str, Any]], str], *, no_wait: bool, timeout: float, as_json: bool) -> None:
     """Run a command without arguments and print its result (``said``, or JSON); nothing once only queued."""
     result = run_command(target, crawl, verb, {}, direct, no_wait=no_wait, timeout=timeout)
-    if result is not None:
-        click.echo(json.dumps(result) if as_json else said(result))
+    if result is None:
+        return
+    if not as_json:
+        click.echo(said(result))
+        return
+    since = result.get("paused_since")
+    changed = result.get("changed") if verb == "pause" else result.get("resumed")
+    echo_json({"command": verb, "paused": since is not None, "paused_at": since,
+               "changed": changed if isinstance(changed, bool) else None, **_applied(result)})
+
+
+def _applied(result: dict[str, Any]) -> dict[str, Any]:
+    """How a command was applied: directly (``via`` ``direct``) or by the crawl holding the job directory
+    (``inbox``: the command's id, when that crawl applied it, its pid)."""
+    if "id" not in result:
+        return {"via": "direct", "command_id": None, "applied_at": None, "applied_by": None}
+    return {"via": "inbox", "command_id": result["id"], "applied_at": result.get("applied"),
+            "applied_by": result.get("by")}
 
 
 @click.command()
@@ -161,12 +178,13 @@ def drop(jobdir: str, crawl: str | None, host: str | None, match: str | None, dr
     result = run_command(jobdir, name, "drop", args, direct, no_wait=no_wait, timeout=timeout)
     if result is None:
         return
+    n = result.get("dropped", 0)
     if as_json:
-        click.echo(json.dumps(result))
+        echo_json({"command": "drop", "dry_run": dry_run, "dropped": 0 if dry_run else n,
+                   "would_drop": n if dry_run else None, "urls": result.get("urls", []), **_applied(result)})
         return
     for url in result.get("urls", []):
         click.echo(url)
-    n = result.get("dropped", 0)
     shown = len(result.get("urls", []))
     more = f" ({n - shown:,} more not listed)" if dry_run and n > shown else ""
     noun = "pending request" if n == 1 else "pending requests"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 
 import click
@@ -12,6 +11,7 @@ from ..files.writeerrors import naming
 from ..request.model import Request
 from ..transfer.copy import copy_crawl
 from ..transfer.jsonlines import request_to_json, seen_to_json
+from .jsonout import echo_json
 from .options import EXISTING_JOBDIR, PRIORITY
 from .support import (
     CRAWL_OPTION,
@@ -40,8 +40,11 @@ from .support import (
 @click.option("--priority", type=PRIORITY, default=None, help="Only this priority.")
 @click.option("--seen", "with_seen", is_flag=True,
               help="Also write every seen fingerprint, so that what was done stays done after import.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a summary as JSON once the file is written (needs -o FILE: stdout holds the requests).")
 @one_line_errors
-def export_command(jobdir: str, crawl: str | None, output: str, priority: int | None, with_seen: bool) -> None:
+def export_command(jobdir: str, crawl: str | None, output: str, priority: int | None, with_seen: bool,
+                   as_json: bool) -> None:
     """Write the pending requests as JSON lines (read-only).
 
     Priorities highest first and, within each, in the order they were pushed: importing
@@ -57,12 +60,17 @@ def export_command(jobdir: str, crawl: str | None, output: str, priority: int | 
              diskfrontier export redis://localhost:6379/0 --crawl news -o news.jsonl --seen
     """
     name = redis_crawl(jobdir, crawl)
+    if as_json and output == "-":
+        raise click.UsageError("--json prints a summary on stdout, where the requests go without -o: "
+                               "give -o FILE")
     if name is None:
         require_jobdir(jobdir)
     with open_crawl_view(jobdir, name, priority=priority, failed=False) as view:
         count, seen = _export(output, view.pending_requests(), view.pending_count(),
                               view.seen_fingerprints if with_seen else None)
-    if output != "-":
+    if as_json:
+        echo_json({"output": output, "requests": count, "seen": seen if with_seen else None})
+    elif output != "-":
         also = f" and {seen:,} seen fingerprints" if with_seen else ""
         click.echo(f"exported {count:,} pending requests{also}", err=True)
 
@@ -154,7 +162,7 @@ def copy_command(src: str, dst: str, from_crawl: str | None, to_crawl: str | Non
     with progress_bar("copying") as progress, redis_call_errors():
         report = copy_crawl(src, dst, from_crawl=src_crawl, to_crawl=dst_crawl, progress=progress, shards=shards)
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        echo_json(report.as_dict())
         return
     click.echo(f"copied {report.source} to {report.destination} ({report.order})")
     click.echo(table([

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -18,11 +17,14 @@ from ..contract.values import HostInfo
 from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import deliver
 from ..jobdir.inbox import MAX_URLS
+from ..jobdir.reader import HostRow, host_table, published_status
 from ..jobdir.recovery import Progress
 from ..request.model import Request, check_slot
 from ..transfer.copy import REDIS_MAX_BUDGET
 from ..transfer.jsonlines import record_from_json
-from .options import EXISTING_JOBDIR, JOBDIR, PRIORITY, SECONDS, TIME, finite, json_host, when
+from .hostdoc import from_info, from_row, published_hosts
+from .jsonout import echo_json
+from .options import EXISTING_JOBDIR, JOBDIR, PRIORITY, SECONDS, TIME, finite, when
 from .steer import run_command, wait_options
 from .support import (
     CRAWL_OPTION,
@@ -104,9 +106,11 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
     if no_budget:
         args["no_budget"] = True
     lower: HostInfo | None = None
+    crawl_delay: float | None = None
 
     def direct(frontier: FrontierProtocol) -> dict[str, Any]:
-        nonlocal lower
+        nonlocal lower, crawl_delay
+        crawl_delay = getattr(frontier, "delay", None) if name is not None else None
         if delay is not None or default_delay:
             frontier.set_delay(host, delay)
         if block_for is not None or block_until is not None:
@@ -129,28 +133,48 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
             return
     else:
         guard = contextlib.nullcontext() if name is None else redis_call_errors()
-        with open_crawl(jobdir, name) as frontier, guard:
-            result = direct(frontier)
+        try:
+            with open_crawl(jobdir, name) as frontier, guard:
+                result = direct(frontier)
+        except JobDirLocked:  # a crawl holds it: read what it wrote and what it published, as inspect does
+            result = {"host": None}
     info = result["host"]
     if isinstance(info, dict):
         values: dict[str, Any] = {k: math.inf if v == "inf" else v for k, v in info.items()}
         info = HostInfo(**values)
+    row = _host_row(jobdir, host) if name is None else None
     unknown = changed and (info is None or not (info.pending or info.in_flight or info.done))
     if unknown:
         hint = (f" (did you mean {lower.host}?)" if lower is not None
                 else " (a URL's host is its slot, lower-cased and without port)")
         click.echo(f"note: {host} has no requests in this crawl yet; the setting waits for them{hint}", err=True)
+    if info is not None:
+        own = (row.delay if row is not None else None) if name is None else (
+            None if info.delay == crawl_delay else info.delay)
+        document: dict[str, Any] | None = from_info(info, own)
+    elif row is not None:
+        document = from_row(row, published_hosts(published_status(jobdir)).get(host))
+    else:
+        document = None
     if as_json:
-        click.echo(json.dumps(None if info is None else json_host(info.to_dict()), indent=2))
+        echo_json(document)
         return
-    if info is None:
+    if document is None:
         click.echo(f"{host}: no requests and no settings")
         return
+    delay_text = f"{info.delay:g}s" if info is not None else (
+        "default" if document["delay"] is None else f"{document['delay']:g}s")
+    blocked = info.blocked_until if info is not None else None if row is None else row.blocked_until
     click.echo(table([
-        ("host", info.host), ("pending", f"{info.pending:,}"), ("done", f"{info.done:,}"),
-        ("delay", f"{info.delay:g}s"), ("blocked until", when(info.blocked_until) if info.blocked_until else "-"),
-        ("budget", "-" if info.budget is None else f"{info.budget:,}"),
+        ("host", document["host"]), ("pending", f"{document['pending']:,}"), ("done", f"{document['done']:,}"),
+        ("delay", delay_text), ("blocked until", when(blocked) if blocked else "-"),
+        ("budget", "-" if document["budget"] is None else f"{document['budget']:,}"),
     ]))
+
+
+def _host_row(jobdir: str, name: str) -> HostRow | None:
+    """The row of host ``name`` of the job directory ``jobdir``, read without its lock."""
+    return next((row for row in host_table(jobdir) if row.host == name), None)
 
 
 @click.command(name="requeue-failed")
@@ -174,7 +198,7 @@ def requeue_failed_command(jobdir: str, crawl: str | None, no_wait: bool, timeou
         return
     requeued, pending = result["requeued"], result["pending"]
     if as_json:
-        click.echo(json.dumps({"requeued": requeued, "pending": pending}))
+        echo_json({"requeued": requeued, "pending": pending})
     else:
         click.echo(f"requeued {requeued:,} failed requests; {pending:,} pending")
 
@@ -211,13 +235,12 @@ def _runs(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
         yield batch
 
 
-def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, seen: int | None = None) -> None:
-    """``queued N, duplicates N, bad N`` (and ``seen N`` after an import), or the same as JSON."""
+def _report_counts(queued: int, offered: int, bad: int, as_json: bool, *, via: str = "direct",
+                   commands: list[str] | None = None) -> None:
+    """``queued N, duplicates N, bad N``, or push's JSON document."""
     counts = {"queued": queued, "duplicates": offered - queued, "bad": bad}
-    if seen is not None:
-        counts["seen"] = seen
     if as_json:
-        click.echo(json.dumps(counts))
+        echo_json({**counts, "offered": offered, "via": via, "commands": commands or []})
     else:
         click.echo(", ".join(f"{name} {n:,}" for name, n in counts.items()))
 
@@ -318,10 +341,13 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
         click.echo(f"{how} {len(sent)} command{'s' if len(sent) != 1 else ''} by the crawl holding {jobdir} "
                    f"({holder}){took}", err=True)
         if no_wait:
-            click.echo(json.dumps({"sent": offered, "commands": sent}) if as_json else
-                       f"sent {offered:,}, bad {bad:,}: applied within a second while that crawl runs")
+            if as_json:  # queued: not known until the crawl applies the commands
+                echo_json({"queued": None, "duplicates": None, "bad": bad, "offered": offered, "via": "inbox",
+                           "commands": sent})
+            else:
+                click.echo(f"sent {offered:,}, bad {bad:,}: applied within a second while that crawl runs")
             sys.exit(1 if bad else 0)
-    _report_counts(queued, offered, bad, as_json)
+    _report_counts(queued, offered, bad, as_json, via="direct" if held is None else "inbox", commands=sent)
     sys.exit(1 if bad else 0)
 
 
@@ -372,15 +398,22 @@ def import_command(jobdir: str, source: IO[str], crawl: str | None, shards: int 
                 bad += 1
                 click.echo(f"line {number}: skipped: {exc}", err=True)
 
-    queued = offered = seen = 0
+    queued = offered = seen = seen_new = 0
     opened = open_crawl(jobdir, name, create=True, shards=shards)
     guard = contextlib.nullcontext() if name is None else redis_call_errors()
     with opened as frontier, guard, progress_bar("importing", size) as progress:
         for batch in _runs(records(progress)):
             if isinstance(batch[0], bytes):
-                seen += frontier.mark_seen(cast("list[bytes]", batch))
+                seen_new += frontier.mark_seen(cast("list[bytes]", batch))
+                seen += len(batch)
             else:
                 queued += frontier.push_many(cast("list[Request]", batch))
                 offered += len(batch)
-    _report_counts(queued, offered, bad, as_json, seen=seen)
+    # seen: the fingerprints the file held, every one seen now; new: those not seen before (the pending
+    # requests' own are marked as they are queued)
+    if as_json:
+        echo_json({"queued": queued, "duplicates": offered - queued, "bad": bad, "seen": seen, "seen_new": seen_new})
+    else:
+        fresh = f" ({seen_new:,} not seen before)" if seen_new != seen else ""
+        click.echo(f"queued {queued:,}, duplicates {offered - queued:,}, bad {bad:,}, seen {seen:,}{fresh}")
     sys.exit(1 if bad else 0)

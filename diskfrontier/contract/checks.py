@@ -73,14 +73,16 @@ def check_attempts(value: Any) -> int:
     return min(value, MAX_ATTEMPTS)
 
 
-def check_drop(host: Any, match: Any, show: Any) -> re.Pattern[str] | None:
+def check_drop(host: Any, match: Any, show: Any, dry_run: Any = False) -> re.Pattern[str] | None:
     """Check ``drop``'s arguments; return ``match`` compiled (None when ``host`` is given).
 
     ValueError (naming the argument) if neither or both are given, the host is not a slot, the
-    expression does not compile, or ``show`` is not a count.
+    expression does not compile, ``show`` is not a count or ``dry_run`` not a bool.
     """
     if (host is None) == (match is None):
         raise ValueError("drop() takes exactly one of host= and match=")
+    if not isinstance(dry_run, bool):
+        raise ValueError(f"dry_run must be True or False, got {dry_run!r}")
     if isinstance(show, bool) or not isinstance(show, int) or show < 0:
         raise ValueError(f"show must be a count of 0 or more, got {show!r}")
     if host is not None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..request.model import Request
+from .outcomes import Outcome
 from .values import Dropped, FailedRequest, HostInfo, RobotsEntry
 
 
@@ -101,6 +102,17 @@ class FrontierProtocol(Protocol):
         boundary), the time and its ``attempts`` as stored (not one higher). It counts in its host's
         done count (and so against a budget), as ``done`` would, and in ``stats()["failed"]``.
         Raises ``NotInFlight`` for a request that is not in flight.
+        """
+        ...
+
+    def record_outcome(self, *outcomes: Outcome) -> None:
+        """Add what fetches came to (``contract/outcomes.py``) to the crawl's outcome counters, which
+        ``stats()`` gives and which are kept across restarts; the requests themselves are not touched.
+
+        A Redis crawl adds them in one round trip, durable as a ``done`` is. A job directory keeps
+        them in memory and writes them to ``outcomes.json`` each time its holder publishes
+        ``status.json`` (about once a second) and at the close: a ``kill -9`` loses those of the last
+        second at most.
         """
         ...
 

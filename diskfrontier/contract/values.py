@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request.model import Request
+from .outcomes import FAILURE_KINDS, FETCH_BUCKETS, STATUS_CLASSES, bucket_key
 
 
 @dataclass(frozen=True)
@@ -73,5 +74,12 @@ SHARED_STATS = {
     "dropped": "pending requests removed by drop() (counted as pushed is)",
     "paused_since": "when the crawl was paused (time.time()); None while it runs",
     "delay": "the frontier's delay between hand-outs of a host without a delay of its own (seconds)",
+    **{f"responses_{c}": f"responses with a {c} status (record_outcome; every run)" for c in STATUS_CLASSES},
+    "received_bytes": "bytes of the response bodies (record_outcome; every run)",
+    "fetch_seconds_count": "fetches timed (record_outcome; every run)",
+    "fetch_seconds_sum": "their seconds (record_outcome; every run)",
+    **{bucket_key(b): f"fetches that took at most {b:g} s (record_outcome; every run)" for b in FETCH_BUCKETS},
+    "retries": "fetches given back for another attempt (record_outcome; every run)",
+    **{f"failures_{k}": f"failed fetches of kind {k} (record_outcome; every run)" for k in FAILURE_KINDS},
 }
 """The keys every frontier's ``stats()`` has, and what each counts; a backend adds its own."""

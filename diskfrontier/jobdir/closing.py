@@ -156,6 +156,15 @@ class Closing:
             for name in files:
                 fsync_path(os.path.join(root, name))
 
+    def leave(self) -> None:
+        """What a close writes before its checkpoint: ``status.json`` removed (nobody runs the crawl now) and
+        the outcome counters saved."""
+        st = self.state
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(st.layout.status)
+        if st.outcomes is not None:
+            st.outcomes.save_at_close(st.counters)
+
     def close(self) -> None:
         """The files' part of ``Frontier.close``: a clean checkpoint (``checkpoint_and_close``) unless an
         interrupted call left the state dirty (then a warning: the next open rebuilds it from the

@@ -12,6 +12,7 @@ stored. A command that cannot be read, or whose answer cannot be written, never 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -24,6 +25,8 @@ from . import inbox
 from .inbox import Command, CommandRefused
 from .records import MARK_BEGIN, MARK_END, MAX_RESULT
 from .replay import OpenGroup
+
+log = logging.getLogger("diskfrontier")
 
 if TYPE_CHECKING:
     from .ledger import Ledger
@@ -47,6 +50,17 @@ class Commands:
     def waiting(self) -> bool:
         """True if a command waits in the inbox, or one a stop cut short waits to be finished."""
         return bool(inbox.queued(self.state.path, self.skips)) or self.state.open_group is not None
+
+    def apply_at_close(self) -> None:
+        """Apply the commands sent while the frontier ran, at its close (one that fails is left in the inbox
+        for the next open, and named in the log: the close goes on)."""
+        if self.state.broken:
+            return
+        try:
+            self.apply_queued()
+        except Exception as exc:
+            log.warning("%s: commands left in the inbox for the next open (%s: %s)", self.state.path,
+                        type(exc).__name__, exc)
 
     def apply_queued(self) -> int:
         """Apply every command waiting in the inbox, oldest first (the frontier's lock is held); return how many.

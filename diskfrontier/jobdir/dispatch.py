@@ -39,12 +39,11 @@ class Dispatch:
         self.state = state
         self.memory_seq = 0  # the seq of the last request handed out of the memory queue (negative)
         self.pulled: tuple[int, bytes | memoryview] | None = None  # the last record read to learn its host
-        self.peeked: tuple[int, int] | None = None  # (offset, host id) of the queues' top, read by fill
         self.cut = False  # the last fill stopped at PULL_LIMIT with requests left in the queues
 
     def forget_reads(self) -> None:
         """Drop what was read ahead from the journal (its offsets are no longer valid: a compaction)."""
-        self.pulled = self.peeked = None
+        self.pulled = None
 
     def pop(self) -> Request | None:
         """The next request now in flight, or None if none is ready now."""
@@ -227,7 +226,7 @@ class Dispatch:
             if best is not None:
                 rank, key = hosts.ready[0][0], hosts.ready[0][1]
                 if top + pq.curprio >= key and (rank == 0 or pulled >= _PULL_FOR_IDLE):
-                    body = self.same_host_first(best, top + pq.curprio == key)
+                    body = self.queued_first(best, top + pq.curprio == key)
                     if body is None:
                         return  # with prefer="idle", a while longer for a host with nothing in flight
             if not left:
@@ -243,14 +242,17 @@ class Dispatch:
             hosts.buffer(hosts.host(hosts.counts.add(records.slot_of(body))), priority, offset, now)
             self.pulled = (offset, body)
 
-    def same_host_first(self, best: Host, same_priority: bool) -> bytes | memoryview | None:
-        """The body of the queues' next request if it is ``best``'s own and comes before the
-        request that waited for a time that ``best`` would hand out (same priority, earlier in
-        journal order: LIFO, pushed after it; FIFO, before it); else None.
+    def queued_first(self, best: Host, same_priority: bool) -> bytes | memoryview | None:
+        """The body of the queues' next request if it comes before the request that waited for a
+        time that ``best`` would hand out (same priority, earlier in journal order: LIFO, pushed after
+        it; FIFO, before it), whichever host it is of; else None.
 
-        So within a host the order stays priority, then LIFO/FIFO, as a rebuild from the journal
-        gives it. (A request of the host further down the queues, behind other hosts', is not
-        looked for.)"""
+        A request that waited for a time goes into its host's buffer when it is due, not to the
+        queues: without this, the requests of the queues that come before it would stay there for
+        as long as waited requests keep a host ready at their priority (the refetches of a revisit
+        crawl could hold back every request never fetched). So the queues give up what comes
+        before it first, in their order, and within a host the order stays priority, then
+        LIFO/FIFO, as a rebuild from the journal gives it."""
         st = self.state
         hosts = st.hosts
         if not same_priority or not hosts.waited:
@@ -258,19 +260,13 @@ class Dispatch:
         assert best.buffer
         top = buffer_top(best.buffer)
         if top not in hosts.waited:
-            return None  # pulled from the queues, or pushed while the host had a buffer: nothing of
-            # its host at this priority in the queues comes before it
+            return None  # pulled from the queues, or pushed while the host had a buffer: nothing in
+            # the queues at this priority comes before it
         offset, curprio = st.queues.peek(), st.queues.pq.curprio
         assert offset is not None and curprio is not None
         if hosts.key(-curprio, offset) > top:
             return None
-        peeked = self.peeked
-        if peeked is not None and peeked[0] == offset and peeked[1] != best.hid:
-            return None  # read before: another host's
-        body = st.journal.read_body(offset)
-        hid = hosts.counts.add(records.slot_of(body))
-        self.peeked = (offset, hid)
-        return body if hid == best.hid else None
+        return st.journal.read_body(offset)
 
     def load(self, offset: int, body: bytes | memoryview | None = None) -> Request:
         """The request stored at ``offset`` (``body``: its record's body, if already read)."""

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..contract import checks
+from ..contract.outcomes import Outcome, tally
 from ..contract.values import Dropped, FailedRequest, RobotsEntry
 from ..politeness.schedule import HostInfo
 from ..request.model import Request
@@ -33,6 +34,7 @@ from .layout import Layout
 from .ledger import Ledger
 from .maintenance.compaction import Compacted
 from .opening import Opening, check_settings
+from .outcomefile import OutcomeFile
 from .publish import StatusPublisher
 from .replay import Progress
 from .seenindex import key_of
@@ -103,6 +105,7 @@ class Frontier:
         self._upkeep = Upkeep(state, guard.mutex, maintenance, Swap(state, guard.mutex, self._dispatch))
         self._closing = Closing(state, self._dispatch, self._upkeep.compact_now)
         self._lock = guard.dirlock = Opening(state).open_locked(order, progress, self._closing.release_files)
+        self._outcomes = state.outcomes = OutcomeFile(self.path)
         self._commands = commands.Commands(self, state, self._ledger)
         self._rules = HostRules(self._ledger, HostHealth(self.path))  # sidecars: read once the lock is held
         self._robots = RobotsStore(self.path)
@@ -234,6 +237,13 @@ class Frontier:
             if batch:
                 self._waiting.wake()
 
+    def record_outcome(self, *outcomes: Outcome) -> None:
+        """``FrontierProtocol.record_outcome``: added in memory, written to ``outcomes.json`` with each
+        ``status.json`` and at the close (``outcomefile.py``)."""
+        counts = tally(outcomes)
+        with self._guard:
+            self._outcomes.add(counts)
+
     def holds(self, request: Request) -> bool:
         """``FrontierProtocol.holds``."""
         with self._guard.mutex:
@@ -265,7 +275,7 @@ class Frontier:
     def record_failed(self, failed: Iterable[FailedRequest]) -> int:
         """``FrontierProtocol.record_failed``: a PUSH and a FAIL record each (what ``fail()`` leaves), in
         one journal write."""
-        entries = list(failed)
+        entries = checks.check_failed("record_failed()", failed)
         prepared = self._ledger.prepare_failed(entries)
         if not prepared:
             return 0
@@ -307,7 +317,7 @@ class Frontier:
     def drop(self, *, host: str | None = None, match: str | None = None, dry_run: bool = False,
              show: int = 0) -> Dropped:
         """``FrontierProtocol.drop``: a DROP record each, found by one scan of the journal."""
-        pattern = checks.check_drop(host, match, show)
+        pattern = checks.check_drop(host, match, show, dry_run)
         with self._guard:
             dropped = steering.drop(self._state, Opening(self._state), self._dispatch, host, pattern, dry_run, show)
             return dropped
@@ -429,10 +439,8 @@ class Frontier:
     def close(self) -> None:
         """Checkpoint: re-queue what is in flight, write the queue headers and the cursor, unlock.
 
-        In a process that did not open the frontier (a forked child), only this
-        process's file descriptors are closed: nothing is written and the lock stays
-        with its owner.
-        """
+        In a process that did not open the frontier (a forked child), only this process's file
+        descriptors are closed: nothing is written and the lock stays with its owner."""
         guard = self._guard
         if not guard.closed and not self._lock.owned():  # a forked child: nothing of the parent's is touched
             guard.closed = True
@@ -448,14 +456,8 @@ class Frontier:
         with guard.mutex:
             if guard.closed:
                 return
-            if not self._state.broken:
-                try:
-                    self._commands.apply_queued()  # those sent while it ran
-                except Exception as exc:
-                    log.warning("%s: commands left in the inbox for the next open (%s: %s)", self.path,
-                                type(exc).__name__, exc)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.layout.status)
+            self._commands.apply_at_close()
+            self._closing.leave()
             guard.closed = True
             _OPEN.discard(self)
             guard.cond.notify_all()  # waiting pop()s raise FrontierClosed

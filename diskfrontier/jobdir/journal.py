@@ -1,15 +1,10 @@
 """``requests.urls``: the recovery journal, the truth of what is pending.
 
-Format 4. The file starts with the 8-byte magic ``DFURLS\\x00\\x04``. Then records, one
-after the other, each a frame and a body (``records.py``, the one codec of a record: the
-frame's checksums are seeded with the record's identity, its offset and the directory's
-salt, so a record is only valid where it was written, in the directory that wrote it).
-A request's identity is the byte offset of its PUSH (or RETRY, REFETCH) record.
-Pending = PUSH + RETRY + REFETCH - DONE - RETRY - REFETCH - FAIL targets; a RETRY whose
-target is a failed request makes it pending again instead of finishing it. Failed =
-FAIL targets not named by a later RETRY. A DONE, RETRY, REFETCH or FAIL must name an
-earlier request that is pending (a RETRY: or failed); anything else is damage
-(``replay.py`` keeps these rules).
+Its format (the magic, the records, what they mean together, the older formats read to
+upgrade them) is described once, in ``docs/format.md`` ("requests.urls — the journal");
+each record is built and read by ``records.py`` and the rules of what they mean together
+are ``replay.py``'s. A request's identity is the byte offset of its PUSH (or RETRY,
+REFETCH) record.
 
 Which records are intact is decided in one place, ``walk``: a frame whose check matches
 its length, a length from 1 to 2^30, a body whose crc matches and that is well-formed
@@ -22,12 +17,6 @@ kill leaves (a frame cut short, or an intact frame whose record runs past the en
 the file, or zeros to the end), nothing intact follows it, and it lies at or above
 the journal's last checkpointed end (the ``floor``). Anything else is damage, named
 by its byte offset.
-
-Format 3 (``DFURLS\\x00\\x03``) is format 4 with no salt (the identity is the folded
-offset alone). Format 2 (``DFURLS\\x00\\x02``: the same frame, PUSH ``0x01 priority:i32 flags:u8
-fplen:u8 fingerprint request-record`` and DONE only) and format 1 (``DFURLS\\x00\\x01``,
-an 8-byte frame ``length crc32`` with the crc32 of the body alone) are read to upgrade
-them (``maintenance/upgrade.py``) and never written.
 """
 
 from __future__ import annotations

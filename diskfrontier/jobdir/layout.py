@@ -13,6 +13,7 @@ Format 4 (docs/format.md describes every file)::
       requests.cursor      the checkpoint (checkpoint.py)
       requests.hosts       the host table and delayed requests at the last clean close (jobdir/hostfile.py)
       hosts.health         sidecar: each failing host's consecutive failures (jobdir/hostmeta.py)
+      outcomes.json        the outcome counters: statuses, bytes, fetch times, failures (jobdir/outcomefile.py)
       robots/              sidecar: each host's robots.txt, one file a host (jobdir/hostmeta.py)
 
 Format 1, 2 and 3 directories are upgraded in place when they are opened (maintenance/upgrade.py).
@@ -109,7 +110,7 @@ class Layout:
         """Each entry of the job directory and its kind, for ``safefs.check_entries``."""
         files = ("frontier.json", "lock", "requests.seen", "requests.seen.sums", "requests.seen.index",
                  "requests.urls", "requests.cursor", "requests.urls.compact", "requests.hosts", "status.json",
-                 "hosts.health")
+                 "hosts.health", "outcomes.json")
         return {**dict.fromkeys(files, FILE), "requests.queue": DIRECTORY, "inbox": DIRECTORY, "robots": DIRECTORY}
 
 

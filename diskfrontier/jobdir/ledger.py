@@ -410,21 +410,17 @@ class Ledger:
             raise
 
     def prepare_failed(self, entries: list[FailedRequest]) -> list[tuple[bytes, float, bytes]]:
-        """The (PUSH body, failed_at, error) of each entry for ``record_failed``, all checked."""
+        """The (PUSH body, failed_at, error) of each entry for ``record_failed``; the entries were checked by
+        ``contract.checks.check_failed``, and here each request is encoded (refused if it cannot be stored)."""
         prepared: list[tuple[bytes, float, bytes]] = []
         for entry in entries:
-            if not isinstance(entry, FailedRequest):
-                raise TypeError(f"record_failed() takes FailedRequest objects, got {type(entry).__name__}")
             request = entry.request
-            if not isinstance(entry.error, str):
-                raise TypeError(f"record_failed(): error must be a str, got {type(entry.error).__name__}")
-            at = self.check_time("record_failed(): failed_at", entry.failed_at)
             try:
                 record = encode_request(request)
             except Unencodable as exc:
                 raise ValueError(f"record_failed(): {request!r} cannot be stored: {exc}") from None
-            prepared.append((records.body(request, record, attempts=self.check_attempts(request.attempts)), at,
-                             cap_error(entry.error)))
+            prepared.append((records.body(request, record, attempts=self.check_attempts(request.attempts)),
+                             float(entry.failed_at), cap_error(entry.error)))
         return prepared
 
     def record_failed(self, entries: list[FailedRequest], prepared: list[tuple[bytes, float, bytes]]) -> None:

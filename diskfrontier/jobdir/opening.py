@@ -32,6 +32,7 @@ from .identity import foreign_meta, foreign_meta_problem
 from .journal import MAGIC, MAGIC_CRC, JournalWriter
 from .layout import FORMAT_VERSION, Lock, read_meta, salt_of, write_meta
 from .maintenance.upgrade import upgrade_journal
+from .outcomefile import path_of as outcomes_path
 from .queues import OffsetQueues, distrust_reason
 from .recovery import rebuild, save_torn_tail
 from .replay import JournalState, Progress
@@ -92,6 +93,7 @@ class Opening:
         remove_stale_temps(layout.hosts)
         remove_stale_temps(layout.status)  # a holder killed while it replaced status.json
         remove_stale_temps(layout.health)
+        remove_stale_temps(outcomes_path(st.path))
         if os.path.exists(layout.meta):
             meta = read_meta(layout)
             if order is not None and order != meta["order"]:

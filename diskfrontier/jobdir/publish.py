@@ -39,6 +39,10 @@ class StatusPublisher:
                 self.hosts_seen = dispatch.busiest_hosts(TOP_HOSTS, time.time())
                 cost = time.perf_counter() - started
             failures = dispatch.latest_failed(LATEST_FAILURES)
+            outcome_file = state.outcomes
+            outcomes = None if outcome_file is None else outcome_file.changed(state.counters)
+        if outcome_file is not None and outcomes is not None:
+            outcome_file.write(outcomes)  # before status.json: what a reader sees there is on disk
         busiest, total, ready_hosts, waiting = self.hosts_seen
         value = snapshot(stats, busiest, failures, ready, source=state.path, host_counts=(total, ready_hosts, waiting))
         write_atomic(state.layout.status, json.dumps(value, default=str).encode(), durable=False)

@@ -1,44 +1,12 @@
 """A journal record, both ways: the one codec of what ``requests.urls`` holds.
 
-Every record is a frame and a body. The frame is ``length:u32 crc32:u32 check:u16``
-(big-endian): ``crc32`` is the crc32 of the body and ``check`` the low 16 bits of the
-crc32 of the length (u32), both continued from the record's identity, its byte offset
-folded to 32 bits and mixed with the job directory's salt (``(offset ^ offset >> 32 ^ salt)
-& 0xFFFFFFFF``; the salt comes from the random ``id`` made when the directory was created,
-see ``jobdir.salt_of``). So a record is only valid where it was written, in the directory
-that wrote it, and a damaged length field is told apart from a write cut short.
-
-The body's first byte is its type:
-
-* PUSH ``0x01 priority:i32 flags:u8 fplen:u8 slotlen:u8 attempts:u16 not_before:f64
-  fingerprint slot request-record``; flags bit 0 is ``dont_filter``; ``slot`` is the
-  request's queue key (its host, UTF-8); ``not_before`` is a ``time.time()`` value, 0
-  for "now". The request record is msgpack (``request/codec.py``).
-* DONE ``0x02 offset:u64``: the PUSH record at that byte offset is finished.
-* HOST ``0x03 namelen:u8 delay:f64 blocked_until:f64 budget:i64 done:u64 name``: the
-  settings of one host, and how many of its requests were done, as of this record
-  (``delay`` NaN: the frontier's default; ``blocked_until`` 0: not blocked; ``budget``
-  -1: none). The last HOST record of a host wins.
-* RETRY ``0x04`` and REFETCH ``0x05``: a PUSH body (with this type byte) followed by
-  ``target:u64``: the in-flight request at ``target`` is finished and this request is
-  pending in its place, in one record (REFETCH counts the target as done, RETRY not).
-  A RETRY may also name a failed request: it is then no longer failed.
-* FAIL ``0x06 target:u64 failed_at:f64 error``: the in-flight request at ``target`` is
-  finished as failed at ``failed_at`` (a ``time.time()`` value), with ``error``: UTF-8
-  text of at most ``MAX_ERROR`` (4,000) bytes, possibly empty.
-* PAUSE ``0x07 paused:u8 at:f64`` (format 5): the crawl is paused from ``at`` on
-  (``paused`` 1) or running again (``paused`` 0, ``at`` when it was resumed).
-* DROP ``0x08 target:u64`` (format 5): the pending request at ``target`` is removed by
-  ``drop()``: never handed out, not counted as done.
-* MARK ``0x09 phase:u8 idlen:u8 id result`` (format 5): the start (``phase`` 0, no
-  ``result``) and the end (``phase`` 1) of the records that applied the inbox command
-  ``id`` (1 to 64 characters of ``[0-9A-Za-z._-]``); ``result`` is the command's summary,
-  UTF-8 JSON of at most ``MAX_RESULT`` bytes.
-
-A body is well-formed (``body_ok_v3``) when it is of a known type, its size fits its own
-length fields and its values are in range. Formats 1 and 2 (read only to upgrade them):
-PUSH ``0x01 priority:i32 flags:u8 fplen:u8 fingerprint request-record`` and DONE; format 1
-frames are ``length:u32 crc32(body):u32``.
+The layout of a frame and of each record type (PUSH, DONE, HOST, RETRY, REFETCH, FAIL, PAUSE,
+DROP, MARK), the older formats read to upgrade them and what a well-formed body is
+(``body_ok_v3``) are described once, in ``docs/format.md`` ("requests.urls — the journal");
+this module is that description in code. In short: a frame is ``length:u32 crc32:u32
+check:u16`` with both checksums seeded by the record's identity (its byte offset folded to 32
+bits and mixed with the directory's salt, ``jobdir.salt_of``), so a record is only valid where it was
+written, in the directory that wrote it; a body's first byte is its type.
 
 Everything that builds or reads a record goes through here: the frames and bodies of
 every type, and the ``Request`` a request-carrying record (PUSH, RETRY, REFETCH) stores.

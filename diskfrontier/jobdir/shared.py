@@ -23,6 +23,7 @@ from ..request.model import Request
 from ..request.revisit import REVISIT_COUNTERS
 from .journal import JournalWriter
 from .layout import Layout
+from .outcomefile import OutcomeFile
 from .queues import OffsetQueues
 from .replay import OpenGroup
 from .seen import SeenFile
@@ -92,6 +93,7 @@ class Shared:
         self.generation = 0  # grows each time the journal or the queues are replaced (a rebuild, a compaction)
         self.cursor_lock = threading.Lock()  # held by whoever writes requests.cursor
         self.sealed = False  # the close has written its checkpoint: no later one may replace it
+        self.outcomes: OutcomeFile | None = None  # the outcome counters, read once the directory is locked
         # the marks
         self.dirty: str | None = None  # why the queues may not match the journal any more
         self.broken: str | None = None  # why no further call can be served
@@ -143,6 +145,8 @@ class Shared:
             "live_bytes": self.live_bytes + self.failed_bytes,
             "compactions_total": self.compactions,
             "recovered_from": self.recovered_from,
+            **(self.outcomes.counts if self.outcomes is not None else {}),
+            **(self.outcomes.totals(self.counters) if self.outcomes is not None else {}),
         }
 
     def __repr__(self) -> str:

@@ -36,6 +36,7 @@ from ..files import boundedjson
 from ..files.safefs import open_file
 from ..jobdir.layout import Layout
 from ..jobdir.lock import probe_lock
+from ..jobdir.outcomefile import read_outcomes
 from ..jobdir.reader import JobInfo, failed_requests, inspect_jobdir
 from ..transfer.copy import shown_url
 from .errorkinds import count_kinds
@@ -172,7 +173,7 @@ class _Files:
 class JobDirSource:
     """A job directory: its holder's ``status.json`` while one publishes it, else its files."""
 
-    FILES = ("frontier.json", "requests.urls", "requests.cursor", "requests.hosts", "requests.seen")
+    FILES = ("frontier.json", "requests.urls", "requests.cursor", "requests.hosts", "requests.seen", "outcomes.json")
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -311,6 +312,7 @@ class JobDirSource:
             "pending_by_priority": {str(p): n for p, n in info.pending_by_priority.items()},
             "order": info.order, "state": info.state, "journal_bytes": info.journal_bytes,
             "reclaimable_bytes": info.reclaimable_bytes,
+            **read_outcomes(self.path, warn=False),  # the outcome counters and the counters of every run
         }
         hosts = []
         first_block: float | None = None
@@ -345,19 +347,22 @@ class JobDirSource:
 
 
 def directory_bytes(path: str) -> int | None:
-    """The bytes of the files in the job directory at ``path`` and its folders (None: it could not be read)."""
-    total = 0
-    folders = [path]
+    """The bytes of the files in the job directory at ``path`` and its folders (None: it could not be read);
+    a file removed during the count (a temporary file, a queue file of a compaction) is left out."""
     try:
-        while folders:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_size
+        entries = list(os.scandir(path))
     except OSError:
         return None
+    total = 0
+    while entries:
+        entry = entries.pop()
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                entries.extend(os.scandir(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue  # removed during the count
     return total
 
 

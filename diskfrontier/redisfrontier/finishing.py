@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from ..contract.checks import MAX_ATTEMPTS
+from ..contract.outcomes import Outcome, tally
 from ..request.model import Request
 from ..request.revisit import revisit_counters
 from .connection import LeaseExpired, talking
@@ -60,11 +61,15 @@ class Finishing:
         request.attempts = 0
         request.not_before = time.time() + after if after else None
 
-    def done_many(self, requests: list[Request]) -> list[Request]:
-        """Finish ``requests``; those whose leases were lost (the others are done)."""
+    def done_many(self, requests: list[Request]) -> None:
+        """Finish ``requests``; ``LeaseExpired`` naming those whose leases were lost (the others are done)."""
         if self.transport.channel is not None:
-            return self._send_done(requests)
-        return self.leases.finish_many("done", requests, 0.0)
+            lost = self._send_done(requests)
+        else:
+            lost = self.leases.finish_many("done", requests, 0.0)
+        if lost:
+            raise LeaseExpired(f"done_many(): the leases of {len(lost)} requests ran out and they were taken back "
+                               f"(the first: {lost[0]!r}); the others are done")
 
     def _send_done(self, requests: list[Request]) -> list[Request]:
         """Send the done steps of ``requests`` without waiting for their replies; return those a renewal had
@@ -104,3 +109,14 @@ class Finishing:
         lost = self.leases.finish_many("extend", requests, self.lease if seconds is None else seconds)
         self.leases.forget(lost)  # unlike a single extend(), which leaves it to the done() that follows
         return lost
+
+    def record_outcome(self, outcomes: tuple[Outcome, ...]) -> None:
+        """Add what ``outcomes`` count (``contract.outcomes.tally``) to the ``meta`` counters of shard 0, in one
+        script."""
+        counts = tally(outcomes)
+        self.guard.check()
+        if counts:
+            args: list[object] = []
+            for key, value in counts.items():
+                args += [key, repr(float(value)) if key == "fetch_seconds_sum" else int(value)]
+            self.transport.run("record_outcome", "OUTCOMES", args)

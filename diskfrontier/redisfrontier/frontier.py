@@ -16,11 +16,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..contract import checks
+from ..contract.outcomes import OUTCOME_KEYS, Outcome
 from ..contract.values import Dropped, FailedRequest, HostInfo, RobotsEntry
 from ..core.errors import FrontierError
 from ..request.model import Request
 from ..request.revisit import REVISIT_COUNTERS
-from .connection import LeaseExpired, check_crawl_name, connect, is_cluster, log, shown_url
+from .connection import check_crawl_name, connect, is_cluster, log, shown_url
 from .fanout import Fanout
 from .finishing import Finishing
 from .guard import Guard
@@ -259,10 +260,7 @@ class RedisFrontier:
     def done_many(self, requests: Iterable[Request]) -> None:
         """``FrontierProtocol.done_many`` in one script call a shard; ``LeaseExpired`` names those that were
         taken back (the others are done). With ``ack="pipelined"``, as ``done`` is."""
-        lost = self._finishing.done_many(list(requests))
-        if lost:
-            raise LeaseExpired(f"done_many(): the leases of {len(lost)} requests ran out and they were taken back "
-                               f"(the first: {lost[0]!r}); the others are done")
+        self._finishing.done_many(list(requests))
 
     def retry(self, request: Request, *, delay: float = 0.0) -> None:
         """``FrontierProtocol.retry``: one script ends the lease and stores the request pending again;
@@ -272,6 +270,10 @@ class RedisFrontier:
     def fail(self, request: Request, error: str) -> None:
         """``FrontierProtocol.fail``: one script; ``LeaseExpired`` if its lease was taken back."""
         self._finishing.fail(request, checks.check_error("fail()", error))
+
+    def record_outcome(self, *outcomes: Outcome) -> None:
+        """``FrontierProtocol.record_outcome``: one script adding to the ``meta`` counters of shard 0."""
+        self._finishing.record_outcome(outcomes)
 
     def holds(self, request: Request) -> bool:
         """``FrontierProtocol.holds``: leased to this client and handed out (not one leased ahead)."""
@@ -355,7 +357,7 @@ class RedisFrontier:
         crawl = self._reader.stats()
         head = ("pending", "in_flight")
         tail = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed",
-                "dropped", "delayed", "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS)
+                "dropped", "delayed", "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS, *OUTCOME_KEYS)
         return {
             "backend": "redis", "crawl": self.crawl, **{name: crawl[name] for name in head},
             "leased_here": len(self._leases), "prefetched": self._leases.stashed, "acks_lost": self._acks.lost,
@@ -386,9 +388,7 @@ class RedisFrontier:
              show: int = 0) -> Dropped:
         """``FrontierProtocol.drop``, in steps of ``DROP_BATCH`` requests while clients may pop and push
         (``steering.py``): a request pushed meanwhile may or may not be dropped; leased ones never are."""
-        pattern = checks.check_drop(host, match, show)
-        if not isinstance(dry_run, bool):
-            raise ValueError(f"dry_run must be True or False, got {dry_run!r}")
+        pattern = checks.check_drop(host, match, show, dry_run)
         self._guard.check()
         return self._steering.drop(host, pattern, dry_run, show)
 

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from ..contract.outcomes import OUTCOME_KEYS
 from ..contract.values import FailedRequest, HostInfo
 from ..request.model import Request
 from ..request.revisit import REVISIT_COUNTERS
@@ -15,7 +16,8 @@ from .reading import CrawlReader
 from .shards import Router
 
 _SUMMED = ("pending", "in_flight", "done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled",
-           "reclaimed", "failed", "dropped", "delayed", "hosts", "ready_hosts", *REVISIT_COUNTERS)
+           "reclaimed", "failed", "dropped", "delayed", "hosts", "ready_hosts", *REVISIT_COUNTERS,
+           *OUTCOME_KEYS)
 
 
 class MergedReader:

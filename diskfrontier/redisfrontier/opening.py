@@ -41,7 +41,7 @@ def without_revisits(version: str) -> str:
 COPY_MARK = "copying"  # the meta field that marks a crawl being made by 'copy' (its source), removed at the end
 SCRIPTS = ("OPEN", "PUSH", "POP", "FINISH", "SET_HOST", "LOOK", "MARK_SEEN", "SET_DONE", "REQUEUE_FAILED", "REPLACE",
            "RECORD_FAILED", "SET_PAUSE", "DROP_HOST", "DROP_IDS", "BEAT", "LEAVE", "HOST_FAILED", "HAS_SEEN", "SEAL",
-           "SEEN_CHECK")
+           "SEEN_CHECK", "OUTCOMES")
 BATCH = 500  # hosts per REPLACE call
 SEEN_BATCH = 1000  # seen buckets a SEEN_CHECK call looks at
 

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..contract.outcomes import outcome_counts
 from ..contract.values import FailedRequest, HostInfo
 from ..core.errors import FrontierError
 from ..request.model import Request
@@ -196,6 +197,7 @@ class CrawlReader:
             "retried": count["retried"], "refetch_scheduled": count["refetch_scheduled"],
             "reclaimed": count["reclaimed"], "failed": count["failed"], "dropped": count["dropped"],
             **{name: count[name] for name in REVISIT_COUNTERS},
+            **outcome_counts(meta),
             "delayed": delayed, "hosts": hosts, "ready_hosts": ready, "paused_since": self._paused(meta.get("paused")),
             "seen_copies": v.whole(meta.get("seen_copies"), f"{key} field seen_copies", 0),  # see mark_seen
             "delay": v.real(meta.get("delay"), f"{key} field delay", 0.0),  # as any client last set them

@@ -103,7 +103,7 @@ class ChangingSite:
         self.served: list[Served] = []
         self._lock = threading.Lock()
         self.started = time.monotonic()
-        self.epoch = time.time() - 86400.0  # the site's time 0 as a wall-clock time (Last-Modified), a day back
+        self.epoch = time.time() - (time.monotonic() - self.started)  # the site's time 0 as a wall-clock time
         handler = type("Handler", (_Handler,), {"site": self})
         self.servers = bind_all(self.addresses, handler)
         self.port = self.servers[0].server_address[1]

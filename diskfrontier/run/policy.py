@@ -55,7 +55,8 @@ class Action:
     seconds with the revisit state ``revisit``), or "none" (the handler already finished it itself,
     with ``done``, ``retry`` or ``fail``: counted as done). ``at_once``: a failure with no retry.
     ``blame``: a failure of the request's host to count (None: the host is not blamed). ``counters``:
-    more ``RunStats`` counters it adds to.
+    more ``RunStats`` counters it adds to. ``failure``: the kind of the handler's error (a ``FailureKind``
+    value), None if it did not raise.
     """
 
     kind: Literal["done", "retry", "fail", "revisit", "none"]
@@ -65,6 +66,7 @@ class Action:
     blame: HostBlame | None = None
     revisit: RevisitState | None = None
     counters: tuple[str, ...] = ()
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class RetryPolicy:
             kind = FailureKind.RETRY
         text = error_text(error)
         if kind is FailureKind.FAIL:
-            return Action("fail", error=text, at_once=True)
+            return Action("fail", error=text, at_once=True, failure=kind.value)
         blame = None
         if kind is FailureKind.BACKOFF:
             blame = HostBlame(1, self.host_backoff, self.host_backoff_max)
@@ -111,13 +113,13 @@ class RetryPolicy:
             blame = HostBlame(self.host_errors, self.host_backoff, self.host_backoff_max)
         if request.attempts < self.retries:
             return Action("retry", delay=min(self.backoff * 2 ** request.attempts, MAX_SECONDS), error=text,
-                          blame=blame)
+                          blame=blame, failure=kind.value)
         if self.revisit is not None and request.revisit is not None:  # a revisit that failed: come back later
             later = self.revisit.after_failure(request, time.time())
             if later is not None:
                 return Action("revisit", delay=later.interval, error=text, blame=blame, revisit=later,
-                              counters=("revisit_failures",))
-        return Action("fail", error=text, blame=blame)
+                              counters=("revisit_failures",), failure=kind.value)
+        return Action("fail", error=text, blame=blame, failure=kind.value)
 
 
 _COUNTED = {"done": "done", "none": "done", "retry": "retried", "fail": "failed", "revisit": "done"}

@@ -15,8 +15,10 @@ import threading
 import time
 from typing import Any
 
+from ..contract.outcomes import Outcome
 from ..contract.protocol import FrontierProtocol
 from ..request.model import Request
+from .outcomes import OutcomeBuffer, outcome_of
 from .policy import RetryPolicy, apply, settle_robots
 from .robots import RobotsRules, Verdict
 from .stats import RunStats
@@ -50,6 +52,7 @@ class RunState:
         self.sealed = False  # the run has returned: its counters are final
         self.taken = 0  # hand-outs reserved against max_requests
         self.busy = 0  # requests in hand (popped, not yet settled)
+        self.outcomes = OutcomeBuffer(frontier)  # what each fetch came to, for the frontier's stats
 
     def _stopped_now(self) -> None:
         if self.stopped_at is None:
@@ -120,8 +123,9 @@ class RunState:
                 self.stats.abandoned += self.busy
 
     def end(self) -> None:
-        """The run returns: ``seal`` it and note when it ended."""
+        """The run returns: ``seal`` it, send the outcomes kept, and note when it ended."""
         self.seal()
+        self.outcomes.flush()
         self.stats.ended = time.time()
 
     def reserve(self) -> bool:
@@ -142,8 +146,10 @@ class RunState:
         with self.lock:
             self.busy += 1
 
-    def settle(self, request: Request, error: BaseException | None, result: object = None) -> None:
-        """Finish ``request`` after its handler (done, retry with backoff, or failed) and count it.
+    def settle(self, request: Request, error: BaseException | None, result: object = None,
+               seconds: float | None = None) -> None:
+        """Finish ``request`` after its handler (done, retry with backoff, or failed) and count it, and its
+        outcome (the handler took ``seconds``).
 
         Blocking: makes the frontier's calls."""
         frontier = self.frontier
@@ -154,14 +160,19 @@ class RunState:
                         type(exc).__name__, exc)
             counters: tuple[str, ...] = ()
         else:
-            counters = apply(frontier, request, self.policy.decide(request, error, held=held, result=result))
+            action = self.policy.decide(request, error, held=held, result=result)
+            counters = apply(frontier, request, action)
+            self.outcomes.add(outcome_of(action, result, seconds))
         self.count(*counters)
 
     def settle_robots(self, request: Request, verdict: Verdict) -> None:
         """Finish ``request`` that robots.txt kept from its handler (disallowed, or held) and count it.
 
         Blocking: makes the frontier's calls."""
-        self.count(*settle_robots(self.frontier, request, verdict))
+        counters = settle_robots(self.frontier, request, verdict)
+        if "robots_disallowed" in counters:
+            self.outcomes.add(Outcome(failure="robots"))
+        self.count(*counters)
 
     def count(self, *counters: str) -> None:
         """One request in hand settled, adding to each of ``counters``; stop at max_requests, and

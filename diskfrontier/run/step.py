@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -85,6 +86,7 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
     error: BaseException | None = None
     result: object = None
     verdict: Verdict = ALLOW
+    seconds: float | None = None
     try:
         if state.robots is not None:  # fetches the site's robots.txt the first time, unless the run stops
             verdict = await port.verdict(state.robots, request)
@@ -94,7 +96,11 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
         if verdict is not ALLOW:
             await port.blocking(state.settle_robots, request, verdict)
             return True
-        result = await port.handle(request)
+        started = time.perf_counter()
+        try:
+            result = await port.handle(request)
+        finally:
+            seconds = time.perf_counter() - started
     except Exception as exc:  # any error of the handler is retried, then recorded
         error = exc
     except asyncio.CancelledError as exc:
@@ -103,7 +109,7 @@ async def _one(state: RunState, port: Port, request: Request) -> bool:
         error = exc  # the handler's own (something it awaited was cancelled): an error like any other
     if state.hard.is_set():
         return False  # left in flight: the frontier gives it back
-    await port.blocking(state.settle, request, error, result)
+    await port.blocking(state.settle, request, error, result, seconds)
     return True
 
 

@@ -16,19 +16,21 @@ from prometheus_client import start_http_server
 from ..contract.protocol import FrontierProtocol
 from ..contract.snapshot import snapshot
 from ..core.errors import FrontierError
-from ..live.metrics import registry_of
+from ..live.metrics import TOP_HOSTS, registry_of
 
 logger = logging.getLogger(__name__)
 
 
 class MetricsServer:
-    """``/metrics`` of ``frontier`` on ``host:port`` (port 0: a free one, ``self.port`` tells which)."""
+    """``/metrics`` of ``frontier`` on ``host:port`` (port 0: a free one, ``self.port`` tells which), with series
+    of their own for the ``top_hosts`` busiest hosts."""
 
-    def __init__(self, frontier: FrontierProtocol, port: int, host: str = "127.0.0.1", *, source: str = "") -> None:
+    def __init__(self, frontier: FrontierProtocol, port: int, host: str = "127.0.0.1", *, source: str = "",
+                 top_hosts: int = TOP_HOSTS) -> None:
         self.frontier = frontier
         self.source = source
         try:
-            self._server, self._thread = start_http_server(port, addr=host, registry=registry_of(self.read))
+            self._server, self._thread = start_http_server(port, addr=host, registry=registry_of(self.read, top_hosts))
         except OSError as exc:
             raise FrontierError(f"DISKFRONTIER_METRICS_PORT: cannot serve /metrics on {host}:{port} ({exc}); "
                                 f"choose another port, or 0 for a free one") from None

@@ -46,6 +46,7 @@ class Options:
     push_batch: int = 500
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    metrics_hosts: int = 10  # DISKFRONTIER_METRICS_HOSTS: the busiest hosts with series of their own
     done_after_items: bool = True
     items_flush: float = 1.0
     shards: int | None = None
@@ -75,6 +76,7 @@ class Options:
         _whole("DISKFRONTIER_PUSH_BATCH", self.push_batch, 1)
         if self.metrics_port is not None:
             _whole("DISKFRONTIER_METRICS_PORT", self.metrics_port, 0, 65535, what="a port number")
+        _whole("DISKFRONTIER_METRICS_HOSTS", self.metrics_hosts, 0, 1000)
         flush = self.items_flush
         if isinstance(flush, bool) or not isinstance(flush, (int, float)) or not 0 <= flush < 3600:
             raise ValueError(f"DISKFRONTIER_ITEMS_FLUSH must be a number of seconds from 0 to 3600, got {flush!r}")
@@ -141,6 +143,7 @@ def from_settings(settings: Any) -> dict[str, Any]:
         "push_batch": settings.getint("DISKFRONTIER_PUSH_BATCH", 500),
         "metrics_port": _port(settings.get("DISKFRONTIER_METRICS_PORT")),
         "metrics_host": settings.get("DISKFRONTIER_METRICS_HOST") or "127.0.0.1",
+        "metrics_hosts": settings.getint("DISKFRONTIER_METRICS_HOSTS", 10),
         "done_after_items": settings.getbool("DISKFRONTIER_DONE_AFTER_ITEMS", True),
         "items_flush": settings.getfloat("DISKFRONTIER_ITEMS_FLUSH", 1.0),
         "wait_replicas": settings.getint("DISKFRONTIER_WAIT_REPLICAS", 0),

@@ -116,6 +116,7 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
 from ..access.targets import open_local, open_shared
+from ..contract.outcomes import Outcome
 from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from ..core.errors import FrontierError
 from ..jobdir.layout import Layout
@@ -130,6 +131,7 @@ from .itemsafe import ItemsGate, open_gate
 from .itemvalues import store_items
 from .metrics import MetricsServer
 from .options import DAPQ, per_ip_refusal, resolve
+from .outcomes import OutcomeBatch, response_outcome
 from .pushbuffer import PushBuffer, Waiting
 from .refusal import refuse_to_start
 from .revisits import Revisits
@@ -255,6 +257,7 @@ class Scheduler(BaseScheduler):
         self.prefetch, self.poll, self.push_batch = opts.prefetch, opts.poll, opts.push_batch
         self._pushes: PushBuffer | None = None  # on Redis with push_batch > 1: requests waiting to be stored
         self.metrics_port, self.metrics_host = opts.metrics_port, opts.metrics_host
+        self.metrics_hosts = opts.metrics_hosts
         self.done_after_items, self.items_flush = opts.done_after_items, opts.items_flush
         self._gate = ItemsGate(None, self.items_flush, self._sync_failed)  # the crawl's own one at open
         self.metrics: MetricsServer | None = None
@@ -279,6 +282,7 @@ class Scheduler(BaseScheduler):
         self._logged_sync_failure = False
         self._logged_adopted = False
         self._adopted = False  # the first run after adopt-scrapy: Scrapy issued the start requests
+        self._outcomes = OutcomeBatch()  # what each download came to, for the frontier's stats
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Scheduler:
@@ -312,13 +316,14 @@ class Scheduler(BaseScheduler):
         except FrontierError as exc:
             refuse_to_start(self.crawler, spider, exc)
             return
+        self.crawler.signals.connect(self._response_received, signal=signals.response_received)
         self._gate = open_gate(self.crawler, self.done_after_items, self.items_flush, self._resumed, spider,
                                self._sync_failed)
         if self.metrics_port is not None:
             assert self.frontier is not None
             try:
                 self.metrics = MetricsServer(self.frontier, self.metrics_port, self.metrics_host,
-                                             source=self.url or self.jobdir or "")
+                                             source=self.url or self.jobdir or "", top_hosts=self.metrics_hosts)
             except BaseException:
                 self.frontier.close()
                 raise
@@ -378,6 +383,8 @@ class Scheduler(BaseScheduler):
             self.metrics = None
         self._mark_finished(force=True)
         self._wake.cancel()  # after: a sync that failed just now asked for a wake-up
+        self.crawler.signals.disconnect(self._response_received, signal=signals.response_received)
+        self._outcomes.flush(self.frontier)
         if self._shared is not None:
             self._store_buffered()
             self._acknowledge(force=True)
@@ -514,6 +521,7 @@ class Scheduler(BaseScheduler):
             return False
         self._count("diskfrontier/retried")
         self._count(self._enqueued)
+        self._outcomes.add(self.frontier, Outcome(retried=True, failure="retry"))
         return True
 
     # ------------------------------------------------------------------ helpers
@@ -594,6 +602,12 @@ class Scheduler(BaseScheduler):
             self._count(f"diskfrontier/{name}", n)
         self._revisits.counts.clear()
         return plain
+
+    def _response_received(self, response: Any, request: ScrapyRequest, spider: Spider) -> None:
+        """A response downloaded: its status, size and download time go to the frontier's outcome counters."""
+        outcome = response_outcome(request, response)
+        if outcome is not None and self.frontier is not None:
+            self._outcomes.add(self.frontier, outcome)
 
     def stored_of(self, request: ScrapyRequest) -> Request | None:
         """The frontier request a request handed out was made from, while the engine has it (else None)."""

@@ -88,9 +88,9 @@ def test_clients_shows_killed_and_frozen_workers_dead_after_two_missed_beats_and
     assert set(both) == {killed_id, frozen_id}  # the seeding client removed itself at its close
     for proc, client, held in ((killed, killed_id, 2), (frozen, frozen_id, 3)):
         entry = both[client]
-        assert (entry["pid"], entry["host"], entry["lease"], entry["leases"], entry["live"]) == (
+        assert (entry["pid"], entry["host"], entry["lease_seconds"], entry["leases"], entry["live"]) == (
             proc.pid, socket.gethostname(), lease, held, True)
-        assert entry["started"] <= entry["last_seen"] and 0 <= entry["seen_ago"] < lease
+        assert entry["started_at"] <= entry["last_seen_at"] and 0 <= entry["since_seen_seconds"] < lease
     crawls = {c["name"]: c for c in json.loads(run("crawls", redis_url, "--json").stdout)}
     assert (crawls[crawl_name]["clients"], crawls[crawl_name]["in_flight"]) == (2, 5)
 
@@ -104,8 +104,8 @@ def test_clients_shows_killed_and_frozen_workers_dead_after_two_missed_beats_and
         assert time.time() - stopped < 20 * lease, f"still live long after they stopped: {now}"
         time.sleep(lease / 30)
     for client in (killed_id, frozen_id):
-        assert now[client]["last_seen"] <= stopped + 0.05  # not seen after it stopped (same clock here)
-        assert now[client]["seen_ago"] >= 2 * lease / 3  # dead: two beats (a third of its lease each) missed
+        assert now[client]["last_seen_at"] <= stopped + 0.05  # not seen after it stopped (same clock here)
+        assert now[client]["since_seen_seconds"] >= 2 * lease / 3  # dead: two beats (a third of its lease each) missed
     table = run("clients", redis_url, "--crawl", crawl_name).stdout.splitlines()
     assert table[0].split() == ["client", "host", "pid", "last", "seen", "lease", "leases", "state"]
     rows = {line.split()[0]: line.split() for line in table[1:]}
@@ -129,12 +129,12 @@ def test_clients_shows_killed_and_frozen_workers_dead_after_two_missed_beats_and
     assert [int(x) for x in counts] == [0, 3, 2]
 
     # every lease that ran out (the frozen worker's, once its lease has passed), taken back without a pop
-    while time.time() < now[frozen_id]["last_seen"] + lease:
+    while time.time() < now[frozen_id]["last_seen_at"] + lease:
         time.sleep(lease / 30)
     expired = run("release", redis_url, "--crawl", crawl_name, "--expired")
     assert (expired.exit_code, expired.stdout) == (0, "released 3 leases that had run out (pending again)\n")
-    assert run("release", redis_url, "--crawl", crawl_name, "--expired", "--json").stdout.strip() == json.dumps(
-        {"crawl": crawl_name, "client": None, "released": 0, "was_live": False})
+    assert json.loads(run("release", redis_url, "--crawl", crawl_name, "--expired", "--json").stdout) == {
+        "crawl": crawl_name, "client": None, "released": 0, "was_live": False}
     verified = run("verify", redis_url, "--crawl", crawl_name)  # every count and host's in-flight state agrees
     assert verified.exit_code == 0, verified.output
     with RedisFrontier(redis_url, crawl=crawl_name, lease=LEASE) as other:
@@ -198,14 +198,14 @@ def test_a_client_without_renewal_is_seen_on_its_own_calls(redis_url, crawl_name
     with RedisFrontier(redis_url, crawl=crawl_name, lease=LEASE, renew=False) as f:
         f.push(Request("https://a.example/"))
         first = listed(redis_url, crawl_name)[f.client_id]
-        assert first["live"] and first["lease"] == LEASE
+        assert first["live"] and first["lease_seconds"] == LEASE
         time.sleep(LEASE)
         assert not listed(redis_url, crawl_name)[f.client_id]["live"]  # no calls, no renewal: dead
         request = f.pop()
         assert request is not None
         again = listed(redis_url, crawl_name)[f.client_id]
-        assert again["live"] and again["leases"] == 1 and again["last_seen"] > first["last_seen"]
-        assert again["started"] == first["started"]
+        assert again["live"] and again["leases"] == 1 and again["last_seen_at"] > first["last_seen_at"]
+        assert again["started_at"] == first["started_at"]
 
 
 def test_an_open_forgets_clients_dead_for_long_and_entries_it_cannot_read(redis_url, crawl_name):
@@ -221,7 +221,7 @@ def test_an_open_forgets_clients_dead_for_long_and_entries_it_cannot_read(redis_
     before = listed(redis_url, crawl_name)
     assert set(before) == {"old-1", "recent-2", "long-lease-3", "garbage-4"}
     assert before["garbage-4"]["host"] is None and not before["garbage-4"]["live"]
-    assert not before["recent-2"]["live"] and before["recent-2"]["seen_ago"] >= 600
+    assert not before["recent-2"]["live"] and before["recent-2"]["since_seen_seconds"] >= 600
     with RedisFrontier(redis_url, crawl=crawl_name) as f:
         assert set(listed(redis_url, crawl_name)) == {"recent-2", "long-lease-3", f.client_id}
 

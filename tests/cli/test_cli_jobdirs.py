@@ -112,7 +112,8 @@ def test_push_and_import_create_a_job_in_a_missing_or_empty_directory_and_reuse_
 def test_push_dash_reads_urls_from_stdin(tmp_path):
     job = str(tmp_path / "job")
     result = run("push", job, "-", "--json", input="https://a.example/\n# a comment\n\nhttps://b.example/\n")
-    assert result.exit_code == 0 and json.loads(result.output) == {"queued": 2, "duplicates": 0, "bad": 0}
+    assert result.exit_code == 0 and json.loads(result.output) == {
+        "queued": 2, "duplicates": 0, "bad": 0, "offered": 2, "via": "direct", "commands": []}
     result = run("push", job, "-f", "-", input="https://a.example/\nhttps://c.example/\n")  # -f - still works
     assert result.exit_code == 0 and result.output.strip() == "queued 1, duplicates 1, bad 0"
     with Frontier(job) as frontier:

@@ -157,8 +157,8 @@ def test_inspect_of_a_running_crawl_shows_what_it_published(held) -> None:
     assert f"running, held by pid {proc.pid}" in shown.stdout
     assert "in flight" in shown.stdout and "unknown while" not in shown.stdout
     as_json = json.loads(cli("inspect", str(job), "--json").stdout)
-    assert as_json["live"] is True and as_json["pid"] == proc.pid
-    assert as_json["stats"]["pending"] + as_json["stats"]["in_flight"] <= 305
+    assert as_json["state"] == "running" and as_json["pid"] == proc.pid
+    assert as_json["pending"] + as_json["in_flight"] <= 305
     assert cli("pause", str(job)).returncode == 0
     deadline = time.monotonic() + 30
     while "paused" not in (out := cli("inspect", str(job)).stdout):

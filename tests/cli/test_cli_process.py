@@ -81,10 +81,10 @@ def test_verify_names_each_kind_of_damage_and_repair_recovers(tmp_path, kind):
         assert report["sound"] and report["notes"], report
     else:
         finding = report["findings"][0]
-        assert finding["file"].endswith(file), finding
+        assert finding["where"].endswith(file), finding
         assert finding["offset"] == (journal_size if offset == "end" else offset), finding
         human = cli("verify", job)
-        assert f"damaged: {finding['file']} at byte {finding['offset']}" in human.stdout
+        assert f"damaged: {finding['where']} at byte {finding['offset']}" in human.stdout
     if pending_after is None:  # frontier.json: nothing in the directory can rebuild it
         opened = cli("inspect", job)
         assert opened.returncode == 1 and "write it anew" in opened.stderr

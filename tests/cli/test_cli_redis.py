@@ -306,15 +306,16 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
     result = run("push", url, "--crawl", crawl_name, "-", "--priority", "9", "--json",
                  input="https://a.example/top\nnot a url\nhttps://a.example/1\n")
     assert result.exit_code == 1
-    assert json.loads(result.stdout) == {"queued": 1, "duplicates": 1, "bad": 1}
+    assert json.loads(result.stdout) == {
+        "queued": 1, "duplicates": 1, "bad": 1, "offered": 2, "via": "direct", "commands": []}
 
     data = json.loads(run("inspect", url, "--crawl", crawl_name, "--json").output)
     assert (data["backend"], data["crawl"], data["pending"], data["seen"], data["hosts"]) == (
         "redis", crawl_name, 3, 3, 2)
-    assert data["next_ready"] is not None and "leased_here" not in data
+    assert data["next_ready_at"] is not None and "leased_here" not in data
     text = run("inspect", url, "--crawl", crawl_name).output
     assert "pending     3" in text and "next ready  now" in text
-    assert "seen        3 (64-bit keys in 1 buckets)" in text and data["dedupe"] == "exact"
+    assert "seen        3 (64-bit keys in 1 buckets)" in text and data["seen_exact"]
 
     result = run("peek", url, "--crawl", crawl_name, "-n", "2")
     lines = result.output.splitlines()
@@ -334,7 +335,7 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
     assert result.exit_code == 2 and "2**53 - 1" in result.output
     rows = {r["host"]: r for r in json.loads(run("hosts", url, "--crawl", crawl_name, "--json").output)}
     assert rows["a.example"] == {"host": "a.example", "pending": 2, "done": 0, "delay": 3.0, "blocked_until": None,
-                                 "budget": 10, "in_flight": 0, "failures": 0}
+                                 "budget": 10, "in_flight": 0, "failures": 0, "ready_at": None, "revisits": None}
     assert rows["b.example"]["blocked_until"] == "forever" and rows["b.example"]["delay"] is None
     table = run("hosts", url, "--crawl", crawl_name).output.splitlines()
     assert table[1].split() == ["a.example", "2", "0", "3s", "10", "0", "-"]
@@ -347,7 +348,7 @@ def test_redis_pause_resume_and_drop(redis_url, crawl_name):
     assert run("push", url, "--crawl", crawl_name, "https://a.example/1", "https://a.example/2",
                "https://b.example/x").exit_code == 0
     paused = run("pause", url, "--crawl", crawl_name, "--json")
-    assert paused.exit_code == 0 and json.loads(paused.stdout)["paused_since"] > time.time() - 60
+    assert paused.exit_code == 0 and json.loads(paused.stdout)["paused_at"] > time.time() - 60
     assert "paused" in run("inspect", url, "--crawl", crawl_name).output
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
         assert r.pop() is None  # paused: nothing is handed out
@@ -355,7 +356,8 @@ def test_redis_pause_resume_and_drop(redis_url, crawl_name):
     assert dry.exit_code == 0 and sorted(dry.stdout.split()) == ["https://a.example/1", "https://a.example/2"]
     assert "would drop 2 pending requests" in dry.stderr
     dropped = run("drop", url, "--crawl", crawl_name, "--match", r"a\.example/1$", "--json")
-    assert json.loads(dropped.stdout) == {"dropped": 1, "urls": [], "dry_run": False}
+    shown = json.loads(dropped.stdout)
+    assert (shown["dropped"], shown["urls"], shown["dry_run"]) == (1, [], False)
     assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "resumed"
     assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "not paused: nothing to resume"
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
@@ -373,7 +375,7 @@ def test_crawls_lists_the_crawls_of_a_server_and_delete_removes_one_whole(redis_
         listed = {c["name"]: c for c in json.loads(run("crawls", redis_url, "--json").stdout)}
         assert listed[crawl_name]["pending"] == 3 and listed[crawl_name]["clients"] == 1  # open, holding nothing
         assert listed[other]["in_flight"] == 1 and listed[other]["clients"] == 1 and listed[other]["seen"] == 1
-        assert listed[crawl_name]["memory"] > 0 and not listed[crawl_name]["paused"]
+        assert listed[crawl_name]["memory_bytes"] > 0 and not listed[crawl_name]["paused"]
         b.done(leased)
     assert [c["clients"] for c in json.loads(run("crawls", redis_url, "--json").stdout)] == [0, 0]  # closed
     table = run("crawls", redis_url, "--no-memory").stdout.splitlines()
@@ -415,7 +417,7 @@ def test_redis_export_and_import_round_trip(tmp_path, redis_url, crawl_name):
     other = crawl_name + "-in"
     result = run("import", redis_url, str(out), "--crawl", other, "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"queued": 3, "duplicates": 0, "bad": 0, "seen": 1}
+    assert json.loads(result.output) == {"queued": 3, "duplicates": 0, "bad": 0, "seen": 4, "seen_new": 1}
     with RedisFrontier(redis_url, crawl=other, create=False) as r:
         assert sorted(x.url for x in r.pending_requests()) == urls
         assert {x.slot for x in r.pending_requests()} >= {"s1"}

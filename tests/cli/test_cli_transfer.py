@@ -52,7 +52,7 @@ def assert_moved_with_the_same_pop_order(tmp_path, order: str, pending: int) -> 
     assert run("export", source, "-o", str(exported)).exit_code == 0
     Frontier(target, order=order).close()
     result = run("import", target, str(exported), "--json")
-    assert json.loads(result.output) == {"queued": pending, "duplicates": 0, "bad": 0, "seen": 0}
+    assert json.loads(result.output) == {"queued": pending, "duplicates": 0, "bad": 0, "seen": 0, "seen_new": 0}
     peeked = run("peek", source, "-n", "1000", "--json").output
     assert len(peeked.splitlines()) == pending
     assert run("peek", target, "-n", "1000", "--json").output == peeked
@@ -99,11 +99,13 @@ def test_export_seen_then_import_keeps_done_work_done(tmp_path):
 
     result = run("import", target, str(exported), "--json")
     assert result.exit_code == 0
-    assert json.loads(result.output) == {"queued": 140, "duplicates": 0, "bad": 0, "seen": 10}
+    assert json.loads(result.output) == {"queued": 140, "duplicates": 0, "bad": 0, "seen": 150, "seen_new": 10}
     again = run("push", target, *done[:3], "--json")  # done in the source: not crawled again
-    assert json.loads(again.output) == {"queued": 0, "duplicates": 3, "bad": 0}
+    assert json.loads(again.output) == {
+        "queued": 0, "duplicates": 3, "bad": 0, "offered": 3, "via": "direct", "commands": []}
     assert json.loads(run("inspect", target, "--json").output)["pending"] == 140
-    assert run("import", target, str(exported)).output.strip() == "queued 0, duplicates 140, bad 0, seen 0"
+    said = run("import", target, str(exported)).output.strip()
+    assert said == "queued 0, duplicates 140, bad 0, seen 150 (0 not seen before)"
 
     plain = str(tmp_path / "without-seen")  # without --seen the done URLs would be fetched again
     result = run("import", plain, "-", input=run("export", source).output)
@@ -118,7 +120,7 @@ def test_import_of_seen_lines_alone_queues_nothing_and_bad_seen_lines_are_report
     result = CliRunner().invoke(main, ["import", job, "-"], input=lines)
     assert result.exit_code == 1
     assert "line 3: skipped: a seen line must be" in result.stderr and "line 4: skipped" in result.stderr
-    assert result.stdout.strip() == "queued 1, duplicates 0, bad 2, seen 1"
+    assert result.stdout.strip() == "queued 1, duplicates 0, bad 2, seen 2 (1 not seen before)"
     assert pop_all(job) == ["https://c.example/"]
     assert json.loads(run("push", job, "https://a.example/", "--json").output)["duplicates"] == 1
 
@@ -128,7 +130,7 @@ def test_a_seen_line_before_its_request_makes_the_request_a_duplicate(tmp_path):
     fingerprint = Request("https://a.example/").fingerprint.hex()
     lines = f'{{"url": "https://b.example/"}}\n{{"$seen": "{fingerprint}"}}\n{{"url": "https://a.example/"}}\n'
     result = run("import", job, "-", "--json", input=lines)
-    assert json.loads(result.output) == {"queued": 1, "duplicates": 1, "bad": 0, "seen": 1}
+    assert json.loads(result.output) == {"queued": 1, "duplicates": 1, "bad": 0, "seen": 1, "seen_new": 1}
 
 
 def test_export_seen_of_a_killed_crawl_includes_what_only_the_journal_holds(tmp_path):

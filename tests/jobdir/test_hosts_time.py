@@ -318,6 +318,27 @@ def test_a_request_that_waited_keeps_its_journal_place_whatever_the_stop(tmp_pat
     assert got == (want[::-1] if order == "lifo" else want)
 
 
+@pytest.mark.parametrize("order", ["lifo", "fifo"])
+def test_refetched_requests_come_back_in_journal_order_among_other_hosts_requests(tmp_path, order):
+    """A refetch due again goes into its host's buffer, not to the queues; the queues still give up the
+    requests that come before it in journal order first, whatever their host (FIFO: the twelve pushed before
+    the refetches, then the refetches; they once went first, and kept going first as long as refetches
+    kept coming back, so that requests never fetched waited)."""
+    with Frontier(tmp_path / "job", order=order, maintenance=None) as f:
+        f.push_many(Request(f"https://h{n % 4}.example/{n}") for n in range(12))
+        first = [f.pop() for _ in range(3)]
+        for request in first:
+            f.done(request, refetch_after=0.01)
+        time.sleep(0.05)
+        got = [int(r.url.rsplit("/", 1)[1]) for r in iter(f.pop, None)]
+    if order == "fifo":
+        assert [int(r.url.rsplit("/", 1)[1]) for r in first] == [0, 1, 2]
+        assert got == [*range(3, 12), 0, 1, 2]
+    else:
+        assert [int(r.url.rsplit("/", 1)[1]) for r in first] == [11, 10, 9]
+        assert got == [11, 10, 9, *range(8, -1, -1)]
+
+
 @property_test(300, st.lists(st.one_of(st.tuples(st.integers(-3, 3), st.integers(0, 2**40)), st.none()), max_size=400))
 def test_a_host_buffer_gives_keys_back_in_heap_order_small_or_big(ops):
     """A host buffer (a heap, then a sorted-array form past 64 keys) against a plain heap."""

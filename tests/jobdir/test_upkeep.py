@@ -86,13 +86,17 @@ def test_the_background_keeps_the_journal_to_the_size_of_what_is_live(tmp_path, 
         work.run(250)
         stats = f.stats()
         largest = max(largest, stats["journal_bytes"])
-    _wait_for(lambda: f.stats()["compactions"] >= 2 and f.stats()["maintenance_running"] is None,
-              "two compactions")
+
+    def compacted() -> bool:  # 10,000 cycles wrote some 2 MB; what is live stays about 60 KB, and so does the
+        # journal once the background has caught up (on a loaded machine it may still be behind when the work ends)
+        stats = f.stats()
+        assert stats["maintenance_error"] is None, stats
+        return (stats["compactions"] >= 2 and stats["maintenance_running"] is None
+                and stats["journal_bytes"] < 4 * stats["live_bytes"] + FAST["compact_min_bytes"])
+
+    _wait_for(compacted, "two compactions and a journal the size of what is live", 120.0)
     stats = f.stats()
     assert stats["checkpoints"] >= stats["compactions"] >= 2, stats
-    assert stats["maintenance_error"] is None
-    # 10,000 cycles wrote some 2 MB; what is live stays about 60 KB, and so does the journal
-    assert stats["journal_bytes"] < 4 * stats["live_bytes"] + FAST["compact_min_bytes"], stats
     scan = read_state(os.path.join(job, "requests.urls"), salt=dir_salt(job), sizes=True)
     assert (scan.live_bytes, scan.pushes, scan.dones) == (f._state.live_bytes, f._state.pushes, f._state.dones)
     inflight = {r.url for r in work.inflight}

@@ -29,7 +29,7 @@ def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tup
 def test_a_read_only_dashboard_on_every_interface_serves_the_page_and_refuses_control(jobdir):
     """No token needed to share the figures on a LAN: bound to 0.0.0.0 it serves the page, its JSON and
     /metrics to the names it answers, and refuses every control call, a guessed token or not."""
-    with Served(jobdir, "--host", "0.0.0.0", "--allowed-host", "crawler.lan", "--interval", "0.5") as served:  # noqa: S104
+    with Served(jobdir, "--listen", "0.0.0.0", "--allowed-host", "crawler.lan", "--interval", "0.5") as served:  # noqa: S104
         assert served.url.startswith("http://0.0.0.0:") and served.token is None
         assert served.lines.wait_for("read-only, to every machine that reaches this address", 10)
         port = served.url.rsplit(":", 1)[1].strip("/")

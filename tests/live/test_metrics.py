@@ -25,7 +25,7 @@ def test_the_metrics_of_a_job_directory(jobdir):
     assert found["diskfrontier_pending", ()] == pending
     assert found["diskfrontier_in_flight", ()] == 0
     assert found["diskfrontier_done_total", ()] == DONE
-    assert found["diskfrontier_failed_total", ()] == FAILED
+    assert found["diskfrontier_failed_requests", ()] == FAILED
     assert found["diskfrontier_hosts_ready", ()] == 6 and found["diskfrontier_hosts_waiting", ()] == 1
     assert found["diskfrontier_paused", ()] == 0
     by_priority = {dict(labels)["priority"]: v for (name, labels), v in found.items()
@@ -41,7 +41,7 @@ def test_every_named_metric_and_the_figures_a_source_lacks_left_out():
             "stats": {"pending": 7, "in_flight": None, "done": 3, "failed": 1, "pushed": 12, "duplicates": 2}}
     found = samples(metrics_text(shot).decode())
     assert {name for name, _ in found} == {
-        "diskfrontier_pending", "diskfrontier_done_total", "diskfrontier_failed_total", "diskfrontier_pushed_total",
+        "diskfrontier_pending", "diskfrontier_done_total", "diskfrontier_failed_requests", "diskfrontier_pushed_total",
         "diskfrontier_duplicates_total", "diskfrontier_hosts_ready", "diskfrontier_hosts_waiting",
         "diskfrontier_paused", "diskfrontier_snapshot_timestamp_seconds"}  # no in_flight, no per-priority counts
     assert found["diskfrontier_paused", ()] == 1 and found["diskfrontier_pushed_total", ()] == 12

@@ -308,9 +308,9 @@ def test_verify_command_on_a_redis_crawl(crawl, client, crawl_name, redis_url):
     result = run("verify", redis_url, "--crawl", crawl_name, "--json")
     assert result.exit_code == 1
     shown = json.loads(result.output)
-    fields = ("sound", "requests", "repaired", "kept", "set_aside", "notes")
+    fields = ("sound", "checked", "repaired", "kept", "set_aside", "notes")
     assert tuple(shown[name] for name in fields) == (False, 3, False, 0, [], [])
-    assert [f"damaged: {x['key']}: {x['problem']}" for x in shown["findings"]] == damage
+    assert [f"damaged: {x['where']}: {x['problem']}" for x in shown["findings"]] == damage
     result = run("verify", redis_url, "--crawl", crawl_name, "--repair", "--json")
     shown = json.loads(result.output)
     assert (result.exit_code, shown["repaired"], shown["kept"], shown["set_aside"]) == (

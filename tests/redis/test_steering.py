@@ -202,7 +202,7 @@ def test_inspect_shows_a_pause_and_what_was_dropped(open_crawl, redis_url, crawl
     assert re.search(r"paused +since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: nothing is handed out", text), text
     assert re.search(r"dropped +1 pending", text) and "next ready" not in text
     data = json.loads(inspect("--json"))
-    assert data["paused_since"] == f.paused_since and data["dropped"] == 1
+    assert data["paused"] is True and data["paused_at"] == f.paused_since and data["dropped"] == 1
 
 
 # ------------------------------------------------------------------ drop

@@ -4,6 +4,7 @@ rule that applies giving other bounds; 304, the same ETag or the same signature 
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 
 import pytest
@@ -142,3 +143,40 @@ def test_bad_rules_and_fetches_are_refused():
         Fetched(42)
     with pytest.raises(TypeError, match=r"Fetched\.body"):
         Fetched(200, body="text")  # type: ignore[arg-type]
+
+
+def _http_date(when: float) -> str:
+    return email.utils.formatdate(when, usegmt=True)
+
+
+@pytest.mark.parametrize(("modified", "interval"), [
+    (NOW + 100 - 30, 30.0),  # a version 30 s old, after the last fetch: its age is the interval
+    (NOW + 100 - 95, 80.0),  # 95 s old: more than 1 - dec of the interval, which the rule keeps
+    (NOW - 50, 80.0),  # from before the last fetch: not a new version, the server's date is ignored
+    (NOW + 200, 80.0),  # after now: a server clock ahead of ours, ignored
+    (None, 80.0),
+])
+def test_a_changed_pages_interval_is_at_most_the_age_of_the_version_fetched(modified, interval):
+    policy = Revisit(initial=100, min=10, max=10**6)
+    request = Request("https://a.example/")
+    _, request.revisit = policy.after_fetch(request, Fetched(200, body=b"one"), NOW)
+    last = None if modified is None else _http_date(modified)
+    verdict, state = policy.after_fetch(request, Fetched(200, body=b"two", last_modified=last), NOW + 100)
+    assert verdict == CHANGED and state.interval == pytest.approx(interval)
+    without = Revisit(initial=100, min=10, max=10**6, by_age=False)
+    assert without.after_fetch(request, Fetched(200, body=b"two", last_modified=last), NOW + 100)[1].interval == (
+        pytest.approx(80.0))
+
+
+def test_the_age_of_a_version_is_kept_within_the_bounds_and_ignored_when_unchanged_or_unreadable():
+    policy = Revisit(initial=100, min=20, max=10**6)
+    request = Request("https://a.example/")
+    _, request.revisit = policy.after_fetch(request, Fetched(200, body=b"one", etag='"1"'), NOW)
+    assert policy.after_fetch(request, Fetched(200, body=b"two", last_modified=_http_date(NOW + 95)),
+                              NOW + 100)[1].interval == 20  # 5 s old: held at min
+    assert policy.after_fetch(request, Fetched(200, body=b"one", last_modified=_http_date(NOW + 95)),
+                              NOW + 100)[1].interval == pytest.approx(140)  # unchanged: the rule alone
+    assert policy.after_fetch(request, Fetched(200, body=b"two", last_modified="not a date"),
+                              NOW + 100)[1].interval == pytest.approx(80)
+    with pytest.raises(TypeError, match="by_age must be True or False"):
+        Revisit(by_age="yes")  # type: ignore[arg-type]

@@ -58,3 +58,27 @@ def test_a_bad_or_busy_metrics_port_is_a_clear_error(tmp_path):
         with pytest.raises(FrontierError, match="cannot serve /metrics"):
             scheduler.open(ShopSpider())
     Frontier(tmp_path / "b").close()  # the frontier was closed: the directory is free again
+
+
+def test_the_busiest_hosts_have_series_of_their_own_and_the_rest_are_other(tmp_path):
+    crawler = get_crawler(ShopSpider, {"JOBDIR": str(tmp_path / "job"), "DISKFRONTIER_METRICS_PORT": "0",
+                                       "DISKFRONTIER_METRICS_HOSTS": "2"})
+    scheduler = Scheduler.from_crawler(crawler)
+    scheduler.open(ShopSpider())
+    assert scheduler.metrics is not None
+    try:
+        for host, pages in (("a.example", 5), ("b.example", 3), ("c.example", 2), ("d.example", 1)):
+            for i in range(pages):
+                assert scheduler.enqueue_request(scrapy.Request(f"https://{host}/{i}"))
+        found = scrape(scheduler.metrics.port)
+        pending = {dict(labels)["host"]: value for (name, labels), value in found.items()
+                   if name == "diskfrontier_host_pending"}
+        assert pending == {"a.example": 5, "b.example": 3, "other": 3}
+    finally:
+        scheduler.close("finished")
+
+
+def test_a_wrong_metrics_hosts_setting_is_refused(tmp_path):
+    crawler = get_crawler(ShopSpider, {"JOBDIR": str(tmp_path / "job"), "DISKFRONTIER_METRICS_HOSTS": "-1"})
+    with pytest.raises(ValueError, match="DISKFRONTIER_METRICS_HOSTS must be a whole number from 0 to 1000"):
+        Scheduler.from_crawler(crawler)
