@@ -400,9 +400,13 @@
   // The outcome counters a runner reports (status classes, bytes, fetch time): shown when the crawl has them.
   function renderResponses(data) {
     const stats = (data.snapshot || {}).stats || {};
+    // Every crawl of this version keeps the counters, at 0 until its runner reports: shown once one counted.
     const present = STATUS_CLASSES.filter((c) => typeof stats[`responses_${c}`] === "number");
-    const hasBytes = typeof stats.received_bytes === "number";
-    const hasTime = typeof stats.fetch_seconds_count === "number" && typeof stats.fetch_seconds_sum === "number";
+    const responses = present.reduce((acc, c) => acc + stats[`responses_${c}`], 0);
+    const hasBytes = typeof stats.received_bytes === "number" && stats.received_bytes > 0;
+    const hasTime = typeof stats.fetch_seconds_count === "number" && typeof stats.fetch_seconds_sum === "number" &&
+      stats.fetch_seconds_count > 0;
+    if (!responses) present.length = 0;
     $("responses-panel").classList.toggle("hidden", !present.length && !hasBytes && !hasTime);
     $("figure-bytes_rate").classList.toggle("hidden", !hasBytes);
     $("figure-latency").classList.toggle("hidden", !hasTime);
