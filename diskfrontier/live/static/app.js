@@ -12,7 +12,7 @@
     retried: { color: "#f97316", label: "retried" },
     disk: { color: "#8b5cf6", label: "on disk", format: (v) => size(v) },
     bytes_rate: { color: "#14b8a6", label: "received", format: (v) => `${size(v)}/s` },
-    latency: { color: "#ec4899", label: "average fetch", format: (v) => delay(v) },
+    latency: { color: "#ec4899", label: "average fetch", format: (v) => (v === 0 ? "0" : delay(v)) },
   };
   const TOKEN_KEY = "diskfrontier-token";
   const NS = "http://www.w3.org/2000/svg";
