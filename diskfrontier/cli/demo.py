@@ -31,18 +31,22 @@ from .support import (
               help="Stop each run cleanly after this many seconds.")
 @click.option("--every", type=click.FloatRange(min=0), default=None, help="Start a run every this many seconds.")
 @click.option("--times", type=click.IntRange(min=1), default=1, show_default=True, help="How many runs.")
+@click.option("--progress-every", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between the progress lines written when stderr is not a terminal.")
 @JSON_OPTION
 @one_line_errors
 def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: float | None, every: float | None,
-         times: int, as_json: bool) -> None:
+         times: int, progress_every: float, as_json: bool) -> None:
     """Crawl a synthetic site into JOBDIR with crawl(); run again to resume.
 
     JOBDIR is a job directory, or a missing or empty folder (made one, as push does).
 
     The site is served on 127.0.0.2 to 127.0.0.5 (half the pages on the first), so
     politeness shows (diskfrontier hosts JOBDIR); a few pages answer 503 the first time,
-    so retries show. Ctrl-C finishes the pages in hand and stops (exit code 130; a second
-    Ctrl-C stops at once); --duration stops each run cleanly; kill -9 is survived too.
+    so retries show. On a terminal a bar shows the pages crawled; elsewhere (a log, a
+    pipe) a plain line every --progress-every seconds (none with --json). Ctrl-C finishes the pages in hand
+    and stops (exit code 130; a second Ctrl-C stops at once); --duration stops each run
+    cleanly; kill -9 is survived too.
     A job directory only (the demo keeps its fetch log in it).
 
     \b
@@ -55,7 +59,9 @@ def demo(jobdir: str, crawl: str | None, pages: int, workers: int, seconds: floa
     require_jobdir(jobdir, may_create=True)
     with progress_bar("crawling", pages) as progress:
         result = run_demo(jobdir, pages=pages, seconds=seconds, workers=workers, every=every, times=times,
-                          on_page=None if progress is None else lambda done, _pending: progress(done, pages))
+                          on_page=None if progress is None else lambda done, _pending: progress(done, pages),
+                          progress=False if progress is not None or as_json else None,
+                          progress_every=progress_every)
     if as_json:
         echo_json(result.__dict__)
     else:

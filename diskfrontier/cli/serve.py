@@ -70,8 +70,8 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.argument("target", metavar="TARGET", type=JobDirOrRedis(exists=True))
 @CRAWL_OPTION
 @click.option("--listen", "--host", "host", metavar="ADDRESS", default="127.0.0.1", show_default=True,
-              help="Address to listen on; one that is not loopback needs --allow-control (its token). --host is "
-                   "its older name, kept working.")
+              help="Address to listen on (0.0.0.0: every interface); the page is read-only unless --allow-control. "
+                   "--host is its older name, kept working.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8470, show_default=True,
               help="Port to listen on (0: any free one, printed at start).")
 @click.option("--allowed-host", "allowed_hosts", metavar="NAME[:PORT]", multiple=True, callback=_allowed_hosts,
@@ -80,6 +80,9 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @click.option("--allow-control", is_flag=True,
               help="Let the page pause and resume the crawl, block, unblock and delay hosts and push seeds, "
                    "with a random token printed at start.")
+@click.option("--log", "log", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="A log file of the crawl whose last lines the page shows (read again at each refresh; anyone "
+                   "who can open the page can read them).")
 @click.option("--interval", type=click.FloatRange(min=0.2, max=3600), default=2.0, show_default=True,
               help="Seconds between reads of the crawl.")
 @click.option("--history", type=click.FloatRange(min=10, max=7 * 86400), default=3600.0, show_default=True,
@@ -88,7 +91,7 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
               help="Print where it listens (URL, address, port, token) as one JSON document at start.")
 @one_line_errors
 def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: tuple[str, ...],
-          allow_control: bool, interval: float, history: float, as_json: bool) -> None:
+          allow_control: bool, log: str | None, interval: float, history: float, as_json: bool) -> None:
     """Serve a live dashboard of TARGET (a job directory, or a Redis URL with --crawl) over HTTP.
 
     The page (/) shows pending, in flight, done, failed and the done rate as charts, the
@@ -96,18 +99,16 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     crawl runs; /api/stats gives the same as JSON, /metrics as Prometheus text. Read-only
     unless --allow-control. Only requests addressed to one of this server's names are
     answered (against DNS rebinding; --allowed-host adds names), and control only from its
-    own page or a script. A job directory that a crawl holds is read from the status.json
-    its holder publishes, else from its files, again only when they change.
+    own page or a script. Any address may be listened on (--listen 0.0.0.0 shares a read-only
+    page on a LAN); control, when asked for, needs its token from every address. A job
+    directory that a crawl holds is read from the status.json its holder publishes, else
+    from its files, again only when they change.
 
     \b
     Example: diskfrontier serve crawls/shop
              diskfrontier serve redis://localhost:6379/0 --crawl news --port 9000
              diskfrontier serve crawls/shop --listen 0.0.0.0 --allow-control --allowed-host crawler.lan
     """
-    if not is_loopback(host) and not allow_control:
-        raise click.UsageError(f"refusing to listen on {host}, which is not a loopback address, without a token: "
-                               f"add --allow-control (serve prints a token that the control endpoints require), "
-                               f"or listen on 127.0.0.1 (the default)")
     name = redis_crawl(target, crawl)
     if name is None:
         require_jobdir(target)
@@ -123,7 +124,7 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     token = secrets.token_urlsafe(24) if allow_control else None
     dashboard = Dashboard(source, interval=interval, keep=history)
     server = DashboardServer(dashboard, target=target, crawl=name, token=token, bind=host,
-                             allowed_hosts=allowed_hosts)
+                             allowed_hosts=allowed_hosts, log=log)
 
     def started(bound_host: str, bound_port: int) -> None:
         url = _url(bound_host, bound_port)
@@ -133,7 +134,10 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
             sys.stdout.flush()
             return
         click.echo(f"serving {source.name} at {url} (Ctrl-C stops)")
-        if token is not None:
+        if token is None:
+            shared = "" if is_loopback(bound_host) else ", to every machine that reaches this address"
+            click.echo(f"read-only{shared}: control is off (--allow-control turns it on, with a token)")
+        else:
             click.echo(f"control token: {token}")
             click.echo(f"  open {url}#token={token} to use it from the page, or send it as X-Diskfrontier-Token")
         sys.stdout.flush()

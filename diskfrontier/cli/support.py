@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import stat
 import sys
@@ -156,13 +157,31 @@ def progress_bar(label: str, length: int = 0) -> Iterator[Progress | None]:
     if not stderr_is_terminal():
         yield None
         return
+    handlers = [h for h in (*logging.getLogger().handlers, logging.lastResort)
+                if isinstance(h, logging.StreamHandler) and h.stream is sys.stderr]
+    clear = _ClearBarLine()
     with click.progressbar(length=max(1, length), label=label, file=sys.stderr, show_eta=True) as bar:
 
         def report(done: int, total: int) -> None:
             bar.length = max(1, total)
             bar.update(max(0, min(done, bar.length) - bar.pos))
 
-        yield report
+        for handler in handlers:
+            handler.addFilter(clear)
+        try:
+            yield report
+        finally:
+            for handler in handlers:
+                handler.removeFilter(clear)
+
+
+class _ClearBarLine(logging.Filter):
+    """Lets every record through, after clearing the progress bar's line: a log line written during the bar
+    (a request failed) starts a line of its own instead of running into the bar, which is drawn again under it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        sys.stderr.write("\r\x1b[2K")
+        return True
 
 
 @contextmanager

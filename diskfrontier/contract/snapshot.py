@@ -17,16 +17,25 @@ from .values import FailedRequest, HostInfo
 
 SNAPSHOT_VERSION = 1
 TOP_HOSTS = 50
-"""Hosts a snapshot lists (those with the most pending and in-flight requests)."""
+"""Hosts a snapshot lists (the busiest: blocked or failing first, then by requests pending, in flight and done)."""
 LATEST_FAILURES = 20
 """Failures a snapshot lists (the latest)."""
 
 
+def host_rank(info: HostInfo, now: float) -> tuple[int, int, str]:
+    """Where a host comes among the busiest (lowest first): blocked or failing now (what a person watching
+    looks for), then by its requests pending, in flight and done together."""
+    blocked = info.blocked_until is not None and info.blocked_until > now
+    return (0 if blocked or info.failures else 1, -(info.pending + info.in_flight + info.done), info.host)
+
+
 def top_hosts(hosts: Iterable[HostInfo], now: float,
               count: int = TOP_HOSTS) -> tuple[list[dict[str, Any]], int, int, int]:
-    """The ``count`` busiest hosts as dicts, and how many hosts there are, are ready now and are waiting."""
+    """The ``count`` busiest hosts as dicts (``host_rank``), and how many hosts there are, are ready now and
+    are waiting."""
     total = ready = waiting = 0
-    busiest: list[tuple[int, int, str, HostInfo]] = []
+    ranked: list[tuple[int, int, str]] = []
+    infos: dict[str, HostInfo] = {}
     for info in hosts:
         total += 1
         if info.pending:
@@ -34,13 +43,9 @@ def top_hosts(hosts: Iterable[HostInfo], now: float,
                 ready += 1
             else:
                 waiting += 1
-        entry = (info.pending + info.in_flight, info.done, info.host, info)
-        if len(busiest) < count:
-            heapq.heappush(busiest, entry)
-        elif entry[:3] > busiest[0][:3]:
-            heapq.heapreplace(busiest, entry)
-    busiest.sort(key=lambda e: e[:3], reverse=True)
-    return [e[3].to_dict() for e in busiest], total, ready, waiting
+        infos[info.host] = info
+    ranked = heapq.nsmallest(count, (host_rank(info, now) for info in infos.values()))
+    return [infos[rank[2]].to_dict() for rank in ranked], total, ready, waiting
 
 
 def failure_dict(failed: FailedRequest) -> dict[str, Any]:

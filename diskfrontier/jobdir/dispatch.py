@@ -312,8 +312,9 @@ class Dispatch:
         return sorted(out, key=lambda info: info.host)
 
     def busiest_hosts(self, count: int, now: float) -> tuple[list[HostInfo], int, int, int]:
-        """The ``count`` hosts with the most pending and in-flight requests, and how many hosts there
-        are, are ready now and are waiting, without an object per host (for ``status.json``)."""
+        """The ``count`` busiest hosts (blocked ones first, then by requests pending, in flight and done:
+        ``contract.snapshot.host_rank``), and how many hosts there are, are ready now and are waiting,
+        without an object per host (for ``status.json``)."""
         schedule = self.state.hosts
         counts, hot = schedule.counts, schedule.hot
         pending, inflight, done = counts.pending, counts.inflight, counts.done
@@ -326,8 +327,12 @@ class Dispatch:
                     info = schedule.info(hid)
                     if info.ready_at is None or info.ready_at > now or info.blocked_until:
                         waiting += 1
-        top = heapq.nlargest(count, (hid for hid in counts.ids() if pending[hid] or inflight[hid]),
-                             key=lambda hid: (pending[hid] + inflight[hid], done[hid]))
+        def rank(hid: int) -> tuple[bool, int]:
+            host = hot.get(hid)
+            return host is not None and host.blocked_until > now, pending[hid] + inflight[hid] + done[hid]
+
+        top = heapq.nlargest(count, (hid for hid in counts.ids() if pending[hid] or inflight[hid] or done[hid]
+                                     or hid in hot), key=rank)
         return [schedule.info(hid) for hid in top], total, with_pending - waiting, waiting
 
     def host_info(self, name: str) -> HostInfo | None:

@@ -2,9 +2,14 @@
 counts kept in this process, and the JSON that ``/api/stats`` answers.
 
 ``Dashboard.refresh()`` reads the source (blocking: the server runs it in a thread), adds a point
-to the history (pending, in flight, done, failed and the done rate, one every refresh, for
-``keep`` seconds), and says when the next refresh is due: every ``interval`` seconds, or later
-when a read is slow (no more than a fifth of the time goes to reading).
+to the history (pending, in flight, done, failed, retried, the done rate, the job directory's and
+journal's bytes, and the outcome counters the crawl keeps; one every refresh, for ``keep``
+seconds), and says when the next refresh is due: every ``interval`` seconds, or later when a read
+is slow (no more than a fifth of the time goes to reading).
+
+The rate the page shows is the requests done over the last ``RATE_WINDOW`` seconds of snapshots
+(``window_rate``), stated with the seconds it covers; the crawl is said idle as soon as about
+``POINT_RATE_WINDOW`` seconds pass with nothing done.
 """
 
 from __future__ import annotations
@@ -18,8 +23,14 @@ from typing import Any
 from ..core.errors import FrontierError
 from .sources import Reading, Source, json_safe
 
-RATE_WINDOW = 10.0
-"""The done rate of a point is the average over about this many seconds before it."""
+POINT_RATE_WINDOW = 10.0
+"""The done rate of a point (the rate chart) is the average over about this many seconds before it."""
+RATE_WINDOW = 60.0
+"""The rate the page states: requests done over the last this many seconds, from successive snapshots."""
+POINT_KEYS = ("pending", "in_flight", "done", "failed", "retried", "journal_bytes", "received_bytes",
+              "fetch_seconds_sum", "fetch_seconds_count", "responses_2xx", "responses_3xx", "responses_4xx",
+              "responses_5xx", "responses_other")
+"""The counts each point of the history keeps (None when the crawl does not give one)."""
 READ_SHARE = 5.0
 """The next refresh comes no sooner than this many times the last read's duration."""
 STALE_AFTER = 3.0
@@ -66,6 +77,7 @@ class Dashboard:
         self.keep = keep
         self.control = control
         self.actions: list[str] = []  # the control actions the page may offer
+        self.log: str | None = None  # the log file whose last lines the page shows (serve --log)
         self.clock = clock
         self.reading: Reading | None = None
         self.error: str | None = None
@@ -106,14 +118,15 @@ class Dashboard:
         if self.history and taken <= self.history[-1]["t"]:
             return  # the same snapshot again (a holder's status.json not yet replaced)
         stats = shot.get("stats") or {}
-        point = {"t": taken, **{key: _count(stats.get(key)) for key in ("pending", "in_flight", "done", "failed")}}
+        point = {"t": taken, **{key: _count(stats.get(key)) for key in POINT_KEYS}}
+        point["disk_bytes"] = self.reading.disk_bytes if self.reading is not None else None
         point["rate"] = self._rate(point)
         self.history.append(point)
         while self.history and self.history[0]["t"] < taken - self.keep:
             self.history.popleft()
 
     def _rate(self, point: dict[str, Any]) -> float | None:
-        """Requests done a second, over the points of about the last ``RATE_WINDOW`` seconds (None
+        """Requests done a second, over the points of about the last ``POINT_RATE_WINDOW`` seconds (None
         across a restart of the counts, or for the first point)."""
         done = point["done"]
         if done is None:
@@ -123,11 +136,32 @@ class Dashboard:
             if earlier["done"] is None or earlier["done"] > done:
                 break  # the counts started again (a new run of the holder)
             base = earlier
-            if point["t"] - earlier["t"] >= RATE_WINDOW:
+            if point["t"] - earlier["t"] >= POINT_RATE_WINDOW:
                 break
         if base is None or point["t"] <= base["t"]:
             return None
         return (done - base["done"]) / (point["t"] - base["t"])
+
+    def window_rate(self) -> tuple[float | None, float]:
+        """Requests done a second over the last ``RATE_WINDOW`` seconds of snapshots, and the seconds that
+        covers (less while the history is younger; since a restart of the counts, only after it). None
+        before two snapshots."""
+        if not self.history:
+            return None, 0.0
+        last = self.history[-1]
+        if last["done"] is None:
+            return None, 0.0
+        base = None
+        for earlier in reversed(self.history):
+            if earlier["done"] is None or earlier["done"] > last["done"]:
+                break
+            base = earlier
+            if last["t"] - earlier["t"] >= RATE_WINDOW:
+                break
+        if base is None or last["t"] <= base["t"]:
+            return None, 0.0
+        seconds = last["t"] - base["t"]
+        return (last["done"] - base["done"]) / seconds, seconds
 
     # -------------------------------------------------------------- answering
     def latest_snapshot(self) -> dict[str, Any] | None:
@@ -141,9 +175,10 @@ class Dashboard:
         with self._lock:
             reading = self.reading
             history = [p for p in self.history if since is None or p["t"] > since]
-            rate = self.history[-1]["rate"] if self.history else None
+            rate, rate_seconds = self.window_rate()
+            recent = self.history[-1]["rate"] if self.history else None
             error, checked = self.error, self.checked
-        state = crawl_state(reading, rate, now, self.interval)
+        state = crawl_state(reading, recent, now, self.interval)
         shot = None if reading is None else reading.snapshot
         taken = shot.get("taken") if shot else None
         return json_safe({
@@ -156,6 +191,11 @@ class Dashboard:
             "state": state,
             "state_label": STATES[state],
             "rate": rate,
+            "rate_seconds": rate_seconds,
+            "rate_window": RATE_WINDOW,
+            "idle": recent == 0,  # nothing done over the last POINT_RATE_WINDOW seconds
+            "error_kinds": None if reading is None else reading.error_kinds,
+            "disk_bytes": None if reading is None else reading.disk_bytes,
             "now": now,
             "checked": checked,
             "age": None if not isinstance(taken, (int, float)) else max(0.0, now - taken),
@@ -164,6 +204,7 @@ class Dashboard:
             "keep": self.keep,
             "control": self.control,
             "actions": self.actions,
+            "log": self.log,
             "history": history,
         })
 

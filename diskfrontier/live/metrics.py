@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ..contract.outcomes import FAILURE_KINDS, FETCH_BUCKETS, STATUS_CLASSES, bucket_key
+from .sources import directory_bytes
 
 PREFIX = "diskfrontier_"
 TOP_HOSTS = 10
@@ -87,14 +88,7 @@ def disk_bytes(root: str) -> int | None:
     """The bytes of every file under the job directory ``root`` (None if ``root`` is not a job directory)."""
     if not root or not os.path.isfile(os.path.join(root, "frontier.json")):
         return None
-    total = 0
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                continue  # removed meanwhile (a temporary file, a queue file of a compaction)
-    return total
+    return directory_bytes(root)
 
 
 def _outcome_families(stats: Mapping[str, Any]) -> list[Metric]:
@@ -128,7 +122,11 @@ def _host_families(snapshot: Mapping[str, Any], stats: Mapping[str, Any], top: i
     hosts = snapshot.get("hosts")
     if not isinstance(hosts, list):
         return []
-    listed = [h for h in hosts if isinstance(h, Mapping) and isinstance(h.get("host"), str)][:top]
+    listed = [h for h in hosts if isinstance(h, Mapping) and isinstance(h.get("host"), str)]
+    # the snapshot lists blocked hosts first (for the page); the series are of the most pending and in flight
+    listed.sort(key=lambda h: (-((_number(h.get("pending")) or 0) + (_number(h.get("in_flight")) or 0)),
+                               -(_number(h.get("done")) or 0)))
+    listed = listed[:top]
     pending = GaugeMetricFamily(PREFIX + "host_pending", "Requests waiting, of the busiest hosts and the others",
                                 labels=["host"])
     in_flight = GaugeMetricFamily(PREFIX + "host_in_flight", "Requests in flight, of the busiest hosts and the "

@@ -5,6 +5,9 @@ control endpoints.
   third-party code, nothing fetched from elsewhere);
 - ``GET /api/stats``: ``Dashboard.payload()`` as JSON; ``?since=T`` sends only the history after
   ``T``, ``?refresh=1`` reads the crawl first;
+- ``GET /api/hosts``: every host of the crawl, not only the busiest that a snapshot lists (at most
+  ``MAX_HOSTS``, the busiest first), read from the crawl at each request;
+- ``GET /api/log``: the last lines of the crawl's log file, with ``serve --log FILE`` (404 without);
 - ``GET /metrics``: the Prometheus text of the latest snapshot (``live/metrics.py``);
 - ``POST /api/pause``, ``/api/resume``, ``/api/host`` (``action`` block, unblock or delay),
   ``/api/push``: only with ``--allow-control``, and with its token in the ``X-Diskfrontier-Token``
@@ -31,11 +34,14 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
+from ..core.errors import FrontierError
 from ..files import boundedjson
 from .control import MAX_SEEDS, ControlError, apply_control, available_actions
 from .dashboard import Dashboard
 from .guard import HostCheck, cross_site_refusal, media_type
+from .logtail import tail_lines
 from .metrics import registry_of
+from .sources import json_safe
 
 TOKEN_HEADER = "X-Diskfrontier-Token"  # noqa: S105 (the header's name, not a secret)
 STATIC = {"app.js": "text/javascript", "style.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -43,6 +49,8 @@ MAX_BODY = 4 << 20
 """The longest body a control request may send (a push of ``MAX_SEEDS`` URLs of 400 bytes)."""
 MAX_BODY_DEPTH = 4
 """How deep a control request's JSON may nest (its fields use 2 levels: ``{"urls": [...]}``)."""
+MAX_HOSTS = 20_000
+"""The most hosts ``/api/hosts`` sends (the busiest); it says how many there are."""
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """The methods that read; every other one is a control request."""
 _DASHBOARD = web.AppKey("dashboard", Dashboard)
@@ -59,9 +67,10 @@ class DashboardServer:
 
     def __init__(self, dashboard: Dashboard, *, target: str, crawl: str | None, token: str | None = None,
                  control: Callable[[str, str | None, str, dict[str, Any]], dict[str, Any]] = apply_control,
-                 bind: str = "127.0.0.1", allowed_hosts: Iterable[str] = ()) -> None:
+                 bind: str = "127.0.0.1", allowed_hosts: Iterable[str] = (), log: str | None = None) -> None:
         """``bind``: the address listened on; ``allowed_hosts``: more Host names to answer
-        (``NAME`` or ``NAME:PORT``, as ``guard.HostCheck`` takes them)."""
+        (``NAME`` or ``NAME:PORT``, as ``guard.HostCheck`` takes them); ``log``: a log file whose
+        last lines the page shows."""
         self.dashboard = dashboard
         self.target = target
         self.crawl = crawl
@@ -69,6 +78,8 @@ class DashboardServer:
         dashboard.control = token is not None
         dashboard.actions = available_actions(target) if token is not None else []
         self.control = control
+        self.log = log
+        dashboard.log = log
         self.hosts = HostCheck(bind, allowed_hosts)
         self.registry = registry_of(dashboard.latest_snapshot)
         self._refreshing = asyncio.Lock()
@@ -108,6 +119,8 @@ class DashboardServer:
         app.router.add_get("/", self.index)
         app.router.add_get("/static/{name}", self.static)
         app.router.add_get("/api/stats", self.stats)
+        app.router.add_get("/api/hosts", self.hosts_all)
+        app.router.add_get("/api/log", self.log_tail)
         app.router.add_get("/metrics", self.metrics)
         for verb in ("pause", "resume", "host", "push"):
             app.router.add_post(f"/api/{verb}", self._control_handler(verb))
@@ -135,6 +148,22 @@ class DashboardServer:
             except ValueError:
                 raise web.HTTPBadRequest(text="since= must be a time (seconds since 1970)") from None
         return _json(self.dashboard.payload(since))
+
+    async def hosts_all(self, request: web.Request) -> web.Response:
+        try:
+            hosts = await asyncio.to_thread(self.dashboard.source.all_hosts)
+        except Exception as exc:  # a FrontierError, an OSError, a Redis client's ConnectionError: said, as a refresh's
+            return _error(503, f"could not read the crawl's hosts: {exc}")
+        return _json(json_safe({"total": len(hosts), "hosts": hosts[:MAX_HOSTS]}))
+
+    async def log_tail(self, request: web.Request) -> web.Response:
+        if self.log is None:
+            return _error(404, "no log: start serve with --log FILE to show the last lines of the crawl's log")
+        try:
+            lines, size = await asyncio.to_thread(tail_lines, self.log)
+        except FrontierError as exc:
+            return _error(503, str(exc))
+        return _json({"path": self.log, "size": size, "lines": lines})
 
     async def metrics(self, request: web.Request) -> web.Response:
         if self.dashboard.reading is None:

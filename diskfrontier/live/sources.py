@@ -11,6 +11,11 @@
   counts), again only when its files changed: a read of a large directory that is not clean
   scans its journal, so an unchanged one costs a few ``stat`` calls, and a held one is read
   again no sooner than ``HELD_COST_FACTOR`` times its last read's cost.
+
+Each reading also gives the failures grouped by kind (``errorkinds``), counted again only when the
+number of failures changed (a held job directory's no sooner than ``HELD_COST_FACTOR`` times the
+last count's cost: it scans the journal), a job directory's bytes on disk, and on request every
+host, not only the busiest (``all_hosts``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any, Protocol
 
 from ..access.targets import is_redis_target, open_target, open_view
 from ..contract.protocol import FrontierProtocol
-from ..contract.snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, snapshot
+from ..contract.snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, host_rank, snapshot
 from ..contract.values import FailedRequest, HostInfo
 from ..core.errors import FrontierError
 from ..files import boundedjson
@@ -34,6 +39,7 @@ from ..jobdir.lock import probe_lock
 from ..jobdir.outcomefile import read_outcomes
 from ..jobdir.reader import JobInfo, failed_requests, inspect_jobdir
 from ..transfer.copy import shown_url
+from .errorkinds import count_kinds
 
 STATUS_FILE = "status.json"
 """The snapshot that the process holding a job directory publishes there (replaced atomically)."""
@@ -45,6 +51,8 @@ HELD_COST_FACTOR = 10.0
 times the last read's duration after it (at most a tenth of the time goes to reading it)."""
 OWN_CLIENT_STATS = ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed")
 """A RedisFrontier's stats about the reading client itself, not the crawl."""
+KIND_FAILURES = 50_000
+"""The latest failures whose kinds are counted (older ones are not read)."""
 
 
 @dataclass
@@ -57,6 +65,8 @@ class Reading:
     note: str | None = None  # what a person should know about this data
     read_seconds: float = 0.0  # how long the last full read took
     reread: bool = True  # False: the source had not changed, the last read was reused
+    error_kinds: dict[str, int] | None = None  # the latest KIND_FAILURES failures by kind (None: not known)
+    disk_bytes: int | None = None  # the bytes of a job directory's files
 
 
 class Source(Protocol):
@@ -66,6 +76,10 @@ class Source(Protocol):
 
     def read(self) -> Reading:
         """The crawl's state now (may reuse what an earlier read found, when nothing changed)."""
+        ...
+
+    def all_hosts(self) -> list[dict[str, Any]]:
+        """Every host of the crawl (as a snapshot lists them), the busiest first."""
         ...
 
     def close(self) -> None:
@@ -113,6 +127,7 @@ class FrontierSource:
         self._failures: list[FailedRequest] = []
         self._failures_key: tuple[Any, ...] | None = None
         self._failures_at = -math.inf
+        self._kinds: dict[str, int] = {}
 
     def read(self) -> Reading:
         started = time.perf_counter()
@@ -124,10 +139,16 @@ class FrontierSource:
         now = self.clock()
         key = (stats.get("failed"), stats.get("retried"))
         if key != self._failures_key or now - self._failures_at >= FAILURES_EVERY:
-            self._failures = self.frontier.failed()[-LATEST_FAILURES:] if stats.get("failed") else []
+            failed = self.frontier.failed()[-KIND_FAILURES:] if stats.get("failed") else []
+            self._failures = failed[-LATEST_FAILURES:]
+            self._kinds = count_kinds(f.error for f in failed)
             self._failures_key, self._failures_at = key, now
         shot = snapshot(stats, hosts, self._failures, next_ready, source=self.name, now=now)
-        return Reading(shot, self.origin, read_seconds=time.perf_counter() - started)
+        return Reading(shot, self.origin, read_seconds=time.perf_counter() - started, error_kinds=self._kinds)
+
+    def all_hosts(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        return [info.to_dict() for info in sorted(self.frontier.hosts(), key=lambda h: host_rank(h, now))]
 
     def close(self) -> None:
         self.frontier.close()
@@ -142,6 +163,7 @@ class _Files:
     info: JobInfo
     rows: list[Any]  # HostRow
     failures: list[FailedRequest]
+    kinds: dict[str, int]
     read_at: float
     cost: float
     held: int | None
@@ -162,6 +184,7 @@ class JobDirSource:
         self._files: _Files | None = None
         self._status_key: tuple[int, int, int] | None = None
         self._status: dict[str, Any] | None = None
+        self._kinds: tuple[Any, dict[str, int], float, float] | None = None  # (failed, kinds, when, cost)
         if not os.path.lexists(self.layout.meta):
             raise FrontierError(f"{path} is not a diskfrontier job directory (no frontier.json)")
 
@@ -208,10 +231,15 @@ class JobDirSource:
         info = inspect_jobdir(self.path)
         with open_view(self.path, failed=False) as view:
             rows = view.host_rows()
-        failures = list(failed_requests(self.path).latest(LATEST_FAILURES)) if info.failed else []
+        failures: list[FailedRequest] = []
+        kinds: dict[str, int] = {}
+        if info.failed:
+            failed = failed_requests(self.path)
+            failures = list(failed.latest(LATEST_FAILURES))
+            kinds = count_kinds(f.error for f in failed.latest(KIND_FAILURES))
         self.full_reads += 1
         cost = time.perf_counter() - started
-        return _Files(signature, info, rows, failures, self.clock(), cost, holder,
+        return _Files(signature, info, rows, failures, kinds, self.clock(), cost, holder,
                       {row.host: row.delay is not None for row in rows})
 
     def read(self) -> Reading:
@@ -219,7 +247,8 @@ class JobDirSource:
         if holder is not None:
             status = self.read_status(holder)
             if status is not None:
-                return Reading(dict(status), "status.json", holder=holder)
+                return Reading(dict(status), "status.json", holder=holder, error_kinds=self._held_kinds(status),
+                               disk_bytes=directory_bytes(self.path))
         signature = (*self._signature(), holder is not None)
         files = self._files
         now = self.clock()
@@ -235,7 +264,43 @@ class JobDirSource:
             note = (f"held by {who}, which publishes no {STATUS_FILE}: read from its files (its requests in "
                     f"flight are counted as pending)")
         shot = self.snapshot_of(files, now if files.signature == signature else files.read_at)
-        return Reading(shot, "files", holder=holder, note=note, read_seconds=files.cost, reread=reread)
+        return Reading(shot, "files", holder=holder, note=note, read_seconds=files.cost, reread=reread,
+                       error_kinds=files.kinds, disk_bytes=directory_bytes(self.path))
+
+    def _held_kinds(self, status: dict[str, Any]) -> dict[str, int] | None:
+        """The failures by kind of a directory its holder publishes: read from the journal again when their
+        number changed, and no sooner than ``HELD_COST_FACTOR`` times the last count's cost after it."""
+        failed = (status.get("stats") or {}).get("failed")
+        if not failed:
+            return {}
+        kept = self._kinds
+        now = time.monotonic()
+        if kept is not None and (kept[0] == failed or now < kept[2] + HELD_COST_FACTOR * kept[3]):
+            return kept[1]
+        started = time.perf_counter()
+        try:
+            kinds = count_kinds(f.error for f in failed_requests(self.path).latest(KIND_FAILURES))
+        except (OSError, FrontierError):
+            return None if kept is None else kept[1]  # the journal moved under the scan: the next read tries again
+        self._kinds = (failed, kinds, now, time.perf_counter() - started)
+        return kinds
+
+    def all_hosts(self) -> list[dict[str, Any]]:
+        """Every host, from the files (read-only; a held directory's requests in flight count as pending)."""
+        now = self.clock()
+        with open_view(self.path, failed=False) as view:
+            rows = view.host_rows()
+        infos = [HostInfo(row.host, row.pending, row.in_flight or 0, row.done,
+                          row.delay if row.delay is not None else 0.0, None, row.blocked_until, row.budget,
+                          row.failures) for row in rows]
+        own = {row.host: row.delay is not None for row in rows}
+        hosts = []
+        for info in sorted(infos, key=lambda h: host_rank(h, now)):
+            host = info.to_dict()
+            if not own[info.host]:
+                host["delay"] = None  # the crawl's own
+            hosts.append(host)
+        return hosts
 
     def snapshot_of(self, files: _Files, now: float) -> dict[str, Any]:
         """The snapshot of what ``files`` found, as of ``now`` (hosts ready or waiting then)."""
@@ -279,6 +344,26 @@ class JobDirSource:
 
     def close(self) -> None:
         pass
+
+
+def directory_bytes(path: str) -> int | None:
+    """The bytes of the files in the job directory at ``path`` and its folders (None: it could not be read);
+    a file removed during the count (a temporary file, a queue file of a compaction) is left out."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return None
+    total = 0
+    while entries:
+        entry = entries.pop()
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                entries.extend(os.scandir(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue  # removed during the count
+    return total
 
 
 def valid_status(data: Any) -> bool:

@@ -86,7 +86,7 @@ async def acrawl(
     policy = retry_policy(settings)
     rules = robots_rules(settings, wrapped.frontier)
     state = RunState(wrapped.frontier, policy, settings.duration, settings.max_requests, rules, settings.grace)
-    status = status_line(state, settings.progress)
+    status = status_line(state, settings.progress, settings.progress_every)
     log.info("acrawl: %d tasks", settings.workers)
     loop = asyncio.get_running_loop()
     try:

@@ -137,7 +137,7 @@ def _run_once(frontier: FrontierProtocol, handler: Handler, options: RunOptions,
               rules: RobotsRules | None, is_async: bool, name: str) -> RunState:
     run = RunState(frontier, policy, options.duration, options.max_requests, rules, options.grace)
     log.info("%s: %d %s", name, options.workers, "tasks" if is_async else "threads")
-    status = status_line(run, options.progress)
+    status = status_line(run, options.progress, options.progress_every)
     try:
         with StopSignals(run.signalled, run.signalled_again).in_main_thread():
             if is_async:

@@ -52,7 +52,8 @@ def run_demo(
     jobdir: str, pages: int = 300, seconds: float | None = None,
     on_page: Callable[[int, int], None] | None = None, *,
     workers: int = 8, every: float | None = None, times: int = 1, hosts: int = 4,
-    failing: float = 0.03, delay: float = 0.005, broken: int = 2,
+    failing: float = 0.03, delay: float = 0.005, broken: int = 2, progress: bool | None = False,
+    progress_every: float = 5.0,
 ) -> DemoResult:
     """Crawl the synthetic site into ``jobdir`` with ``crawl()`` until it is exhausted, ``seconds``
     pass (a run's duration), or Ctrl-C (the pages in hand are finished; a second one stops at once).
@@ -63,6 +64,8 @@ def run_demo(
     for, so retries show; ``broken`` links lead to pages that answer 404, which fail at once
     (``PermanentError``). ``every``/``times``: repeated runs. ``on_page(finished, pending)``
     is called after each page with the pages finished over every run and the requests waiting.
+    ``progress``, ``progress_every``: ``crawl()``'s own progress on stderr (None: a plain line every
+    ``progress_every`` seconds when stderr is not a terminal).
     """
     started = time.monotonic()
     log_path = os.path.join(jobdir, "demo-fetches.log")
@@ -97,7 +100,8 @@ def run_demo(
                     on_page(stats["seen"] - stats["pending"] - stats["in_flight"], stats["pending"])
 
         result = crawl(frontier, handler, workers=workers, duration=seconds, every=every, times=times,
-                       retries=3, backoff=0.05, progress=False)
+                       retries=3, backoff=0.05, progress=progress,
+                       progress_every=progress_every)
         stats = frontier.stats()
         pending, seen = stats["pending"] + stats["in_flight"], stats["seen"]
     return DemoResult(fetched, pending, seen, _STOPPED.get(result.stopped_by, result.stopped_by),

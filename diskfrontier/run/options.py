@@ -40,7 +40,11 @@ class RunOptions:
     backoff: float = 1.0
     """Seconds before the first retry, doubled for each further attempt."""
     progress: bool | None = None
-    """A status line on stderr: pending, in hand, done, failed, rate (None: when stderr is a terminal)."""
+    """Progress on stderr: pending, in hand, done, retried, failed, rate. None: a line redrawn in place on a
+    terminal, else a plain line every ``progress_every`` seconds (a log sees the crawl go on); True: the line
+    redrawn in place wherever stderr goes; False: nothing."""
+    progress_every: float = 5.0
+    """Seconds between the plain progress lines written when stderr is not a terminal."""
     classify: Classify | None = None
     """``classify(request, error)`` says what a handler's error is: ``"retry"``, ``"fail"`` (at once),
     ``"backoff"`` (retried, and its host blocked at once) or None for the rule: a ``PermanentError`` fails at
@@ -94,6 +98,7 @@ class RunKeywords(TypedDict, total=False):
     retries: int
     backoff: float
     progress: bool | None
+    progress_every: float
     classify: Classify | None
     host_errors: int | None
     host_backoff: float
@@ -132,6 +137,7 @@ def _check(function: str, options: RunOptions) -> None:
     number("retries", whole=True, none=False)
     number("backoff", none=False)
     number("grace")
+    number("progress_every", least=0.1, none=False)
     if options.classify is not None and not callable(options.classify):
         raise TypeError(f"{function}(): classify must be a function (request, error) -> 'retry', 'fail', "
                         f"'backoff' or None, got {options.classify!r}")

@@ -21,6 +21,7 @@ from volume import forms, scaled
 
 from diskfrontier import Frontier, JobDirUnsafe, Request
 from diskfrontier.cli import main
+from diskfrontier.contract.snapshot import host_rank
 from diskfrontier.jobdir import inbox
 from diskfrontier.jobdir.delivery import NotApplied, await_answer, deliver
 from diskfrontier.jobdir.journal import JournalScan
@@ -350,7 +351,8 @@ def test_status_json_counts_hosts_as_hosts_tells_of_them(tmp_path: Path) -> None
     assert published["hosts_total"] == len(infos) == 8
     assert (published["hosts_ready"], published["hosts_waiting"]) == (len(ready), len(pending) - len(ready)) == (5, 3)
     busiest = [h["host"] for h in published["hosts"]]
-    assert busiest[:4] == sorted(busiest[:4], key=lambda h: -next(i.pending for i in infos if i.host == h))
+    assert busiest == [i.host for i in sorted(infos, key=lambda i: host_rank(i, now))]  # blocked first, then busiest
+    assert busiest[0] == "h7.example"
     assert published["stats"]["pending"] == 37
 
 

@@ -3,9 +3,9 @@
     python tests/live/dashboard_screenshot.py [docs/img/dashboard.png] [--seconds 75]
 
 A crawl (tests/kits/dashboard_crawl_child.py: a site on loopback addresses, one host blocked,
-every 37th page failing, status.json published) runs in a child process; ``diskfrontier serve``
-runs in another; after ``--seconds`` of history, headless Chromium (/usr/bin/chromium) takes the
-whole page.
+every 37th page failing, status.json published, its log written to crawl.log) runs in a child
+process; ``diskfrontier serve --log crawl.log`` runs in another; after ``--seconds`` of history,
+headless Chromium (/usr/bin/chromium) takes the whole page.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as work:
         jobdir = os.path.join(work, "crawls", "shop")
+        log = open(os.path.join(work, "crawl.log"), "a")  # noqa: SIM115 - the child's stderr, closed below
         crawl = subprocess.Popen([sys.executable, os.path.join(KITS, "dashboard_crawl_child.py"), jobdir,
                                   "--workers", "4", "--page-delay", "0.03", "--host-delay", "0.02", "--block", "3",
-                                  "--publish"], stdout=subprocess.PIPE, text=True, cwd=work)
+                                  "--publish"], stdout=subprocess.PIPE, stderr=log, text=True, cwd=work)
         try:
             Lines(crawl).wait_for("crawling", 60)
-            with Served(os.path.relpath(jobdir, work), "--interval", "1", cwd=work) as served, \
+            with Served(os.path.relpath(jobdir, work), "--interval", "1", "--log", "crawl.log", cwd=work) as served, \
                     sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM)
                 page = browser.new_page(viewport={"width": args.width, "height": 900}, device_scale_factor=1)
@@ -51,6 +52,7 @@ def main() -> None:
         finally:
             crawl.terminate()
             crawl.wait(120)
+            log.close()
     print(f"wrote {args.output}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import time
 import urllib.request
 
 import pytest
+from conftest import publish_status
 from paths import KITS
 from servekit import CHROMIUM, Lines, Served, script
 
@@ -279,3 +281,165 @@ def test_the_revisits_card_shows_what_the_holder_counted(browser, tmp_path):
         page.wait_for_function("() => document.getElementById('v-revisits').textContent === '6'", timeout=60_000)
         assert page.inner_text("#s-revisits") == "2 changed, 4 not modified (304)"
         watched.close()
+
+
+def test_the_hosts_are_the_busiest_by_activity_and_all_are_a_click_away(browser, tmp_path):
+    """60 hosts with requests pending, 5 whose requests are all done and a blocked one: the table lists the 50
+    busiest by activity (the blocked host first, the finished ones by their done count, not crowded out), and
+    "Show all" lists all 66. A directory that nothing changes says idle, not a rate."""
+    from diskfrontier import Frontier, Request
+    from diskfrontier.contract.snapshot import TOP_HOSTS
+
+    jobdir = str(tmp_path / "job")
+    with Frontier(jobdir) as frontier:
+        for n in range(5):
+            frontier.push_many(Request(f"https://d{n}.example/{k}") for k in range(30 + n))
+        frontier.push(Request("https://blocked.example/0"))
+        while (request := frontier.pop()) is not None:
+            frontier.done(request)
+        frontier.push_many(Request(f"https://p{n}.example/{k}") for n in range(60) for k in range(2))
+        frontier.block("blocked.example", time.time() + 3600)
+        frontier.set_delay("p1.example", 2.5)
+    assert TOP_HOSTS == 50
+    with Served(jobdir, "--interval", str(INTERVAL)) as served:
+        watched = Watched(browser, served.url)
+        page = watched.page
+        rows = page.locator("#hosts tbody tr")
+        assert rows.count() == TOP_HOSTS
+        names = [rows.nth(i).locator("td.host").inner_text() for i in range(7)]
+        assert names == ["blocked.example", *(f"d{n}.example" for n in reversed(range(5))), names[6]]
+        assert names[6].startswith("p")
+        assert "busiest 50 of 66" in page.inner_text("#hosts-summary")
+        page.click("#hosts-all")
+        page.wait_for_function("() => document.querySelectorAll('#hosts tbody tr').length === 66")
+        assert "66 hosts" in page.inner_text("#hosts-summary")
+        row = page.locator("#hosts tbody tr", has_text="p1.example")
+        assert row.locator("td").nth(4).inner_text() == "2.5 s"
+        assert page.locator("#hosts tbody tr", has_text="p2.example").locator("td").nth(4).inner_text() == "crawl's"
+        page.click("#hosts-all")
+        page.wait_for_function(f"() => document.querySelectorAll('#hosts tbody tr').length === {TOP_HOSTS}")
+        page.wait_for_function("() => document.getElementById('v-rate').textContent === 'idle'", timeout=60_000)
+        assert "over the last" in page.inner_text("#s-rate")
+        assert page.inner_text("#v-eta") == "\u2013" and "no rate to go by" in page.inner_text("#s-eta")
+        watched.close()
+
+
+def test_paused_says_paused_and_delays_have_one_source_and_one_format(browser, tmp_path):
+    """A paused crawl's "Next ready" says paused (not blocked); the crawl's 5 ms delay reads the same in the
+    Crawl panel and for each host that has no delay of its own."""
+    from diskfrontier import Frontier, Request
+
+    jobdir = str(tmp_path / "job")
+    with Frontier(jobdir, delay=0.005, watch=False) as frontier:  # held here: serve reads the status.json below
+        frontier.push_many(Request(f"https://h{n % 3}.example/{n}") for n in range(9))
+        frontier.set_delay("h2.example", 2.5)
+        frontier.pause()
+        publish_status(frontier)
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            assert page.inner_text("#v-next") == "paused"
+            assert page.inner_text("#s-next").startswith("since ")
+            assert "Delay\n5 ms between a host's requests" in page.inner_text("#facts")
+            delays = {page.locator("#hosts tbody tr").nth(i).locator("td.host").inner_text():
+                      page.locator("#hosts tbody tr").nth(i).locator("td").nth(4).inner_text() for i in range(3)}
+            assert delays == {"h0.example": "5 ms", "h1.example": "5 ms", "h2.example": "2.5 s"}
+            watched.close()
+
+
+def test_the_new_panels_follow_a_crawl(browser, tmp_path):
+    """Against a real crawl in another process: time left at the current rate, the bytes on disk and their
+    growth, the retries charted, the failures by kind; of the responses panel only the fetch time, while the
+    crawl reports no status or bytes."""
+    jobdir = str(tmp_path / "job")
+    crawl = start_crawl(jobdir, "--publish")
+    try:
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            patience = 30_000 + 20_000 * (watched.first_figures + INTERVAL)
+            page.wait_for_function("() => Number(document.getElementById('chart-disk').dataset.points) >= 3 && "
+                                   "Number(document.getElementById('chart-retried').dataset.points) >= 3",
+                                   timeout=patience)
+            page.wait_for_function("() => document.getElementById('error-kinds').textContent.includes("
+                                   "'RuntimeError · HTTP 500')", timeout=patience)
+            page.wait_for_function("() => document.getElementById('s-disk').textContent.includes('+')",
+                                   timeout=patience)
+            assert re.fullmatch(r"[\d.]+ (KiB|MiB)", page.inner_text("#v-disk"))
+            assert "journal" in page.inner_text("#s-disk")
+            kinds = page.inner_text("#error-kinds").split("\n")
+            assert kinds[0] == "RuntimeError · HTTP 500" and int(kinds[1].replace(",", "")) >= 1
+            page.wait_for_function("() => /left at [0-9.,]+\\/s/.test(document.getElementById('s-eta').textContent)",
+                                   timeout=patience)
+            assert re.fullmatch(r"[\d.]+ (s|min|h|days)", page.inner_text("#v-eta"))
+            assert "over the last" in page.inner_text("#s-rate")
+            # crawl() times each handler; this one reports no status or bytes: only the fetch time shows
+            page.wait_for_function("() => document.getElementById('response-facts').textContent.includes("
+                                   "'Fetch time')", timeout=patience)
+            assert page.inner_text("#responses") == "No responses counted yet."
+            assert page.is_hidden("#figure-bytes_rate") and page.is_visible("#figure-latency")
+            watched.close()
+    finally:
+        stop_crawl(crawl)
+
+
+def test_the_responses_panel_shows_the_outcome_counters_a_crawl_keeps(browser, tmp_path):
+    """A crawl whose runner counts its responses (status classes, bytes, fetch time) has them shown: bars by
+    status class, the bytes received and a chart of them a second, the average fetch time."""
+    from diskfrontier import Frontier, Request
+
+    jobdir = str(tmp_path / "job")
+    counters = {"responses_2xx": 90, "responses_3xx": 4, "responses_4xx": 5, "responses_5xx": 1,
+                "received_bytes": 3 << 20, "fetch_seconds_sum": 25.0, "fetch_seconds_count": 100}
+    with Frontier(jobdir, watch=False) as frontier:  # the test publishes its status.json, no one else
+        frontier.push(Request("https://a.example/"))
+        shot = publish_status(frontier)
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            assert page.is_hidden("#responses-panel")  # every counter at 0: nothing counted yet
+            for step in (1, 2, 3):
+                time.sleep(INTERVAL * 2)
+                publish_status(frontier, taken=time.time(),
+                               stats={**shot["stats"], **{k: v * step for k, v in counters.items()}})
+            page.wait_for_function("() => document.getElementById('responses-summary').textContent === "
+                                   "'300 responses'", timeout=60_000)  # the last one published
+            page.wait_for_function("() => Number(document.getElementById('chart-bytes_rate').dataset.points) >= 1",
+                                   timeout=60_000)
+            bars = page.inner_text("#responses")
+            assert "2xx\n270" in bars and "5xx\n3" in bars
+            facts = page.inner_text("#response-facts")
+            assert "Received\n9 MiB" in facts and "Fetch time\n250 ms average" in facts
+            assert page.is_visible("#figure-latency")
+            watched.close()
+
+
+def test_the_log_panel_shows_the_end_of_the_crawls_log(browser, tmp_path):
+    """serve --log FILE: the page shows the last lines of the crawl's log as it grows, as text; without --log
+    there is no log panel."""
+    jobdir = str(tmp_path / "job")
+    log = tmp_path / "crawl.log"
+    with open(log, "a") as out:  # appended to, as the test appends a line of its own
+        process = subprocess.Popen([sys.executable, CHILD, jobdir, "--workers", "2", "--page-delay", "0.02"],
+                                   stdout=subprocess.PIPE, stderr=out, text=True)
+    try:
+        Lines(process).wait_for("crawling", 60)
+        with Served(jobdir, "--log", str(log), "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            page = watched.page
+            patience = 30_000 + 20_000 * (watched.first_figures + INTERVAL)
+            page.wait_for_function("() => document.getElementById('log-tail').textContent.includes("
+                                   "'RuntimeError: HTTP 500')", timeout=patience)  # every 37th page fails
+            with open(log, "a") as out:
+                out.write("a line with <b>markup</b> in it\n")
+            page.wait_for_function("() => document.getElementById('log-tail').textContent.includes("
+                                   "'<b>markup</b>')", timeout=patience)
+            assert page.locator("#log-tail b").count() == 0  # shown as text
+            assert str(log) in page.inner_text("#log-summary")
+            watched.close()
+        with Served(jobdir, "--interval", str(INTERVAL)) as served:
+            watched = Watched(browser, served.url)
+            assert watched.page.is_hidden("#log-panel")
+            watched.close()
+    finally:
+        stop_crawl(process)

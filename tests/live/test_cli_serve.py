@@ -9,7 +9,6 @@ import sys
 import urllib.error
 import urllib.request
 
-import pytest
 from click.testing import CliRunner
 from conftest import DONE
 from servekit import Served
@@ -27,12 +26,36 @@ def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tup
         return exc.code, exc.read()
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])  # noqa: S104 - never bound
-def test_a_host_that_is_not_loopback_is_refused_without_a_token(jobdir, host):
-    result = CliRunner().invoke(main, ["serve", jobdir, "--host", host])
-    assert result.exit_code == 2, result.output
-    assert f"refusing to listen on {host}" in result.output and "--allow-control" in result.output
-    assert "Traceback" not in result.output
+def test_a_read_only_dashboard_on_every_interface_serves_the_page_and_refuses_control(jobdir):
+    """No token needed to share the figures on a LAN: bound to 0.0.0.0 it serves the page, its JSON and
+    /metrics to the names it answers, and refuses every control call, a guessed token or not."""
+    with Served(jobdir, "--listen", "0.0.0.0", "--allowed-host", "crawler.lan", "--interval", "0.5") as served:  # noqa: S104
+        assert served.url.startswith("http://0.0.0.0:") and served.token is None
+        assert served.lines.wait_for("read-only, to every machine that reaches this address", 10)
+        port = served.url.rsplit(":", 1)[1].strip("/")
+        base = f"http://127.0.0.1:{port}/"
+        for host in (None, f"crawler.lan:{port}"):
+            headers = {} if host is None else {"Host": host}
+            status, page = get(base, headers=headers)
+            assert status == 200 and b'<script src="/static/app.js"' in page
+            status, body = get(base + "api/stats", headers=headers)
+            assert status == 200 and json.loads(body)["control"] is False
+            assert json.loads(body)["snapshot"]["stats"]["done"] == DONE
+        request = urllib.request.Request(base, headers={"Host": f"crawler.lan:{port}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - the test's own server
+            assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
+        status, body = get(base + "api/stats", headers={"Host": f"evil.example:{port}"})
+        assert status == 421 and b"--allowed-host" in body
+        fields = {"pause": {}, "resume": {}, "host": {"host": "h1.example", "action": "block", "seconds": 60},
+                  "push": {"urls": "https://seed.example/a"}}
+        for verb, args in fields.items():
+            for token in ({}, {"X-Diskfrontier-Token": "guessed"}):
+                status, body = get(base + f"api/{verb}", data=json.dumps(args).encode(),
+                                   headers={"Content-Type": "application/json", **token})
+                assert status == 403 and "control is off" in json.loads(body)["error"], (verb, body)
+        status, body = get(base + "api/stats?refresh=1")
+        hosts = {h["host"]: h for h in json.loads(body)["snapshot"]["hosts"]}
+        assert not hosts["h1.example"]["blocked_until"] and json.loads(body)["snapshot"]["paused_since"] is None
 
 
 def test_loopback_addresses():

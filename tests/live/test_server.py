@@ -22,7 +22,8 @@ from diskfrontier.live.sources import open_source
 
 TOKEN = "t0ken-for-the-tests"  # noqa: S105 - the tests' own token
 PAYLOAD_KEYS = {"name", "snapshot", "origin", "holder", "note", "read_seconds", "state", "state_label", "rate", "now",
-                "checked", "age", "error", "interval", "keep", "control", "actions", "history"}
+                "checked", "age", "error", "interval", "keep", "control", "actions", "history", "rate_seconds",
+                "rate_window", "idle", "error_kinds", "disk_bytes", "log"}
 
 
 def server_of(target, crawl=None, token=None, interval=0.2):
@@ -59,6 +60,76 @@ def test_the_page_its_files_and_the_json(jobdir):
         return data
 
     with_client(server_of(jobdir), check)
+
+
+def test_every_host_and_the_error_kinds_and_disk_bytes_of_a_job_directory(jobdir):
+    """/api/hosts lists every host, the busiest first (the blocked one at the top); /api/stats groups the
+    failures by kind and gives the directory's bytes on disk, which a history point keeps."""
+    files = sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(jobdir) for name in names)
+
+    async def check(client):
+        answer = await client.get("/api/hosts")
+        hosts = await answer.json()
+        assert answer.status == 200 and hosts["total"] == 7 and len(hosts["hosts"]) == 7
+        names = [h["host"] for h in hosts["hosts"]]
+        assert names[0] == "h3.example" and sorted(names) == [f"h{i}.example" for i in range(7)]
+        busy = [h["pending"] + h["done"] for h in hosts["hosts"][1:]]
+        assert busy == sorted(busy, reverse=True)
+        assert {h["host"]: h["delay"] for h in hosts["hosts"]}["h2.example"] == 2.5
+        data = await (await client.get("/api/stats")).json()
+        assert data["error_kinds"] == {"HTTP 500": FAILED}
+        assert data["disk_bytes"] == files and data["history"][-1]["disk_bytes"] == files
+        assert data["rate_window"] == 60.0
+        return data
+
+    with_client(server_of(jobdir), check)
+
+
+def test_the_log_tail_with_log_and_without(jobdir, tmp_path):
+    """/api/log sends the last lines of the file given to --log (the end of a large one only, without the line
+    cut by where the read began), says what to do when the file cannot be read, and 404 without --log."""
+    from diskfrontier.live.logtail import TAIL_BYTES, TAIL_LINES
+
+    log = tmp_path / "crawl.log"
+    lines = [f"line {n} " + "x" * 90 for n in range(2000)]  # about 200 KB: more than is read
+    log.write_text("\n".join(lines) + "\n")
+
+    def make(path):
+        def app():
+            dashboard = Dashboard(open_source(jobdir, None), interval=0.2)
+            return DashboardServer(dashboard, target=jobdir, crawl=None, log=path).app()
+        return app
+
+    async def check(client):
+        answer = await client.get("/api/log")
+        data = await answer.json()
+        assert answer.status == 200 and data["size"] == log.stat().st_size and data["path"] == str(log)
+        assert data["lines"] == lines[-TAIL_LINES:] and TAIL_LINES * 100 < TAIL_BYTES
+        assert (await (await client.get("/api/stats")).json())["log"] == str(log)
+        log.write_text("one\ntwo <b>bold</b>\n")
+        assert (await (await client.get("/api/log")).json())["lines"] == ["one", "two <b>bold</b>"]
+        log.unlink()
+        answer = await client.get("/api/log")
+        assert answer.status == 503 and "--log" in (await answer.json())["error"]
+
+    async def without(client):
+        answer = await client.get("/api/log")
+        assert answer.status == 404 and "--log FILE" in (await answer.json())["error"]
+        assert (await (await client.get("/api/stats")).json())["log"] is None
+
+    with_client(make(str(log)), check)
+    with_client(make(None), without)
+
+
+def test_a_short_log_is_sent_whole_and_a_long_one_cut_at_a_line(tmp_path):
+    from diskfrontier.live.logtail import tail_lines
+
+    log = tmp_path / "crawl.log"
+    log.write_bytes(b"first\nsecond \xff\n")
+    assert tail_lines(str(log)) == (["first", "second \ufffd"], 15)
+    log.write_bytes(b"abcdef\nghij\nkl")
+    assert tail_lines(str(log), limit=8) == (["ghij", "kl"], 14)  # "ef" began before the bytes read
+    assert tail_lines(str(log), lines=1) == (["kl"], 14)
 
 
 def test_the_page_forever_blocked_host_is_valid_json(jobdir):

@@ -12,7 +12,7 @@ from conftest import DONE, FAILED, PUSHED, fill, publish_status
 
 from diskfrontier import Frontier, RedisFrontier, Request
 from diskfrontier.contract.snapshot import LATEST_FAILURES
-from diskfrontier.live.dashboard import Dashboard, crawl_state
+from diskfrontier.live.dashboard import RATE_WINDOW, Dashboard, crawl_state
 from diskfrontier.live.sources import FrontierSource, JobDirSource, json_safe, open_source
 
 SNAPSHOT_KEYS = {"version", "source", "taken", "pid", "machine", "paused_since", "next_ready", "stats", "hosts",
@@ -172,6 +172,101 @@ def test_the_history_keeps_the_counts_and_the_rate_and_drops_what_is_too_old():
     script.next.append(shot(now[0], done=3))  # the counts started again (a new run of the holder)
     dashboard.refresh()
     assert dashboard.payload()["history"][-1]["rate"] is None
+
+
+def test_the_rate_shown_is_over_the_last_60_seconds_and_idle_once_nothing_is_done():
+    """The rate the page states is the done count's rise over the last RATE_WINDOW seconds of snapshots,
+    with the seconds it covers; a crawl that stops is idle at the next points, not a rate decaying."""
+    script = Script()
+    now = [1000.0]
+    dashboard = Dashboard(script, interval=1.0, keep=600.0, clock=lambda: now[0])
+    def done_at(t):  # 10 done a second for 60 s, then 2 a second
+        return 10 * min(t, 60) + 2 * max(0, t - 60)
+
+    for t in range(0, 180, 2):
+        now[0] = 1000.0 + t
+        script.next.append(shot(now[0], done=done_at(t)))
+        dashboard.refresh()
+    payload = dashboard.payload()
+    assert payload["rate_seconds"] == RATE_WINDOW and payload["rate"] == pytest.approx(2.0)
+    assert payload["idle"] is False and payload["state"] == "running"
+    for t in range(180, 192, 2):  # nothing done any more, for 10 s
+        now[0] = 1000.0 + t
+        script.next.append(shot(now[0], done=done_at(178), in_flight=0))
+        dashboard.refresh()
+    payload = dashboard.payload()
+    assert payload["idle"] is True and payload["state"] == "idle"
+    assert payload["rate"] == pytest.approx((done_at(178) - done_at(130)) / 60)  # still stated over its window
+
+
+def test_the_busiest_hosts_are_by_activity_with_blocked_and_failing_ones_first():
+    """A snapshot lists the hosts most worked on (pending, in flight and done together), blocked or
+    failing ones first; a host whose requests are all done is not crowded out by pending ones."""
+    from diskfrontier.contract.snapshot import top_hosts
+    from diskfrontier.contract.values import HostInfo
+
+    now = 1000.0
+    hosts = [HostInfo(f"p{i}.example", 5, 0, 0, 0.0, now, None, None) for i in range(60)]
+    hosts += [HostInfo(f"d{i}.example", 0, 0, 500 + i, 0.0, None, None, None) for i in range(5)]
+    hosts += [HostInfo("blocked.example", 0, 0, 1, 0.0, None, now + 60, None),
+              HostInfo("failing.example", 1, 0, 0, 0.0, now, None, None, failures=3)]
+    listed, total, ready, waiting = top_hosts(hosts, now, count=20)
+    names = [h["host"] for h in listed]
+    assert (total, ready, waiting) == (67, 61, 0)
+    assert sorted(names[:2]) == ["blocked.example", "failing.example"]
+    assert names[2:7] == [f"d{i}.example" for i in reversed(range(5))]
+    assert len(names) == 20 and all(n.startswith("p") for n in names[7:])
+
+
+def test_the_status_json_of_a_holder_lists_the_busiest_hosts_by_activity(tmp_path):
+    """The holder's status.json lists hosts whose requests are all done and blocked hosts beside the ones with
+    pending requests (it listed only those with pending or in-flight ones)."""
+    from diskfrontier.contract.snapshot import TOP_HOSTS
+
+    path = str(tmp_path / "job")
+    with Frontier(path) as frontier:
+        frontier.push_many(Request(f"https://d{n}.example/{k}") for n in range(5) for k in range(20 + n))
+        frontier.push(Request("https://blocked.example/0"))
+        while (request := frontier.pop()) is not None:
+            frontier.done(request)
+        frontier.push_many(Request(f"https://p{n}.example/{k}") for n in range(TOP_HOSTS + 10) for k in range(2))
+        frontier.block("blocked.example", time.time() + 3600)
+        source = JobDirSource(path)
+        deadline = time.monotonic() + 60
+        while True:  # the holder publishes its status.json every second or so
+            reading = source.read()
+            if reading.origin == "status.json" and reading.snapshot["hosts_total"] == TOP_HOSTS + 16:
+                break
+            assert time.monotonic() < deadline, reading.snapshot.get("hosts_total")
+            time.sleep(0.2)
+    names = [h["host"] for h in reading.snapshot["hosts"]]
+    assert len(names) == TOP_HOSTS
+    assert names[:6] == ["blocked.example", *(f"d{n}.example" for n in reversed(range(5)))]
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    ("RuntimeError: HTTP 500 Internal Server Error from 127.0.0.2:8080", "RuntimeError · HTTP 500"),
+    ("PermanentError: HTTP 404 for /page/400", "PermanentError · HTTP 404"),
+    ("TimeoutError: timed out", "TimeoutError"),
+    ("httpx.ConnectError: [Errno 111] Connection refused", "httpx.ConnectError"),
+    ("robots.txt", "robots.txt"),
+    ("HTTP 503 number 7", "HTTP 503"),
+    ("lost 12 bytes at 99", "lost N bytes at N"),
+])
+def test_the_kind_of_an_error(error, kind):
+    from diskfrontier.live.errorkinds import error_kind
+
+    assert error_kind(error) == kind
+
+
+def test_the_kinds_counted_most_first_and_the_rest_together():
+    from diskfrontier.live.errorkinds import OTHER, TOP_KINDS, count_kinds
+
+    errors = [f"E{n}Error: x" for n in range(TOP_KINDS + 3) for _ in range(n + 1)]
+    kinds = count_kinds(errors)
+    assert list(kinds)[:2] == [f"E{TOP_KINDS + 2}Error", f"E{TOP_KINDS + 1}Error"]
+    assert len(kinds) == TOP_KINDS + 1 and kinds[OTHER] == 1 + 2 + 3
+    assert sum(kinds.values()) == len(errors)
 
 
 def test_a_failed_read_is_shown_and_the_last_snapshot_kept():

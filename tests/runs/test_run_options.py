@@ -51,6 +51,7 @@ BAD = [
     ({"retries": True}, ValueError, "{f}(): retries must be a whole number of at least 0, got True"),
     ({"backoff": float("nan")}, ValueError, "{f}(): backoff must be a number of at least 0, got nan"),
     ({"grace": -0.5}, ValueError, "{f}(): grace must be a number of at least 0 or None, got -0.5"),
+    ({"progress_every": 0}, ValueError, "{f}(): progress_every must be a number of at least 0.1, got 0"),
     ({"classify": 3}, TypeError,
      "{f}(): classify must be a function (request, error) -> 'retry', 'fail', 'backoff' or None, got 3"),
     ({"host_errors": 0}, ValueError, "{f}(): host_errors must be a whole number of at least 1 or None, got 0"),
@@ -100,7 +101,7 @@ def test_a_good_set_of_options_is_taken_by_both(tmp_path):
     options = {"workers": 2, "duration": 30, "max_requests": 5, "retries": 0, "backoff": 0, "grace": None,
                "classify": lambda request, error: None, "host_errors": None, "host_backoff": 1, "host_backoff_max": 2,
                "robots": False, "user_agent": "testbot/1.0", "robots_ttl": 0, "fetch_robots": None,
-               "robots_timeout": 0.001, "revisit": Revisit()}
+               "robots_timeout": 0.001, "revisit": Revisit(), "progress_every": 0.1}
     assert set(options) | {"progress"} == {field.name for field in dataclasses.fields(RunOptions)}
     with Frontier(tmp_path / "job") as frontier:
         frontier.push_many(Request(f"https://a.example/{n}") for n in range(3))

@@ -9,6 +9,10 @@
     done: { color: "#10b981", label: "done" },
     failed: { color: "#ef4444", label: "failed" },
     rate: { color: "#0ea5e9", label: "done/s" },
+    retried: { color: "#f97316", label: "retried" },
+    disk: { color: "#8b5cf6", label: "on disk", format: (v) => size(v) },
+    bytes_rate: { color: "#14b8a6", label: "received", format: (v) => `${size(v)}/s` },
+    latency: { color: "#ec4899", label: "average fetch", format: (v) => (v === 0 ? "0" : delay(v)) },
   };
   const TOKEN_KEY = "diskfrontier-token";
   const NS = "http://www.w3.org/2000/svg";
@@ -24,6 +28,7 @@
     interval: 2,
     lastFull: 0,
     token: null,
+    allHosts: null, // every host, once "Show all" is clicked: {total, hosts, at}
   };
 
   const $ = (id) => document.getElementById(id);
@@ -80,10 +85,19 @@
     return ahead > 0 ? `${clock(t)} (in ${span(ahead)})` : `${clock(t)} (${span(ahead)} ago)`;
   }
 
-  function seconds(value) {
-    if (value === null || value === undefined) return "default";
-    if (value > 0 && value < 1) return `${Number(value.toPrecision(2))} s`;
-    return `${decimal.format(value)} s`;
+  // Every delay and duration of the page: milliseconds below a second, seconds above.
+  function delay(value) {
+    if (typeof value !== "number") return "–";
+    if (value === 0) return "none";
+    if (value < 1) return `${Number((value * 1000).toPrecision(3))} ms`;
+    return `${Number(value.toPrecision(3))} s`;
+  }
+
+  // A host's delay: its own, or the crawl's (one source: the crawl's figure, marked as such).
+  function hostDelay(h, stats) {
+    if (h.delay !== null && h.delay !== undefined) return [delay(h.delay), ""];
+    if (typeof stats.delay === "number") return [delay(stats.delay), "the crawl's delay"];
+    return ["crawl's", "the crawl's own delay (not kept in the job directory's files)"];
   }
 
   // ------------------------------------------------------------ charts
@@ -100,6 +114,12 @@
     const unit = raw / power;
     const nice = unit <= 1 ? 1 : unit <= 2 ? 2 : unit <= 2.5 ? 2.5 : unit <= 5 ? 5 : 10;
     return nice * power;
+  }
+
+  // A step for bytes: a nice number of the unit (KiB, MiB...) the span is counted in.
+  function byteStep(span, ticks) {
+    const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(span) / Math.log(1024))));
+    return niceStep(span / unit, ticks) * unit;
   }
 
   function timeStep(span) {
@@ -126,18 +146,21 @@
     const last = Math.max(newest, x0 + 60);
     const xSpan = last - x0;
     let top = values.reduce((acc, p) => Math.max(acc, p[key]), 0);
-    const step = top > 0 ? niceStep(top, 4) : 1;
+    const bytes = key === "disk" || key === "bytes_rate";
+    const nice = bytes ? byteStep : niceStep;
+    const step = top > 0 ? nice(top, 4) : 1;
     top = top > 0 ? Math.ceil(top / step) * step : 4;
     const X = (t) => m.left + ((t - x0) / xSpan) * w;
     const Y = (v) => m.top + h - (v / top) * h;
 
     const grid = el("g", { class: "grid" }, svg);
     const axis = el("g", { class: "axis" }, svg);
-    const yStep = top > 0 ? niceStep(top, 4) : 1;
+    const yStep = top > 0 ? nice(top, 4) : 1;
     for (let v = 0; v <= top + yStep / 1000; v += yStep) {
       el("line", { x1: m.left, x2: m.left + w, y1: Y(v), y2: Y(v) }, grid);
       const label = el("text", { x: m.left - 8, y: Y(v) + 4, "text-anchor": "end" }, axis);
-      label.textContent = key === "rate" && top < 10 ? decimal.format(v) : compact.format(v);
+      label.textContent = SERIES[key].format ? SERIES[key].format(v)
+        : key === "rate" && top < 10 ? decimal.format(v) : compact.format(v);
     }
     const tStep = timeStep(xSpan);
     for (let t = Math.ceil(x0 / tStep) * tStep; t <= last; t += tStep) {
@@ -205,7 +228,8 @@
       rule.setAttribute("x2", x);
       dot.setAttribute("cx", x);
       dot.setAttribute("cy", y);
-      text.textContent = `${clock(best.t)}  ${key === "rate" ? rate(best[key]) : count(best[key])} ${SERIES[key].label}`;
+      const shown = SERIES[key].format ? SERIES[key].format(best[key]) : key === "rate" ? rate(best[key]) : count(best[key]);
+      text.textContent = `${clock(best.t)}  ${shown} ${SERIES[key].label}`;
       const tw = text.getComputedTextLength() + 14;
       const tx = Math.min(Math.max(m.left, x - tw / 2), m.left + w - tw);
       const ty = Math.max(0, y - 30);
@@ -276,14 +300,17 @@
     text("v-in_flight", stats.in_flight === null && data.origin === "files" && data.holder !== null ? "n/a" : count(stats.in_flight));
     text("v-done", count(stats.done));
     text("v-failed", count(stats.failed));
-    text("v-rate", rate(data.rate));
+    renderRate(data);
     text("s-pending", typeof stats.delayed === "number" && stats.delayed ? `${count(stats.delayed)} waiting for a time` : "");
     text("s-in_flight", typeof stats.in_flight !== "number" && data.origin === "files" && data.holder !== null
       ? "counted in pending" : "");
     text("s-done", typeof stats.seen === "number" ? `${count(stats.seen)} seen` : "");
     text("s-failed", typeof stats.retried === "number" ? `${count(stats.retried)} retries` : "");
     const next = shot.next_ready;
-    if (next === null || next === undefined) {
+    if (shot.paused_since) {
+      text("v-next", "paused");
+      text("s-next", typeof shot.paused_since === "number" ? `since ${clock(shot.paused_since)}` : "");
+    } else if (next === null || next === undefined) {
       text("v-next", stats.pending ? "blocked" : "–");
       text("s-next", stats.pending ? "held by blocks or limits" : "nothing pending");
     } else {
@@ -299,6 +326,150 @@
       text("v-revisits", count(revisits));
       text("s-revisits", `${count(stats.revisit_changes || 0)} changed, ${count(stats.revisit_not_modified || 0)} not modified (304)`);
     }
+  }
+
+  function renderRate(data) {
+    const windowText = data.rate_seconds > 0
+      ? `done/s over the last ${span(Math.min(data.rate_seconds, data.rate_window || data.rate_seconds))}` : "done per second";
+    if (data.idle) {
+      text("v-rate", "idle");
+      text("s-rate", `nothing done lately · ${rate(data.rate)} ${windowText}`);
+    } else {
+      text("v-rate", rate(data.rate));
+      text("s-rate", windowText);
+    }
+    $("v-rate").dataset.rate = typeof data.rate === "number" ? String(data.rate) : "";
+  }
+
+  function renderEta(data) {
+    const stats = (data.snapshot || {}).stats || {};
+    const left = (typeof stats.pending === "number" ? stats.pending : 0) + (typeof stats.in_flight === "number" ? stats.in_flight : 0);
+    const oldest = typeof stats.oldest_pending_age === "number" ? ` · oldest pending ${span(stats.oldest_pending_age)}` : "";
+    if (!left) {
+      text("v-eta", typeof stats.pending === "number" ? "nothing left" : "–");
+      text("s-eta", "");
+    } else if (typeof data.rate !== "number" || data.rate <= 0 || data.idle) {
+      text("v-eta", "–");
+      text("s-eta", `${count(left)} left; no rate to go by${oldest}`);
+    } else {
+      const seconds = left / data.rate;
+      text("v-eta", span(seconds));
+      text("s-eta", `${count(left)} left at ${rate(data.rate)}/s${oldest}`);
+      $("v-eta").dataset.seconds = String(seconds);
+    }
+  }
+
+  function renderDisk(data) {
+    const shot = data.snapshot || {};
+    const stats = shot.stats || {};
+    const bytes = typeof data.disk_bytes === "number" ? data.disk_bytes : null;
+    const journal = typeof stats.journal_bytes === "number" ? stats.journal_bytes : null;
+    $("card-disk").classList.toggle("hidden", bytes === null && journal === null);
+    text("v-disk", size(bytes !== null ? bytes : journal));
+    const growth = diskGrowth();
+    const parts = [];
+    if (bytes !== null && journal !== null) parts.push(`journal ${size(journal)}`);
+    if (growth) parts.push(`${growth.bytes >= 0 ? "+" : "−"}${size(Math.abs(growth.bytes))} in ${span(growth.seconds)}`);
+    text("s-disk", parts.join(" · "));
+    text("disk-caption", bytes !== null ? "job directory bytes" : "journal bytes");
+  }
+
+  // How much the job directory (else the journal) grew over the history this page holds.
+  function diskGrowth() {
+    const key = state.history.some((p) => typeof p.disk_bytes === "number") ? "disk_bytes" : "journal_bytes";
+    const points = state.history.filter((p) => typeof p[key] === "number");
+    if (points.length < 2) return null;
+    const first = points[0];
+    const last = points[points.length - 1];
+    return { bytes: last[key] - first[key], seconds: last.t - first.t, key };
+  }
+
+  function renderKinds(data) {
+    const kinds = data.error_kinds;
+    const entries = kinds && typeof kinds === "object" ? Object.entries(kinds) : [];
+    const total = entries.reduce((acc, [, n]) => acc + n, 0);
+    bars($("error-kinds"), entries.map(([kind, n]) => [kind, n]), kinds === null || kinds === undefined
+      ? "Not known for this crawl." : "No failures.");
+    const failed = ((data.snapshot || {}).stats || {}).failed;
+    text("kinds-summary", typeof failed === "number" && failed > total && total
+      ? `latest ${count(total)} of ${count(failed)}` : total ? `${count(total)} failed` : "");
+  }
+
+  const STATUS_CLASSES = ["2xx", "3xx", "4xx", "5xx", "other"];
+
+  // The outcome counters a runner reports (status classes, bytes, fetch time): shown when the crawl has them.
+  function renderResponses(data) {
+    const stats = (data.snapshot || {}).stats || {};
+    // Every crawl of this version keeps the counters, at 0 until its runner reports: shown once one counted.
+    const present = STATUS_CLASSES.filter((c) => typeof stats[`responses_${c}`] === "number");
+    const responses = present.reduce((acc, c) => acc + stats[`responses_${c}`], 0);
+    const hasBytes = typeof stats.received_bytes === "number" && stats.received_bytes > 0;
+    const hasTime = typeof stats.fetch_seconds_count === "number" && typeof stats.fetch_seconds_sum === "number" &&
+      stats.fetch_seconds_count > 0;
+    if (!responses) present.length = 0;
+    $("responses-panel").classList.toggle("hidden", !present.length && !hasBytes && !hasTime);
+    $("figure-bytes_rate").classList.toggle("hidden", !hasBytes);
+    $("figure-latency").classList.toggle("hidden", !hasTime);
+    if (!present.length && !hasBytes && !hasTime) return;
+    const rows = present.map((c) => [c === "other" ? "other status" : c, stats[`responses_${c}`]]);
+    bars($("responses"), rows, "No responses counted yet.");
+    const total = rows.reduce((acc, [, n]) => acc + n, 0);
+    text("responses-summary", total ? `${count(total)} responses` : "");
+    const facts = [];
+    if (hasBytes) {
+      facts.push(["Received", size(stats.received_bytes)]);
+      const last = state.history.length ? state.history[state.history.length - 1] : null;
+      if (last && typeof last.bytes_rate === "number") facts.push(["Receiving", `${size(last.bytes_rate)}/s`]);
+    }
+    if (hasTime && stats.fetch_seconds_count > 0) {
+      facts.push(["Fetch time", `${delay(stats.fetch_seconds_sum / stats.fetch_seconds_count)} average`]);
+    }
+    if (typeof stats.retries === "number") facts.push(["Retries", count(stats.retries)]);
+    factList($("response-facts"), facts);
+  }
+
+  // Rows of [label, n] as bars scaled to the largest; ``empty`` when there is none.
+  function bars(box, entries, empty) {
+    const rows = document.createDocumentFragment();
+    const most = entries.reduce((acc, [, n]) => Math.max(acc, n), 0);
+    for (const [label, n] of entries) {
+      const row = document.createElement("div");
+      row.className = "bar-row";
+      const p = document.createElement("span");
+      p.className = "p";
+      p.textContent = label;
+      p.title = label;
+      const track = document.createElement("div");
+      track.className = "track";
+      const fill = document.createElement("div");
+      fill.className = "fill";
+      fill.style.width = `${most ? Math.max(2, (100 * n) / most) : 0}%`;
+      track.appendChild(fill);
+      const value = document.createElement("span");
+      value.className = "n";
+      value.textContent = count(n);
+      row.append(p, track, value);
+      rows.appendChild(row);
+    }
+    if (!entries.length) {
+      const none = document.createElement("div");
+      none.className = "empty";
+      none.textContent = empty;
+      rows.appendChild(none);
+    }
+    box.replaceChildren(rows);
+  }
+
+  function factList(box, facts) {
+    const list = document.createDocumentFragment();
+    for (const [key, value] of facts) {
+      const dt = document.createElement("dt");
+      dt.textContent = key;
+      const dd = document.createElement("dd");
+      dd.textContent = value;
+      list.append(dt, dd);
+    }
+    box.replaceChildren(list);
   }
 
   function hostAction(host, action) {
@@ -317,7 +488,9 @@
 
   function renderHosts(data) {
     const shot = data.snapshot || {};
-    const hosts = shot.hosts || [];
+    const stats = shot.stats || {};
+    const all = state.allHosts;
+    const hosts = all ? all.hosts : shot.hosts || [];
     const body = $("hosts").querySelector("tbody");
     const rows = document.createDocumentFragment();
     for (const h of hosts) {
@@ -326,7 +499,8 @@
       cell(tr, count(h.pending), "num");
       cell(tr, data.origin === "files" && data.holder !== null ? "–" : count(h.in_flight), "num");
       cell(tr, count(h.done), "num");
-      cell(tr, seconds(h.delay), "num");
+      const [shownDelay, delayTitle] = hostDelay(h, stats);
+      cell(tr, shownDelay, "num", delayTitle);
       const blocked = cell(tr, "", "when");
       if (h.blocked_until && (h.blocked_until === "forever" || h.blocked_until > serverNow())) {
         const pill = document.createElement("span");
@@ -336,6 +510,7 @@
       } else {
         blocked.textContent = "–";
       }
+      cell(tr, h.failures ? `${count(h.failures)} in a row` : "–", h.failures ? "num bad" : "num");
       if (data.control) {
         const td = document.createElement("td");
         const box = document.createElement("div");
@@ -357,9 +532,12 @@
     body.replaceChildren(rows);
     $("hosts").querySelector(".actions-col").classList.toggle("hidden", !data.control);
     $("hosts-empty").classList.toggle("hidden", hosts.length > 0);
-    const total = shot.hosts_total || 0;
+    const total = all ? all.total : shot.hosts_total || 0;
     const parts = [];
     if (total) parts.push(hosts.length < total ? `busiest ${count(hosts.length)} of ${count(total)}` : `${count(total)} hosts`);
+    const button = $("hosts-all");
+    button.classList.toggle("hidden", !all && (shot.hosts || []).length >= total);
+    button.textContent = all ? "Busiest only" : `Show all ${count(total)}`;
     if (typeof shot.hosts_ready === "number") parts.push(`${count(shot.hosts_ready)} ready`);
     if (typeof shot.hosts_waiting === "number") parts.push(`${count(shot.hosts_waiting)} waiting`);
     text("hosts-summary", parts.join(" · "));
@@ -433,7 +611,9 @@
     if (typeof stats.seen === "number") facts.push(["Seen", count(stats.seen)]);
     if (typeof stats.pushed === "number") facts.push(["Pushed", count(stats.pushed)]);
     if (typeof stats.duplicates === "number") facts.push(["Duplicates", count(stats.duplicates)]);
-    if (typeof stats.delay === "number") facts.push(["Delay", `${decimal.format(stats.delay)} s a host`]);
+    if (typeof stats.delay === "number") {
+      facts.push(["Delay", stats.delay > 0 ? `${delay(stats.delay)} between a host's requests` : "none"]);
+    }
     if (typeof stats.journal_bytes === "number") {
       const live = typeof stats.live_bytes === "number" && stats.journal_bytes > 0
         ? `, ${Math.min(100, Math.round(100 * stats.live_bytes / stats.journal_bytes))}% live` : "";
@@ -448,16 +628,7 @@
       facts.push(["Compactions", `${count(stats.compactions_total)} (${count(stats.compactions || 0)} this run)`]);
     }
     if (shot.paused_since) facts.push(["Paused since", moment(shot.paused_since)]);
-    const box = $("facts");
-    const list = document.createDocumentFragment();
-    for (const [key, value] of facts) {
-      const dt = document.createElement("dt");
-      dt.textContent = key;
-      const dd = document.createElement("dd");
-      dd.textContent = value;
-      list.append(dt, dd);
-    }
-    box.replaceChildren(list);
+    factList($("facts"), facts);
   }
 
   function renderFoot(data) {
@@ -484,7 +655,11 @@
     renderAge();
     renderCards(data);
     renderHosts(data);
+    renderEta(data);
+    renderDisk(data);
     renderFailures(data);
+    renderKinds(data);
+    renderResponses(data);
     renderPriorities(data);
     renderFacts(data);
     renderFoot(data);
@@ -502,6 +677,54 @@
     }
     const newest = state.history.length ? state.history[state.history.length - 1].t : 0;
     while (state.history.length && state.history[0].t < newest - state.keep) state.history.shift();
+    derive(state.history);
+  }
+
+  // The series drawn from two successive points: bytes received a second, the average fetch time between
+  // them; and the bytes on disk (the job directory's, else the journal's).
+  function derive(points) {
+    for (let i = 0; i < points.length; i += 1) {
+      const p = points[i];
+      p.disk = typeof p.disk_bytes === "number" ? p.disk_bytes : p.journal_bytes;
+      const q = i ? points[i - 1] : null;
+      const dt = q ? p.t - q.t : 0;
+      p.bytes_rate = q && dt > 0 && typeof p.received_bytes === "number" && typeof q.received_bytes === "number" &&
+        p.received_bytes >= q.received_bytes ? (p.received_bytes - q.received_bytes) / dt : null;
+      const fetched = q && typeof p.fetch_seconds_count === "number" && typeof q.fetch_seconds_count === "number"
+        ? p.fetch_seconds_count - q.fetch_seconds_count : 0;
+      p.latency = fetched > 0 && p.fetch_seconds_sum >= q.fetch_seconds_sum
+        ? (p.fetch_seconds_sum - q.fetch_seconds_sum) / fetched : null;
+    }
+  }
+
+  // The last lines of the crawl's log (serve --log), read again with each poll; text only, never markup.
+  async function loadLog() {
+    const box = $("log-tail");
+    try {
+      const response = await fetch("/api/log", { cache: "no-store" });
+      const answer = await response.json();
+      if (!response.ok) throw new Error(answer.error || `HTTP ${response.status}`);
+      const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+      const shown = answer.lines.join("\n");
+      if (box.textContent !== shown) box.textContent = shown;
+      if (atEnd) box.scrollTop = box.scrollHeight;
+      text("log-summary", `${answer.path} · last ${count(answer.lines.length)} lines of ${size(answer.size)}`);
+      box.dataset.lines = String(answer.lines.length);
+    } catch (error) {
+      text("log-summary", error.message);
+    }
+  }
+
+  async function loadAllHosts() {
+    try {
+      const response = await fetch("/api/hosts", { cache: "no-store" });
+      const answer = await response.json();
+      if (!response.ok) throw new Error(answer.error || `HTTP ${response.status}`);
+      state.allHosts = { total: answer.total, hosts: answer.hosts, at: Date.now() };
+    } catch (error) {
+      toast(`Could not read every host (${error.message}).`, true);
+    }
+    if (state.data) renderHosts(state.data);
   }
 
   async function poll(refresh) {
@@ -519,6 +742,9 @@
       state.interval = data.interval || state.interval;
       if (full) state.lastFull = Date.now();
       merge(data.history || [], full);
+      $("log-panel").classList.toggle("hidden", !data.log);
+      if (data.log) loadLog();
+      if (state.allHosts && Date.now() - state.allHosts.at > Math.max(10000, 5 * state.interval * 1000)) loadAllHosts();
       render();
     } catch (error) {
       const banner = $("error");
@@ -579,6 +805,14 @@
     }
     state.token = sessionStorage.getItem(TOKEN_KEY);
     $("pause").addEventListener("click", () => control("pause"));
+    $("hosts-all").addEventListener("click", () => {
+      if (state.allHosts) {
+        state.allHosts = null;
+        renderHosts(state.data);
+      } else {
+        loadAllHosts();
+      }
+    });
     $("resume").addEventListener("click", () => control("resume"));
     $("token-form").addEventListener("submit", (event) => {
       event.preventDefault();
