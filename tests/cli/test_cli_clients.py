@@ -243,8 +243,8 @@ def test_a_killed_client_is_listed_dead_then_forgotten_after_ten_leases_by_the_b
         seen_dead, last_seen = False, 0.0
         while client in (now := listed(redis_url, crawl_name)):
             entry = now[client]
-            assert entry["last_seen"] is not None, f"its entry went before its lease was taken back: {entry}"
-            last_seen = entry["last_seen"]
+            assert entry["last_seen_at"] is not None, f"its entry went before its lease was taken back: {entry}"
+            last_seen = entry["last_seen_at"]
             seen_dead = seen_dead or not entry["live"]
             assert now[live.client_id]["live"]
             assert float(server.time()[0]) - last_seen < 10 * lease + 60, f"never forgotten: {entry}"
