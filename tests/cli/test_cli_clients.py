@@ -262,6 +262,7 @@ def test_a_lease_holder_without_an_entry_is_listed_from_its_leases(redis_url, cr
     with RedisFrontier(redis_url, crawl=crawl_name, lease=LEASE) as f:
         f.push(Request("https://a.example/"))
         held = f.pop()
+        assert held is not None
         assert f._renewal is not None
         f._renewal.stop()  # no beats from here on: as a client of a version before the clients hash
         redis.Redis.from_url(redis_url).hdel(f"df:{{{crawl_name}}}:clients", f.client_id)

@@ -137,6 +137,7 @@ def long_journal(tmp_path_factory):
     finished = []
     for _ in range(100_000):
         request = frontier.pop()
+        assert request is not None
         finished.append(request.url)
         frontier.done(request)
     frontier._state.seen.flush()

@@ -67,9 +67,11 @@ def build_source(job: str) -> None:
         f.push_many([Request(f"https://h{i % 40}.example/failed/{i}", meta={"i": i}) for i in range(FAILED)])
         for i in range(FAILED):
             r = f.pop()
+            assert r is not None
             if i % 3 == 0:
                 f.retry(r)
                 r = f.pop()
+                assert r is not None
             f.fail(r, f"error {i}")
         f.push_many([Request(f"https://h{i % 40}.example/p/{i}", priority=i % 5, meta={"n": i})
                      for i in range(PENDING)])

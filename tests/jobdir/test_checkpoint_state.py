@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from jobkit import dir_id, dir_salt
+from popkit import take
 
 from diskfrontier import Frontier, Request
 from diskfrontier.jobdir.replay import JournalState, read_state
@@ -140,7 +141,7 @@ def _one_state(tmp_path, name="job") -> tuple[str, StateRecord]:
     with Frontier(job, watch=False) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(50))
         for _ in range(20):
-            f.done(f.pop())
+            f.done(take(f))
         at = f._state.journal.size
         made = _scan(job, until=at, save=dir_id(job)).saved
         record = write_state(job, state_name(at, 1), made, dir_salt(job), durable=False)

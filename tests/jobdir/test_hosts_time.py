@@ -16,6 +16,7 @@ import pytest
 from hypothesis import strategies as st
 from jobkit import dir_salt
 from paths import TESTS
+from popkit import take
 from volume import property_test
 
 from diskfrontier import Frontier, JobDirCorrupt, Request
@@ -58,6 +59,7 @@ def test_retry_is_one_journal_record(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
         request = f.pop()
+        assert request is not None
         before = f.stats()["journal_bytes"]
         f.retry(request)
         grown = f.stats()["journal_bytes"] - before
@@ -69,8 +71,10 @@ def test_a_refetch_counts_its_retries_from_zero_again(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/feed"))
         request = f.pop()
+        assert request is not None
         f.retry(request)
         request = f.pop()
+        assert request is not None
         assert request.attempts == 1
         f.done(request, refetch_after=3600)
         assert request.attempts == 0
@@ -243,6 +247,7 @@ def test_a_retry_with_bad_attempts_is_refused_before_anything_is_written(tmp_pat
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
         request = f.pop()
+        assert request is not None
         size = f.stats()["journal_bytes"]
         for bad in (-5, 1.5, None):
             request.attempts = bad
@@ -274,6 +279,7 @@ def test_an_in_flight_request_whose_priority_was_changed_goes_back_under_its_own
     with Frontier(tmp_path / "job") as f:
         f.push_many(Request(f"https://a.example/{i}", priority=3) for i in range(3))
         request = f.pop()
+        assert request is not None
         request.priority = 9
     with Frontier(tmp_path / "job") as f:
         assert f.stats()["pending_by_priority"] == {3: 3}
@@ -294,6 +300,7 @@ def test_memory_only_requests_do_not_count_as_done_for_their_host(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/", meta={"x": object()}))
         request = f.pop()
+        assert request is not None
         f.done(request, refetch_after=0)
         assert f.hosts()[0].done == 0 and len(f) == 1
 
@@ -326,7 +333,7 @@ def test_refetched_requests_come_back_in_journal_order_among_other_hosts_request
     kept coming back, so that requests never fetched waited)."""
     with Frontier(tmp_path / "job", order=order, maintenance=None) as f:
         f.push_many(Request(f"https://h{n % 4}.example/{n}") for n in range(12))
-        first = [f.pop() for _ in range(3)]
+        first = [take(f) for _ in range(3)]
         for request in first:
             f.done(request, refetch_after=0.01)
         time.sleep(0.05)
@@ -400,7 +407,7 @@ def test_a_long_blocked_host_keeps_one_heap_entry_however_many_requests_it_buffe
         assert f.stats()["buffered"] == 300
         assert len(f._state.hosts.sleeping) == 1  # not one stale entry per request pulled
         f.unblock("big.example")
-        assert f.pop().url == "https://big.example/299"  # LIFO within the host
+        assert take(f).url == "https://big.example/299"  # LIFO within the host
 
 
 def _pulled_then_newer(f):
@@ -443,13 +450,13 @@ def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
     job = tmp_path / "job"
     with Frontier(job, delay=30.0) as f:
         f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
-        f.done(f.pop())
+        f.done(take(f))
     with Frontier(job, delay=30.0) as f:  # the delay counts from the hand-out before the close
         ready_at = f.host("a.example").ready_at  # before a pop has looked at the host
         assert ready_at > time.time() + 25 and [h.ready_at for h in f.hosts()] == [ready_at]
         assert f.pop() is None and f.next_ready() == pytest.approx(ready_at)
     with Frontier(job, delay=0.0) as f:
-        assert f.pop().url == "https://a.example/1"
+        assert take(f).url == "https://a.example/1"
 
 
 def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(tmp_path, monkeypatch):
@@ -504,7 +511,7 @@ def test_a_pop_pulls_a_bounded_number_of_held_back_requests_and_the_next_goes_on
             f.push_many([lone, *held, first])  # the lone host's request is the last one the queues give
         else:
             f.push_many([first, *held, lone])
-        assert f.pop().url == first.url  # held.example now waits an hour
+        assert take(f).url == first.url  # held.example now waits an hour
         pulled = []
         real = f._state.hosts.buffer
         monkeypatch.setattr(f._state.hosts, "buffer", lambda *a, **k: pulled.append(1) or real(*a, **k))
@@ -530,7 +537,7 @@ def test_a_waiting_pop_goes_on_past_the_pull_limit_at_once(tmp_path, monkeypatch
     with Frontier(tmp_path / "job", delay=3600.0, order="fifo") as f:
         f.push_many([Request("https://held.example/first"), *urls("held.example", 300),
                      Request("https://lone.example/only")])
-        assert f.pop().url == "https://held.example/first"
+        assert take(f).url == "https://held.example/first"
         started = time.monotonic()
         got = f.pop(timeout=30)
         waited = time.monotonic() - started
@@ -544,10 +551,10 @@ def test_compaction_keeps_each_request_waiting_for_its_time(tmp_path):
         f.push_many([Request(f"https://a.example/now/{i}") for i in range(3)])
         f.push(Request("https://a.example/later"), not_before=due)
         f.push(Request("https://b.example/later"), not_before=due + 60)
-        f.done(f.pop())
+        f.done(take(f))
         result = f.compact()
         assert len(result.kept) == 4 and sorted(at for _, _, at in result.kept) == [0.0, 0.0, due, due + 60]
-        popped = [f.pop() for _ in range(2)]
+        popped = [take(f) for _ in range(2)]
         assert f.pop() is None and abs(f.next_ready() - due) < 1
         assert all("/now/" in request.url for request in popped)
         f.done_many(popped)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from popkit import take
 from volume import forms, scaled
 
 from diskfrontier import Frontier, JobDirUnsafe, Request
@@ -339,7 +340,7 @@ def test_status_json_counts_hosts_as_hosts_tells_of_them(tmp_path: Path) -> None
         for i in range(40):
             f.push(Request(f"https://h{i % 8}.example/{i}"))
         for _ in range(3):
-            f.done(f.pop())  # three hosts now wait out their delay (the last one is blocked too)
+            f.done(take(f))  # three hosts now wait out their delay (the last one is blocked too)
         f.block("h7.example", time.time() + 600)
         f._publish_status(with_hosts=True)
         published = json.loads((job / "status.json").read_text())

@@ -16,6 +16,7 @@ import time
 
 import pytest
 from jobkit import dir_salt
+from popkit import take
 
 import diskfrontier.jobdir.maintenance.compaction as compaction_module
 import diskfrontier.jobdir.tailcopy as tailcopy_module
@@ -110,7 +111,7 @@ def test_a_compaction_swapped_in_with_requests_in_flight_finishes_them_where_the
     with Frontier(job, maintenance=Maintenance(**FAST)) as f:
         work = Steady(f, 300)
         work.run(3000)
-        held = [f.pop() for _ in range(20)]
+        held = [take(f) for _ in range(20)]
         offsets = [r._seq for r in held]
         f.compact()
         assert [r._seq for r in held] != offsets  # they moved: the journal was rewritten
@@ -137,11 +138,11 @@ def test_a_close_after_a_compaction_with_requests_in_flight_keeps_the_queue_orde
     urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
     with Frontier(job, order=order, maintenance=None) as f:
         f.push_many(Request(u) for u in urls[:6])
-        held = [f.pop() for _ in range(2)]
+        held = [take(f) for _ in range(2)]
         f.push_many(Request(u) for u in urls[6:])
         f.compact()
     with Frontier(job, order=order, maintenance=None) as f:
-        got = [f.pop().url for _ in range(len(urls))]
+        got = [take(f).url for _ in range(len(urls))]
         assert f.pop() is None
     popped = {r.url for r in held}
     rest = [u for u in urls if u not in popped]

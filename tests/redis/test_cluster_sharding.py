@@ -12,6 +12,7 @@ from collections import defaultdict
 from itertools import pairwise
 
 import pytest
+from popkit import take
 from redisworkers import not_begun, outstanding, read_log, start_worker
 
 from diskfrontier import RedisFrontier, Request
@@ -125,8 +126,8 @@ def test_copy_moves_a_crawl_between_a_job_directory_a_redis_server_and_a_cluster
     with Frontier(source, order="fifo") as f:
         f.push_many(Request(f"https://h{i % 40}.example/{i}", priority=i % 3) for i in range(400))
         for _ in range(50):
-            f.done(f.pop())
-        f.fail(f.pop(), "boom")
+            f.done(take(f))
+        f.fail(take(f), "boom")
         f.set_delay("h3.example", 1.5)
     runner = CliRunner()
     steps = [(source, redis_url, "--to-crawl", "single", ()),

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from paths import KITS
+from popkit import take
 
 from diskfrontier import AsyncFrontier, Frontier, RedisFrontier, Request, acrawl, crawl
 from diskfrontier.jobdir.reader import pending_requests
@@ -236,7 +237,7 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             assert not await frontier.push(Request("https://a.example/1"))  # a duplicate
             assert await frontier.push_many(Request(f"https://b.example/{i}") for i in range(3)) == 3
             assert await frontier.count() == 4
-            got = [await frontier.pop() for _ in range(4)]
+            got = [await take(frontier) for _ in range(4)]
             assert await frontier.pop() is None and await frontier.pop(timeout=0.01) is None
             assert len(await frontier.in_flight()) == 4 and await frontier.holds(got[0])
             await frontier.done(got[0])
@@ -250,7 +251,7 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             assert await frontier.requeue_failed() == 1 and await frontier.count() == 3
 
             # a waiting pop wakes for a push made by another task, long before its timeout
-            popped = await frontier.pop()
+            popped = await take(frontier)
             await frontier.done(popped)
             waiting = asyncio.create_task(frontier.pop(timeout=30))
             await asyncio.sleep(0.05)
