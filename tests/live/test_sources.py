@@ -68,6 +68,7 @@ def test_a_held_directory_is_read_from_the_status_json_of_its_holder(tmp_path):
         assert source.full_reads == 0
         publish_status(frontier, pid=os.getpid() + 1)  # left by another process: not this holder's
         reading = source.read()
+        assert reading.note is not None
         assert reading.origin == "files" and "publishes no status.json" in reading.note
         assert reading.snapshot["stats"]["in_flight"] is None  # counted as pending while held
     reading = source.read()  # no longer held: its files, whatever status.json says

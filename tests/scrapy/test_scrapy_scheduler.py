@@ -17,6 +17,7 @@ import scrapy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from popkit import take
+from scrapy.crawler import Crawler
 from scrapy.http import FormRequest, JsonRequest
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
@@ -34,7 +35,9 @@ class Session:
 
     def __init__(self, jobdir, reopen: bool, **settings):
         self.jobdir, self.reopen, self.settings = jobdir, reopen, settings
-        self.crawler = self.spider = self.scheduler = None
+        self.crawler: Crawler
+        self.spider: ShopSpider
+        self.scheduler: Scheduler
         self.open()
 
     def open(self):
