@@ -73,6 +73,7 @@ def test_inspect_is_read_only_on_a_live_directory(example):
     code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1], watch=False); "
             "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, example], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().strip() == b"ok"
         before = _contents(example)

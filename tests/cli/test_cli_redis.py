@@ -125,6 +125,7 @@ def live_job(tmp_path):
     job = str(tmp_path / "job")
     build_job(job)
     child = subprocess.Popen([sys.executable, "-c", CHILD, job], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().split() == [b"ok", b"https://e.example/held"]
         yield job, child

@@ -88,7 +88,10 @@ class Target:
         self.job, self.url, self.crawl = job, url, crawl
 
     def args(self) -> list[str]:
-        return [self.job] if self.job else [self.url, "--to-crawl", self.crawl]
+        if self.job:
+            return [self.job]
+        assert self.url is not None and self.crawl is not None
+        return [self.url, "--to-crawl", self.crawl]
 
     def state(self, expected: Expected) -> str:
         """'absent', 'refused' (an unfinished copy), 'complete', or what is wrong with it."""
@@ -99,6 +102,7 @@ class Target:
                 count, failed = len(f), sorted(map(failed_key, f.failed()))
             pending = sorted(map(key, pending_requests(self.job)))
         else:
+            assert self.url is not None and self.crawl is not None
             try:
                 r = RedisFrontier(self.url, crawl=self.crawl, create=False)
             except IncompleteCopy:
@@ -122,6 +126,7 @@ class Target:
         """Whether a copy into it has begun writing (its build folder, or its crawl marked unfinished)."""
         if self.job:
             return os.path.exists(build_path(self.job))
+        assert self.url is not None and self.crawl is not None
         try:
             RedisFrontier(self.url, crawl=self.crawl, create=False).close()
         except IncompleteCopy:
@@ -138,6 +143,7 @@ class Target:
             return
         import redis
 
+        assert self.url is not None
         client = redis.Redis.from_url(self.url)
         keys = list(client.scan_iter(match=f"df:{{{self.crawl}}}:*", count=1000))
         if keys:
@@ -149,6 +155,7 @@ class Target:
         if self.job:
             shutil.rmtree(self.job)
         else:
+            assert self.url is not None and self.crawl is not None
             RedisFrontier(self.url, crawl=self.crawl, create=False).drop_crawl()
 
 
