@@ -46,6 +46,7 @@ def test_compaction_is_atomic_under_sigkill(tmp_path, template, delay_ms):
     job = tmp_path / "job"
     shutil.copytree(source, job)
     child = subprocess.Popen([sys.executable, "-c", COMPACT, str(job)], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     assert child.stdout.readline().strip() == b"open"
     time.sleep(delay_ms / 1000)
     child.kill()

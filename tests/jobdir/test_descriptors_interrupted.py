@@ -113,7 +113,10 @@ def test_open_file_closes_its_descriptor_once_when_interrupted_anywhere(tmp_path
     with open(path, "wb") as f:
         f.write(b"{}")
     for mode in ("rb", "r+b", "ab", "r"):
-        runs = _interrupt_everywhere(lambda mode=mode: open_file(path, mode), lambda f: f.close())
+        def opening(mode: str = mode) -> Any:
+            return open_file(path, mode)
+
+        runs = _interrupt_everywhere(opening, lambda f: f.close())
         assert runs > 3
 
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -39,9 +40,9 @@ SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the 
 HOSTS = ["h0.example", "h1.example", "h2.example"]
 
 
-def listing(failed: list[FailedRequest] | object) -> list[tuple[str, int, str, float]]:
+def listing(failed: Iterable[FailedRequest]) -> list[tuple[str, int, str, float]]:
     """What a failed list says, comparable across the ways of reading it."""
-    return [(f.request.url, f.request.attempts, f.error, f.failed_at) for f in failed]  # type: ignore[attr-defined]
+    return [(f.request.url, f.request.attempts, f.error, f.failed_at) for f in failed]
 
 
 def cap(error: str) -> str:
@@ -380,7 +381,7 @@ def test_compaction_keeps_failed_requests_and_done_counts(tmp_path):
     job = str(tmp_path / "job")
     with Frontier(job) as f:
         f.push_many(Request(f"https://{HOSTS[i % 3]}/{i}", priority=i % 2) for i in range(40))
-        popped = [f.pop() for _ in range(40)]
+        popped = [take(f) for _ in range(40)]
         for i, request in enumerate(popped):
             if i % 4 == 0:
                 f.fail(request, f"error {i}")
@@ -511,6 +512,7 @@ def test_a_fail_record_naming_a_request_that_is_not_pending_is_damage(tmp_path, 
         finished, failing = take(f), take(f)
         f.done(finished)
         f.fail(failing, "real failure")
+        assert finished._seq is not None and failing._seq is not None
         names = {"done": finished._seq, "failed": failing._seq, "nothing": finished._seq + 3}
         expected = listing(f.failed())
     size = os.path.getsize(Layout(job).journal)
@@ -537,6 +539,7 @@ def test_a_done_naming_a_failed_request_is_damage_and_a_retry_is_its_requeue(tmp
         assert failing is not None
         f.fail(failing, "failed")
         target = failing._seq
+        assert target is not None
         pushed = parse_push(bytes(f._state.journal.read_body(target)))
     checkpoint_module.write_open(Layout(job).cursor, dir_id(job), os.path.getsize(Layout(job).journal), None)
     offset = append_record(job, done_body(target))
@@ -563,7 +566,8 @@ def test_verify_names_a_hosts_file_whose_failed_set_is_not_the_journals(tmp_path
     assert saved.hosts_file is not None
     state = load_host_state(layout.hosts, saved.hosts_file)
     wrong = dict(list(state.failed.items())[1:])  # one failure left out
-    record = save_host_state(layout.hosts, SimpleNamespace(counts=state.counts, hot={}), state.delayed, wrong)
+    record = save_host_state(layout.hosts, SimpleNamespace(counts=state.counts, hot={}),  # type: ignore[arg-type]
+                             state.delayed, wrong)
     with open(layout.cursor) as f:
         value = json.load(f)
     value.pop("crc")

@@ -197,6 +197,7 @@ def test_one_writer_across_processes(tmp_path):
     code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); "
             "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().strip() == b"ok"
         with pytest.raises(JobDirLocked) as info:

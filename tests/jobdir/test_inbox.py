@@ -368,7 +368,7 @@ def test_a_full_disk_at_a_commands_end_applies_it_once_when_tried_again(tmp_path
         real = ledger_module.Ledger.mark
         failures = [OSError(28, "No space left on device")]
 
-        def mark(self, phase, name, result=b""):  # type: ignore[no-untyped-def]
+        def mark(self, phase, name, result=b""):
             if phase == END and failures:
                 raise failures.pop()
             return real(self, phase, name, result)

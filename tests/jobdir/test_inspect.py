@@ -82,7 +82,7 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
     with Frontier(job) as f:
         popped = [take(f).url for _ in range(2900)]
     if push_order and order == "lifo":  # within each priority, reversed
-        by_priority: dict[str, list[str]] = {}
+        by_priority: dict[int, list[str]] = {}
         for u in popped:
             by_priority.setdefault(int(u.rsplit("/", 1)[1]) % 3, []).append(u)
         popped = [u for p in sorted(by_priority, reverse=True) for u in reversed(by_priority[p])]

@@ -121,7 +121,7 @@ def test_real_sigint_during_push_many_loses_nothing(tmp_path):
         start = run * 100
         child = subprocess.Popen([sys.executable, "-c", CHILD, job, str(start), "4"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
-        assert child.stdout is not None
+        assert child.stdout is not None and child.stderr is not None
         first = child.stdout.readline()  # the frontier is open and the first batch has begun
         assert first.startswith("start"), first + child.stderr.read()
         threading.Event().wait(rng.uniform(0.0, 0.25))
