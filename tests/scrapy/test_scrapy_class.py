@@ -86,7 +86,7 @@ def test_a_stored_class_that_is_not_a_request_class_is_refused(tmp_path, path, w
 def test_a_module_getattr_is_not_asked():
     # a module-level __getattr__ may import on demand; only a module's own attributes are looked at
     module = type(sys)("diskfrontier_lazy_module")
-    module.__getattr__ = lambda attribute: pytest.fail(f"__getattr__({attribute!r}) was called")
+    module.__getattr__ = lambda attribute: pytest.fail(f"__getattr__({attribute!r}) was called")  # type: ignore[method-assign]
     sys.modules[module.__name__] = module
     try:
         with pytest.raises(ValueError, match=r"not a scrapy\.Request subclass"):
