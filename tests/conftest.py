@@ -23,13 +23,16 @@ if os.environ.get("DISKFRONTIER_TEST_POLITE"):
         kwargs.setdefault("per_host", 1 << 30)
         _plain_init(self, *args, **kwargs)
 
-    _frontier.Frontier.__init__ = _polite_init
+    _frontier.Frontier.__init__ = _polite_init  # type: ignore[method-assign]  # the patch is the point
 
 
 # ------------------------------------------------------------------ Ctrl-C, SIGTERM and child processes
 import itertools as _itertools  # noqa: E402
 import signal as _signal  # noqa: E402
 import subprocess as _subprocess  # noqa: E402
+from collections.abc import Callable as _Callable  # noqa: E402
+from types import FrameType as _FrameType  # noqa: E402
+from typing import Any as _Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -56,7 +59,8 @@ _watchdog_pipe: int | None = None
 _children_group: int | None = None
 _forwards = False  # the controller of a distributed run: signals go on to its workers
 _signals_came: list[str] = []  # SIGINT or SIGTERM, once one came: the run is over
-_saved_handlers: dict[int, object] = {}
+_Handler = _Callable[[int, _FrameType | None], _Any] | int | None  # what signal.getsignal() returns
+_saved_handlers: dict[int, _Handler] = {}
 _wakeup: tuple[int, int] | None = None  # the pipe every caught signal writes its number to
 _saved_wakeup = -1
 
@@ -113,7 +117,7 @@ def pytest_configure(config):
     os.close(read_end)
     _children_group = _watchdog.pid
     _forwards = _distributing(config)  # the workers it starts join the group as any child does
-    _subprocess.Popen = _GroupedPopen
+    _subprocess.Popen = _GroupedPopen  # type: ignore[misc]  # every child joins the group
     if threading.current_thread() is threading.main_thread():
         global _wakeup, _saved_wakeup
         for signum in (_signal.SIGINT, _signal.SIGTERM):
@@ -136,7 +140,7 @@ def pytest_unconfigure(config):
         for fd in _wakeup:
             os.close(fd)
         _wakeup = None
-    _subprocess.Popen = _PlainPopen
+    _subprocess.Popen = _PlainPopen  # type: ignore[misc]
     _children_group = None
     if _watchdog_pipe is not None:
         os.close(_watchdog_pipe)  # the watchdog kills whatever a test left running, then itself
@@ -146,10 +150,10 @@ def pytest_unconfigure(config):
         _watchdog = None
 
 
-def _handlers() -> dict[int, object]:
+def _handlers() -> dict[int, _Handler]:
     """The handler of every signal but SIGALRM (pytest-timeout's: it sets and clears it around
     each test, and clears it early when a test fails)."""
-    out = {}
+    out: dict[int, _Handler] = {}
     for signum in _signal.valid_signals():
         if signum not in (_signal.SIGKILL, _signal.SIGSTOP, _signal.SIGALRM):
             out[signum] = _signal.getsignal(signum)

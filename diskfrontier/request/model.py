@@ -256,7 +256,7 @@ class Request:
         *,
         method: str = "GET",
         headers: Mapping[str, HeaderValue | list[HeaderValue]] | None = None,
-        body: bytes | str | None = None,
+        body: bytes | bytearray | memoryview | str | None = None,
         priority: int = 0,
         meta: dict[str, Any] | None = None,
         dont_filter: bool = False,

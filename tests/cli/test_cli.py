@@ -15,6 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner
 from paths import EXAMPLE, TESTS
+from popkit import take
 
 from diskfrontier import Frontier
 from diskfrontier.cli import main
@@ -72,6 +73,7 @@ def test_inspect_is_read_only_on_a_live_directory(example):
     code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1], watch=False); "
             "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, example], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().strip() == b"ok"
         before = _contents(example)
@@ -102,7 +104,7 @@ def test_peek_shows_pop_order_without_consuming(example):
     only = [json.loads(line) for line in peeked.splitlines()]
     assert [r["url"] for r in only] == ["https://shop.example/bags/item-5.html", "https://shop.example/bags/item-4.html"]
     with Frontier(example) as f:
-        assert f.pop().url == "https://shop.example/hats/"  # peek did not consume it
+        assert take(f).url == "https://shop.example/hats/"  # peek did not consume it
         assert len(f) == 17
 
 
@@ -139,7 +141,7 @@ def test_push_from_stdin_with_bad_lines(tmp_path):
     assert "line 5: skipped" in result.output
     assert "queued 2, duplicates 1, bad 2" in result.output
     with Frontier(job) as f:
-        assert [r.priority for r in [f.pop(), f.pop()]] == [3, 3]
+        assert [r.priority for r in [take(f), take(f)]] == [3, 3]
 
 
 def test_push_strict_pushes_nothing(tmp_path):

@@ -6,6 +6,7 @@ import json
 import time
 
 from click.testing import CliRunner
+from popkit import take
 
 from diskfrontier import Frontier, Request
 from diskfrontier.cli import main
@@ -18,7 +19,7 @@ def run(*args):
 def make(job, *, dirty: bool = False) -> None:
     f = Frontier(job)
     f.push_many([Request(f"https://a.example/{i}") for i in range(3)] + [Request("https://b.example/")])
-    f.done(f.pop())
+    f.done(take(f))
     f.push(Request("https://c.example/later"), not_before=time.time() + 600)
     if dirty:  # as after kill -9
         f._closing.release_files()

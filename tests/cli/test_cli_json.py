@@ -15,6 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
+from popkit import take
 
 from diskfrontier import Frontier, RedisFrontier, Request
 from diskfrontier.cli import main
@@ -62,8 +63,8 @@ def make_job(path: Path) -> Path:
         for i in range(60):
             f.push(Request(f"https://h{i % 3}.example/{i}"))
         f.push(Request("https://slow.example/wait"), not_before=time.time() + 3600)
-        f.done(f.pop())
-        f.fail(f.pop(), "boom")
+        f.done(take(f))
+        f.fail(take(f), "boom")
         f.set_delay("h1.example", 2.0)
         f.block("h2.example", float("inf"))
     return path
@@ -97,8 +98,8 @@ def crawl(redis_url: str, crawl_name: str):
     with RedisFrontier(redis_url, crawl=crawl_name, create=True) as f:
         for i in range(30):
             f.push(Request(f"https://h{i % 3}.example/{i}"))
-        f.done(f.pop())
-        f.fail(f.pop(), "boom")
+        f.done(take(f))
+        f.fail(take(f), "boom")
         f.set_delay("h1.example", 2.0)
         f.block("h2.example", float("inf"))
         yield redis_url, crawl_name, f

@@ -108,7 +108,8 @@ def test_push_host_pause_resume_drop_reach_a_running_crawl(held) -> None:
             urls.append(r.url)
             f.done(r)
         assert not any(u.startswith("https://h1.example/") for u in urls)
-        assert f.host("new.example") is not None and f.host("new.example").blocked_until > time.time()
+        new = f.host("new.example")
+        assert new is not None and new.blocked_until is not None and new.blocked_until > time.time()
         assert not f.push(Request("https://h1.example/1")), "a dropped request's fingerprint stays seen"
 
 
@@ -137,7 +138,8 @@ def test_no_wait_returns_once_the_command_is_queued(held, tmp_path: Path) -> Non
     with Frontier(job) as f:
         assert f.paused_since is None  # paused, then resumed, in the order sent
         assert f.host("late.example") is not None
-        assert f.host("h2.example") is None or f.host("h2.example").pending == 0
+        h2 = f.host("h2.example")
+        assert h2 is None or h2.pending == 0
 
 
 def test_a_bad_drop_is_a_usage_error(tmp_path: Path) -> None:

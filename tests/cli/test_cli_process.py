@@ -137,6 +137,7 @@ def long_journal(tmp_path_factory):
     finished = []
     for _ in range(100_000):
         request = frontier.pop()
+        assert request is not None
         finished.append(request.url)
         frontier.done(request)
     frontier._state.seen.flush()
@@ -157,6 +158,7 @@ def test_compact_command_killed_leaves_old_or_new_directory(tmp_path, long_journ
     proc = subprocess.Popen([*SCRIPT, "compact", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reached = MOMENTS[moment]
     deadline = time.monotonic() + 60
+    assert proc.stderr is not None
     while not reached(job, size):
         assert proc.poll() is None, f"compact finished before the moment {moment!r}: {proc.stderr.read()[-500:]!r}"
         assert time.monotonic() < deadline

@@ -13,6 +13,7 @@ import time
 import pytest
 import redis
 from click.testing import CliRunner
+from popkit import take
 
 from diskfrontier import Frontier, FrontierError, RedisFrontier, Request
 from diskfrontier.cli import main
@@ -86,9 +87,9 @@ def build_job(job: str) -> None:
     """A job directory with every kind of pending request, a done one, a marked fingerprint and host settings."""
     with Frontier(job) as f:
         f.push(Request("https://b.example/done"))
-        f.done(f.pop())
+        f.done(take(f))
         f.push(Request("https://c.example/retried", meta={"depth": 2}))
-        f.retry(f.pop(), delay=5000)  # attempts 1, not_before ahead
+        f.retry(take(f), delay=5000)  # attempts 1, not_before ahead
         f.push_many([
             Request("https://a.example/1", priority=5),
             Request("https://a.example/2", method="POST", body=b"q=1"),
@@ -124,6 +125,7 @@ def live_job(tmp_path):
     job = str(tmp_path / "job")
     build_job(job)
     child = subprocess.Popen([sys.executable, "-c", CHILD, job], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().split() == [b"ok", b"https://e.example/held"]
         yield job, child
@@ -340,7 +342,7 @@ def test_redis_push_inspect_peek_hosts_host(redis_url, crawl_name):
     table = run("hosts", url, "--crawl", crawl_name).output.splitlines()
     assert table[1].split() == ["a.example", "2", "0", "3s", "10", "0", "-"]
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
-        assert r.pop().url == "https://a.example/top"  # b.example is blocked
+        assert take(r).url == "https://a.example/top"  # b.example is blocked
 
 
 def test_redis_pause_resume_and_drop(redis_url, crawl_name):
@@ -361,7 +363,7 @@ def test_redis_pause_resume_and_drop(redis_url, crawl_name):
     assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "resumed"
     assert run("resume", url, "--crawl", crawl_name).stdout.strip() == "not paused: nothing to resume"
     with RedisFrontier(url, crawl=crawl_name, create=False) as r:
-        popped = {r.pop().url, r.pop().url}
+        popped = {take(r).url, take(r).url}
         assert popped == {"https://a.example/2", "https://b.example/x"} and r.pop() is None
 
 
@@ -398,9 +400,11 @@ def test_redis_export_and_import_round_trip(tmp_path, redis_url, crawl_name):
         r.push_many([Request("https://a.example/done"), Request("https://a.example/x", priority=2, meta={"k": [1]}),
                      Request("https://b.example/y", slot="s1")])
         done = r.pop()
+        assert done is not None
         r.done(done)
         r.push(Request("https://c.example/later"), not_before=LATER)
         leased = r.pop()  # exported as pending
+        assert leased is not None
         out = tmp_path / "out.jsonl"
         result = run("export", redis_url, "--crawl", crawl_name, "-o", str(out), "--seen")
         assert result.exit_code == 0, result.output

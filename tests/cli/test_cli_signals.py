@@ -52,6 +52,7 @@ def test_export_to_a_file_says_how_many_and_to_stdout_says_nothing(big_job, tmp_
 
 def _wait_for(condition, proc: subprocess.Popen, what: str) -> None:
     deadline = time.monotonic() + 60
+    assert proc.stderr is not None
     while not condition():
         assert proc.poll() is None, f"ended before {what}: {proc.stderr.read()!r}"
         assert time.monotonic() < deadline, f"never {what}"
@@ -62,6 +63,7 @@ def test_ctrl_c_during_a_slow_import_exits_130_and_leaves_a_sound_directory(tmp_
     job = str(tmp_path / "job")
     proc = subprocess.Popen([SCRIPT, "import", job, "-"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
     try:
         lines = "".join(json.dumps({"url": f"https://a.example/{i}", "priority": i % 4}) + "\n" for i in range(12_000))
         proc.stdin.write(lines.encode())  # one batch of 10,000 goes in; the rest waits for more input

@@ -36,6 +36,7 @@ def crawled_in_part(job, order: str, *, clean: bool, in_flight: int = 0) -> list
             frontier.push_many(Request(f"https://a.example/{p}/{i}", priority=p) for p in PRIORITIES)
         for _ in range(10):
             request = frontier.pop()
+            assert request is not None
             frontier.done(request)
             done.append(request.url)
         for _ in range(in_flight):

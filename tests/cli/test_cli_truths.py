@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from click.testing import CliRunner
+from popkit import take
 
 from diskfrontier import Frontier, RedisFrontier, Request, crawl
 from diskfrontier.cli import main
@@ -39,7 +40,7 @@ def test_n_0_means_all_for_peek_hosts_and_failed(tmp_path):
     with Frontier(job) as f:
         f.push_many([Request(f"https://h{i}.example/{i}") for i in range(30)])
         for _ in range(25):
-            f.fail(f.pop(), "gone")
+            f.fail(take(f), "gone")
     peeked = run("peek", job, "-n", "0").output.splitlines()
     assert len(peeked) == 5
     assert len(run("hosts", job, "-n", "0").output.splitlines()) == 1 + 30

@@ -76,6 +76,7 @@ def test_inspect_of_a_killed_directory_counts_the_fingerprints_only_its_journal_
     job = str(tmp_path / "job")
     child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, job], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline() == b"ok\n"
     finally:

@@ -58,7 +58,9 @@ class Side:
 
     def __init__(self, kind: str, tmp_path, redis_url: str | None, name: str) -> None:
         self.kind = kind
-        self.target = str(tmp_path / name) if kind == "job" else redis_url
+        target = str(tmp_path / name) if kind == "job" else redis_url
+        assert target is not None, "a Redis side needs the server's URL"
+        self.target: str = target
         self.crawl = None if kind == "job" else name
 
     def open(self, create: bool = True):

@@ -67,9 +67,11 @@ def build_source(job: str) -> None:
         f.push_many([Request(f"https://h{i % 40}.example/failed/{i}", meta={"i": i}) for i in range(FAILED)])
         for i in range(FAILED):
             r = f.pop()
+            assert r is not None
             if i % 3 == 0:
                 f.retry(r)
                 r = f.pop()
+                assert r is not None
             f.fail(r, f"error {i}")
         f.push_many([Request(f"https://h{i % 40}.example/p/{i}", priority=i % 5, meta={"n": i})
                      for i in range(PENDING)])
@@ -86,7 +88,10 @@ class Target:
         self.job, self.url, self.crawl = job, url, crawl
 
     def args(self) -> list[str]:
-        return [self.job] if self.job else [self.url, "--to-crawl", self.crawl]
+        if self.job:
+            return [self.job]
+        assert self.url is not None and self.crawl is not None
+        return [self.url, "--to-crawl", self.crawl]
 
     def state(self, expected: Expected) -> str:
         """'absent', 'refused' (an unfinished copy), 'complete', or what is wrong with it."""
@@ -97,6 +102,7 @@ class Target:
                 count, failed = len(f), sorted(map(failed_key, f.failed()))
             pending = sorted(map(key, pending_requests(self.job)))
         else:
+            assert self.url is not None and self.crawl is not None
             try:
                 r = RedisFrontier(self.url, crawl=self.crawl, create=False)
             except IncompleteCopy:
@@ -120,6 +126,7 @@ class Target:
         """Whether a copy into it has begun writing (its build folder, or its crawl marked unfinished)."""
         if self.job:
             return os.path.exists(build_path(self.job))
+        assert self.url is not None and self.crawl is not None
         try:
             RedisFrontier(self.url, crawl=self.crawl, create=False).close()
         except IncompleteCopy:
@@ -136,6 +143,7 @@ class Target:
             return
         import redis
 
+        assert self.url is not None
         client = redis.Redis.from_url(self.url)
         keys = list(client.scan_iter(match=f"df:{{{self.crawl}}}:*", count=1000))
         if keys:
@@ -147,6 +155,7 @@ class Target:
         if self.job:
             shutil.rmtree(self.job)
         else:
+            assert self.url is not None and self.crawl is not None
             RedisFrontier(self.url, crawl=self.crawl, create=False).drop_crawl()
 
 

@@ -92,7 +92,7 @@ def test_robots_entries_are_kept_capped_and_replaced(frontier_factory):
     with pytest.raises(ValueError, match="status"):
         g.set_robots("a.example", RobotsEntry(1000, b"", 1.0))
     with pytest.raises(TypeError, match="RobotsEntry"):
-        g.set_robots("a.example", (200, b"", 1.0))  # type: ignore[arg-type]
+        g.set_robots("a.example", (200, b"", 1.0))
 
 
 def test_verify_finds_a_crawl_with_failures_and_robots_sound(frontier_factory):

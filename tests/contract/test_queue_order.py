@@ -62,7 +62,9 @@ def test_the_order_is_the_reference_models(frontier_factory, order):
         url, priority = f"https://h{i % 4}.example/{i}", (i * 7) % 3 - 1
         priorities[url] = priority
         assert f.push(Request(url, priority=priority)) == model.push(url, priority)
-    want = [model.pop() for _ in range(30)]
+    popped = [model.pop() for _ in range(30)]
+    want = [url for url in popped if url is not None]
+    assert len(want) == len(popped)  # the model had all 30
     assert_queue_order(frontier_factory.kind, [r.url for r in drain(f)], want, priorities)
 
 

@@ -32,7 +32,7 @@ def test_a_revisit_state_comes_back_with_its_request_and_is_counted(frontier_fac
     assert (stats["revisits"], stats["revisit_changes"], stats["revisit_not_modified"]) == (2, 1, 1)
     f.close()
     f = frontier_factory()
-    back = {}
+    back: dict[str, RevisitState | None] = {}
     while len(back) < len(states) and (request := f.pop(timeout=60)) is not None:
         back[request.url] = request.revisit
         f.done(request)

@@ -34,6 +34,7 @@ def fill(path: str, order: str, killed: bool, version: int) -> list[str]:
         frontier.push(Request(f"https://h{i % 3}.example/p/{i}", priority=i % 2))
     for i in range(150):
         request = frontier.pop()
+        assert request is not None
         if version >= 3 and i % 9 == 4:
             frontier.fail(request, f"boom {request.url}")
         elif i % 3 != 2 or not killed:  # a clean close puts what is in flight back on top: none is left

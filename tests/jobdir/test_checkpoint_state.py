@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from jobkit import dir_id, dir_salt
+from popkit import take
 
 from diskfrontier import Frontier, Request
 from diskfrontier.jobdir.replay import JournalState, read_state
@@ -131,6 +132,7 @@ def test_a_saved_state_and_the_rest_of_the_journal_read_as_the_whole_journal(tmp
             checked += 1
             again = _scan(job, start=start, until=f._state.journal.size, save=ident).saved
             direct = _scan(job, until=f._state.journal.size, save=ident).saved
+            assert again is not None and direct is not None
             assert encode_state(again, salt) == encode_state(direct, salt)  # made either way, byte for byte
     assert checked or seed % 3 == 2  # most seeds checkpoint at least once
 
@@ -140,9 +142,10 @@ def _one_state(tmp_path, name="job") -> tuple[str, StateRecord]:
     with Frontier(job, watch=False) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(50))
         for _ in range(20):
-            f.done(f.pop())
+            f.done(take(f))
         at = f._state.journal.size
         made = _scan(job, until=at, save=dir_id(job)).saved
+        assert made is not None
         record = write_state(job, state_name(at, 1), made, dir_salt(job), durable=False)
     return job, record
 

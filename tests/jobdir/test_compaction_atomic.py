@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from popkit import take
 
 from diskfrontier import Frontier, Request
 
@@ -23,7 +24,7 @@ def template(tmp_path_factory):
     with Frontier(job) as f:
         f.push_many(Request(f"https://a.example/{i}", priority=i % 4) for i in range(30000))
         for _ in range(24000):
-            f.done(f.pop())
+            f.done(take(f))
     # reopen without compacting at close: crash-close leaves the long journal in place
     f = Frontier(job)
     pending = set(_peek_all(f))
@@ -45,6 +46,7 @@ def test_compaction_is_atomic_under_sigkill(tmp_path, template, delay_ms):
     job = tmp_path / "job"
     shutil.copytree(source, job)
     child = subprocess.Popen([sys.executable, "-c", COMPACT, str(job)], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     assert child.stdout.readline().strip() == b"open"
     time.sleep(delay_ms / 1000)
     child.kill()

@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+from popkit import take
 
 from diskfrontier import FormatError, Frontier, JobDirCorrupt, Request
 from diskfrontier.jobdir.maintenance.verify import verify
@@ -18,7 +19,7 @@ def make_job(path, *, clean: bool, done: int = 20):
     """A job directory with N pushed and `done` finished; closed cleanly or left as after a crash."""
     f = Frontier(path)
     f.push_many(Request(f"https://a.example/{i}", priority=i % 3 - 1) for i in range(N))
-    popped = [f.pop() for _ in range(done)]
+    popped = [take(f) for _ in range(done)]
     for r in popped:
         f.done(r)
     finished = {r.url for r in popped}

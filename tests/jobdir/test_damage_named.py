@@ -30,6 +30,7 @@ def make_job(path, *, clean: bool = True) -> set[str]:
     finished = set()
     for _ in range(100):
         r = f.pop()
+        assert r is not None
         f.done(r)
         finished.add(r.url)
     if clean:

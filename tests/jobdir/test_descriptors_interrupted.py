@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from popkit import take
 
 import diskfrontier
 from diskfrontier import Frontier, Request
@@ -112,7 +113,10 @@ def test_open_file_closes_its_descriptor_once_when_interrupted_anywhere(tmp_path
     with open(path, "wb") as f:
         f.write(b"{}")
     for mode in ("rb", "r+b", "ab", "r"):
-        runs = _interrupt_everywhere(lambda mode=mode: open_file(path, mode), lambda f: f.close())
+        def opening(mode: str = mode) -> Any:
+            return open_file(path, mode)
+
+        runs = _interrupt_everywhere(opening, lambda f: f.close())
         assert runs > 3
 
 
@@ -130,7 +134,7 @@ def test_reading_frontier_json_under_an_interrupt_reports_no_damage(tmp_path):
     runs = _interrupt_everywhere(lambda: read_meta(layout), lambda meta: None)
     assert runs > 3
     with Frontier(job) as frontier:
-        assert frontier.pop().url == "https://a.example/"
+        assert take(frontier).url == "https://a.example/"
 
 
 @pytest.mark.parametrize("step", ["fstat", "fcntl"])

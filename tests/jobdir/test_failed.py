@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 from crashkit import kill_after_acks
 from jobkit import dir_id, dir_salt
 from paths import KITS
+from popkit import take
 
 from diskfrontier import FailedRequest, Frontier, JobDirCorrupt, NotInFlight, Request
 from diskfrontier.cli import main
@@ -38,9 +40,9 @@ SCRIPT = [os.path.join(os.path.dirname(sys.executable), "diskfrontier")]  # the 
 HOSTS = ["h0.example", "h1.example", "h2.example"]
 
 
-def listing(failed: list[FailedRequest] | object) -> list[tuple[str, int, str, float]]:
+def listing(failed: Iterable[FailedRequest]) -> list[tuple[str, int, str, float]]:
     """What a failed list says, comparable across the ways of reading it."""
-    return [(f.request.url, f.request.attempts, f.error, f.failed_at) for f in failed]  # type: ignore[attr-defined]
+    return [(f.request.url, f.request.attempts, f.error, f.failed_at) for f in failed]
 
 
 def cap(error: str) -> str:
@@ -57,6 +59,7 @@ def failing_crawl(job: str) -> list[tuple[str, int, str, float]]:
         f.push_many(Request(f"https://{HOSTS[i % 3]}/{i}") for i in range(30))
         for i in range(12):
             request = f.pop()
+            assert request is not None
             if i % 3 == 0:
                 f.done(request)
             elif i % 3 == 1:
@@ -64,8 +67,10 @@ def failing_crawl(job: str) -> list[tuple[str, int, str, float]]:
             else:
                 f.retry(request)
         twice = f.pop()  # the last one retried: its RETRY record is the newest (LIFO)
+        assert twice is not None
         f.retry(twice)
         twice = f.pop()
+        assert twice is not None
         assert twice.attempts == 2
         f.fail(twice, "gave up")
         return listing(f.failed())
@@ -75,7 +80,7 @@ def failing_crawl(job: str) -> list[tuple[str, int, str, float]]:
 def test_fail_finishes_a_request_and_failed_lists_it_oldest_first(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://b.example/3")])
-        first, second, third = f.pop(), f.pop(), f.pop()
+        first, second, third = take(f), take(f), take(f)
         before = time.time()
         f.fail(second, "HTTP 500")
         f.fail(first, "timeout")
@@ -104,6 +109,7 @@ def test_fail_keeps_attempts_and_cuts_the_error_on_a_character_boundary(tmp_path
     with Frontier(tmp_path / "job") as f:
         f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://a.example/3")])
         request = f.pop()
+        assert request is not None
         for _ in range(2):
             f.retry(request)
             request = next(r for r in iter(f.pop, None) if r.url == request.url)
@@ -111,6 +117,7 @@ def test_fail_keeps_attempts_and_cuts_the_error_on_a_character_boundary(tmp_path
         long_error = "ab" + "€" * 2000  # 6,002 bytes; 4,000 would cut a euro sign in two
         f.fail(request, long_error)
         other = f.pop()
+        assert other is not None
         f.fail(other, "\ud800 lone surrogate")
         with pytest.raises(TypeError):
             f.fail(f.pop(), b"bytes")  # type: ignore[arg-type]
@@ -126,7 +133,8 @@ def test_fail_refuses_what_is_not_in_flight(tmp_path):
         f.push(Request("https://a.example/1"))
         with pytest.raises(NotInFlight):
             f.fail(Request("https://a.example/1"), "never popped")
-        request = f.pop()
+        request = take(f)
+        assert request is not None
         with pytest.raises(NotInFlight):
             f.fail(Request("https://a.example/1"), "an equal object, not the one pop returned")
         size = f.stats()["journal_bytes"]
@@ -142,9 +150,10 @@ def test_requeue_failed_makes_them_pending_again_oldest_first(tmp_path):
     job = str(tmp_path / "job")
     with Frontier(job, order="fifo") as f:
         f.push_many(Request(f"https://a.example/{i}", priority=i) for i in range(4))
-        popped = [f.pop() for _ in range(4)]  # priorities 3, 2, 1, 0
+        popped = [take(f) for _ in range(4)]  # priorities 3, 2, 1, 0
         f.retry(popped[0])
         again = f.pop()
+        assert again is not None
         assert again.attempts == 1
         for request in (popped[2], again, popped[1]):
             f.fail(request, f"failed {request.url}")
@@ -154,11 +163,12 @@ def test_requeue_failed_makes_them_pending_again_oldest_first(tmp_path):
         assert [x.request.url for x in f.failed()] == ["https://a.example/3", "https://a.example/2"]
         assert len(f) == 1 and f.stats()["failed"] == 2
         back = f.pop()
+        assert back is not None
         assert (back.url, back.attempts, back.priority) == ("https://a.example/1", 0, 1)
         f.done(back)
         assert f.requeue_failed() == 2 and f.failed() == [] and len(f) == 2
         assert f.requeue_failed() == 0
-        requeued = [f.pop(), f.pop()]
+        requeued = [take(f), take(f)]
         assert [(r.url, r.attempts) for r in requeued] == [("https://a.example/3", 0), ("https://a.example/2", 0)]
         f.fail(requeued[0], "failed again")  # a requeued request may fail again
         f.done(requeued[1])
@@ -175,6 +185,7 @@ def test_a_memory_only_request_that_fails_is_dropped_and_counted(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/memory"), memory_only=True)
         request = f.pop()
+        assert request is not None
         size = f.stats()["journal_bytes"]
         assert f.holds(request)
         f.fail(request, "gone")
@@ -189,13 +200,16 @@ def test_holds_is_true_only_for_the_in_flight_object(tmp_path):
     f = Frontier(tmp_path / "job")
     f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
     request = f.pop()
+    assert request is not None
     assert f.holds(request) and not f.holds(Request(request.url)) and not f.holds(object())  # type: ignore[arg-type]
     f.done(request)
     assert not f.holds(request)
     other = f.pop()
+    assert other is not None
     f.retry(other)
     assert not f.holds(other)
     third = f.pop()
+    assert third is not None
     assert f.holds(third)
     f.close()
     assert not f.holds(third)  # put back at the close
@@ -367,7 +381,7 @@ def test_compaction_keeps_failed_requests_and_done_counts(tmp_path):
     job = str(tmp_path / "job")
     with Frontier(job) as f:
         f.push_many(Request(f"https://{HOSTS[i % 3]}/{i}", priority=i % 2) for i in range(40))
-        popped = [f.pop() for _ in range(40)]
+        popped = [take(f) for _ in range(40)]
         for i, request in enumerate(popped):
             if i % 4 == 0:
                 f.fail(request, f"error {i}")
@@ -375,7 +389,7 @@ def test_compaction_keeps_failed_requests_and_done_counts(tmp_path):
                 f.retry(request)
             else:
                 f.done(request)
-        retried = [f.pop() for _ in range(10)]
+        retried = [take(f) for _ in range(10)]
         assert all(r.attempts == 1 for r in retried)
         for request in retried[:3]:
             f.fail(request, f"after a retry {request.url}")  # a RETRY record that failed: carried as a PUSH
@@ -393,7 +407,7 @@ def test_compaction_keeps_failed_requests_and_done_counts(tmp_path):
         assert result.bytes_after < before and result.failed == len(expected)
         assert listing(f.failed()) == expected and host_done(f) == done and len(f) == len(pending)
         f.push(Request("https://h2.example/after", priority=5))
-        f.fail(f.pop(), "after compaction")
+        f.fail(take(f), "after compaction")
         expected, done = listing(f.failed()), host_done(f)
         assert done["h2.example"] == 1
     with Frontier(job) as f:  # clean
@@ -419,6 +433,7 @@ def long_journal(tmp_path_factory):
     f.push_many(Request(f"https://{HOSTS[i % 3]}/{i}") for i in range(20000))
     for i in range(15400):
         request = f.pop()
+        assert request is not None
         if i % 38 == 0 and i < 15200:
             f.fail(request, f"error {i} " + "x" * (i % 500))
         else:
@@ -494,9 +509,10 @@ def test_a_fail_record_naming_a_request_that_is_not_pending_is_damage(tmp_path, 
     job = str(tmp_path / "job")
     with Frontier(job) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(3))
-        finished, failing = f.pop(), f.pop()
+        finished, failing = take(f), take(f)
         f.done(finished)
         f.fail(failing, "real failure")
+        assert finished._seq is not None and failing._seq is not None
         names = {"done": finished._seq, "failed": failing._seq, "nothing": finished._seq + 3}
         expected = listing(f.failed())
     size = os.path.getsize(Layout(job).journal)
@@ -520,8 +536,10 @@ def test_a_done_naming_a_failed_request_is_damage_and_a_retry_is_its_requeue(tmp
     with Frontier(job) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(2))
         failing = f.pop()
+        assert failing is not None
         f.fail(failing, "failed")
         target = failing._seq
+        assert target is not None
         pushed = parse_push(bytes(f._state.journal.read_body(target)))
     checkpoint_module.write_open(Layout(job).cursor, dir_id(job), os.path.getsize(Layout(job).journal), None)
     offset = append_record(job, done_body(target))
@@ -548,7 +566,8 @@ def test_verify_names_a_hosts_file_whose_failed_set_is_not_the_journals(tmp_path
     assert saved.hosts_file is not None
     state = load_host_state(layout.hosts, saved.hosts_file)
     wrong = dict(list(state.failed.items())[1:])  # one failure left out
-    record = save_host_state(layout.hosts, SimpleNamespace(counts=state.counts, hot={}), state.delayed, wrong)
+    record = save_host_state(layout.hosts, SimpleNamespace(counts=state.counts, hot={}),  # type: ignore[arg-type]
+                             state.delayed, wrong)
     with open(layout.cursor) as f:
         value = json.load(f)
     value.pop("crc")
@@ -616,7 +635,7 @@ def test_the_failed_commands_on_a_redis_crawl(redis_url, crawl_name):
     with RedisFrontier(redis_url, crawl=crawl_name) as frontier:
         frontier.push_many(Request(f"https://r.example/{i}") for i in range(4))
         for _ in range(2):
-            frontier.fail(frontier.pop(), "HTTPError: 500")
+            frontier.fail(take(frontier), "HTTPError: 500")
     runner = CliRunner()
     listed = runner.invoke(main, ["failed", redis_url, "--crawl", crawl_name, "--json"])
     assert listed.exit_code == 0, listed.output

@@ -9,6 +9,7 @@ import sys
 from collections import OrderedDict
 
 import pytest
+from popkit import take
 
 from diskfrontier import Frontier, FrontierClosed, JobDirLocked, NotInFlight, Request
 
@@ -169,7 +170,7 @@ def test_compact_keeps_pending_and_dedupe(session):
 def test_compact_with_requests_in_flight_keeps_them_in_flight(tmp_path):
     with Frontier(tmp_path / "j", watch=False, maintenance=None) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(6))
-        held = [f.pop() for _ in range(4)]
+        held = [take(f) for _ in range(4)]
         f.done(held.pop(0))
         before = f.stats()["journal_bytes"]
         result = f.compact()
@@ -177,11 +178,11 @@ def test_compact_with_requests_in_flight_keeps_them_in_flight(tmp_path):
         f.done(held[0])  # finished by a record naming its new place
         f.retry(held[1])
         f.fail(held[2], "boom")
-        assert [r.url for r in (f.pop(), f.pop(), f.pop())] == ["https://a.example/3", "https://a.example/1",
+        assert [r.url for r in (take(f), take(f), take(f))] == ["https://a.example/3", "https://a.example/1",
                                                                  "https://a.example/0"]  # the retried one first
         assert f.pop() is None and [e.request.url for e in f.failed()] == ["https://a.example/2"]
     with Frontier(tmp_path / "j", watch=False, maintenance=None) as f:
-        assert sorted(r.url for r in (f.pop(), f.pop(), f.pop())) == [f"https://a.example/{i}" for i in (0, 1, 3)]
+        assert sorted(r.url for r in (take(f), take(f), take(f))) == [f"https://a.example/{i}" for i in (0, 1, 3)]
         assert f.pop() is None and [e.request.url for e in f.failed()] == ["https://a.example/2"]
 
 
@@ -196,6 +197,7 @@ def test_one_writer_across_processes(tmp_path):
     code = ("import sys,time; from diskfrontier import Frontier; f=Frontier(sys.argv[1]); "
             "print('ok', flush=True); time.sleep(30)")
     child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
+    assert child.stdout is not None
     try:
         assert child.stdout.readline().strip() == b"ok"
         with pytest.raises(JobDirLocked) as info:
@@ -212,7 +214,7 @@ def test_one_writer_across_processes(tmp_path):
 def test_stats_counts(tmp_path):
     with Frontier(tmp_path / "j") as f:
         f.push_many([Request("https://a.example/1", priority=2), Request("https://a.example/1"), Request("https://a.example/2")])
-        f.done(f.pop())
+        f.done(take(f))
         s = f.stats()
     assert (s["pushed"], s["duplicates"], s["popped"], s["done"], s["pending"]) == (2, 1, 1, 1, 1)
     assert s["pending_by_priority"] == {0: 1}
@@ -229,7 +231,7 @@ def test_close_compacts_only_a_journal_that_is_quick_to_compact(tmp_path, monkey
     with Frontier(job) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(500))
         for _ in range(450):
-            f.done(f.pop())
+            f.done(take(f))
         before = f.stats()["journal_bytes"]
     after = os.path.getsize(job / "requests.urls")
     if limit < before:
@@ -245,9 +247,11 @@ def test_done_with_a_stale_request_after_a_compaction_is_refused(tmp_path):
     with Frontier(tmp_path / "job", order="fifo") as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(3))
         first = f.pop()
+        assert first is not None
         f.done(first)
         f.compact()  # offsets are reused: a later request may sit where the first one was
         second = f.pop()
+        assert second is not None
         first._seq = second._seq  # make it so: the stale object names a live offset
         with pytest.raises(NotInFlight):
             f.done(first)

@@ -103,12 +103,11 @@ def test_recovery_rebuilds_time_and_host_state(tmp_path, run):
     assert begun is not None, f"state differs from the acknowledged calls, and no call was under way: {seen}"
     # the call under way at the kill may have landed: its effect must be whole
     landed = model.copy()
-    url = begun.get("url")
     if begun["op"] == "push":
-        assert seen.pending.get(url) == (0, begun["due"])
+        assert seen.pending.get(begun["url"]) == (0, begun["due"])
         landed.apply(begun)
     elif begun["op"] in ("retry-now", "retry-later", "refetch"):
-        attempts, due = seen.pending[url]
+        attempts, due = seen.pending[begun["url"]]
         more = 0 if begun["op"] == "refetch" else 1
         assert attempts == (0 if more == 0 else begun["attempts"] + 1)
         assert (due is None) == (begun["op"] == "retry-now")

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import strategies as st
 from jobkit import dir_salt
 from paths import TESTS
+from popkit import take
 from volume import property_test
 
 from diskfrontier import Frontier, JobDirCorrupt, Request
@@ -58,6 +59,7 @@ def test_retry_is_one_journal_record(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
         request = f.pop()
+        assert request is not None
         before = f.stats()["journal_bytes"]
         f.retry(request)
         grown = f.stats()["journal_bytes"] - before
@@ -69,8 +71,10 @@ def test_a_refetch_counts_its_retries_from_zero_again(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/feed"))
         request = f.pop()
+        assert request is not None
         f.retry(request)
         request = f.pop()
+        assert request is not None
         assert request.attempts == 1
         f.done(request, refetch_after=3600)
         assert request.attempts == 0
@@ -151,7 +155,7 @@ def test_skew_first_pops_cover_distinct_hosts(tmp_path):
     mixed = [r for pair in itertools.zip_longest(big[:20_000], small) for r in pair if r is not None] + big[20_000:]
     with Frontier(tmp_path / "job", per_host=1) as f:
         f.push_many(mixed)
-        hosts = [f.pop(timeout=60).slot for _ in range(1000)]  # a pop may stop at PULL_LIMIT: wait on
+        hosts = [take(f, timeout=60).slot for _ in range(1000)]  # a pop may stop at PULL_LIMIT: wait on
     assert len(set(hosts)) == 1000
 
 
@@ -243,9 +247,10 @@ def test_a_retry_with_bad_attempts_is_refused_before_anything_is_written(tmp_pat
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/"))
         request = f.pop()
+        assert request is not None
         size = f.stats()["journal_bytes"]
         for bad in (-5, 1.5, None):
-            request.attempts = bad
+            request.attempts = bad  # type: ignore[assignment]  # the wrong value is the test
             with pytest.raises(ValueError):
                 f.retry(request)
         assert f.stats()["journal_bytes"] == size
@@ -274,6 +279,7 @@ def test_an_in_flight_request_whose_priority_was_changed_goes_back_under_its_own
     with Frontier(tmp_path / "job") as f:
         f.push_many(Request(f"https://a.example/{i}", priority=3) for i in range(3))
         request = f.pop()
+        assert request is not None
         request.priority = 9
     with Frontier(tmp_path / "job") as f:
         assert f.stats()["pending_by_priority"] == {3: 3}
@@ -294,6 +300,7 @@ def test_memory_only_requests_do_not_count_as_done_for_their_host(tmp_path):
     with Frontier(tmp_path / "job") as f:
         f.push(Request("https://a.example/", meta={"x": object()}))
         request = f.pop()
+        assert request is not None
         f.done(request, refetch_after=0)
         assert f.hosts()[0].done == 0 and len(f) == 1
 
@@ -326,7 +333,7 @@ def test_refetched_requests_come_back_in_journal_order_among_other_hosts_request
     kept coming back, so that requests never fetched waited)."""
     with Frontier(tmp_path / "job", order=order, maintenance=None) as f:
         f.push_many(Request(f"https://h{n % 4}.example/{n}") for n in range(12))
-        first = [f.pop() for _ in range(3)]
+        first = [take(f) for _ in range(3)]
         for request in first:
             f.done(request, refetch_after=0.01)
         time.sleep(0.05)
@@ -366,7 +373,7 @@ def test_the_host_table_finds_every_name_and_survives_its_file_form(names):
     from diskfrontier.politeness.hosttable import HostTable
 
     table = HostTable()
-    ids = {}
+    ids: dict[bytes, int] = {}
     for name in names:
         hid = table.add(name)
         assert ids.setdefault(name, hid) == hid
@@ -400,7 +407,7 @@ def test_a_long_blocked_host_keeps_one_heap_entry_however_many_requests_it_buffe
         assert f.stats()["buffered"] == 300
         assert len(f._state.hosts.sleeping) == 1  # not one stale entry per request pulled
         f.unblock("big.example")
-        assert f.pop().url == "https://big.example/299"  # LIFO within the host
+        assert take(f).url == "https://big.example/299"  # LIFO within the host
 
 
 def _pulled_then_newer(f):
@@ -433,7 +440,7 @@ def test_within_a_host_the_running_order_is_the_order_a_rebuild_gives(tmp_path, 
         if stop == "kill":
             crash(f)
             f = Frontier(tmp_path / stop, order=order, delay=delay)
-        orders.append([f.pop(timeout=1).url, f.pop(timeout=1).url])
+        orders.append([take(f, timeout=1).url, take(f, timeout=1).url])
         f.close()
     assert orders[0] == orders[1]
     assert orders[0][0].endswith("/3" if order == "lifo" else "/2")
@@ -443,13 +450,15 @@ def test_a_hosts_last_hand_out_is_kept_by_a_clean_close(tmp_path):
     job = tmp_path / "job"
     with Frontier(job, delay=30.0) as f:
         f.push_many([Request("https://a.example/1"), Request("https://a.example/2")])
-        f.done(f.pop())
+        f.done(take(f))
     with Frontier(job, delay=30.0) as f:  # the delay counts from the hand-out before the close
-        ready_at = f.host("a.example").ready_at  # before a pop has looked at the host
-        assert ready_at > time.time() + 25 and [h.ready_at for h in f.hosts()] == [ready_at]
+        host = f.host("a.example")
+        assert host is not None
+        ready_at = host.ready_at  # before a pop has looked at the host
+        assert ready_at is not None and ready_at > time.time() + 25 and [h.ready_at for h in f.hosts()] == [ready_at]
         assert f.pop() is None and f.next_ready() == pytest.approx(ready_at)
     with Frontier(job, delay=0.0) as f:
-        assert f.pop().url == "https://a.example/1"
+        assert take(f).url == "https://a.example/1"
 
 
 def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(tmp_path, monkeypatch):
@@ -473,7 +482,8 @@ def test_requests_waiting_for_a_time_on_hosts_held_for_ever_are_not_waited_for(t
         assert f.next_ready() == pytest.approx(now + soonest + 0.2, abs=1e-3)
         f.unblock("blocked.example")
         monkeypatch.setattr(dispatch_module, "_HELD_LOOK", 256)
-        assert f.next_ready() <= time.time()  # blocked.example's requests are ready now
+        ready = f.next_ready()
+        assert ready is not None and ready <= time.time()  # blocked.example's requests are ready now
 
 
 def test_a_request_kept_in_memory_cannot_wait_for_a_time(tmp_path, caplog):
@@ -504,10 +514,15 @@ def test_a_pop_pulls_a_bounded_number_of_held_back_requests_and_the_next_goes_on
             f.push_many([lone, *held, first])  # the lone host's request is the last one the queues give
         else:
             f.push_many([first, *held, lone])
-        assert f.pop().url == first.url  # held.example now waits an hour
+        assert take(f).url == first.url  # held.example now waits an hour
         pulled = []
         real = f._state.hosts.buffer
-        monkeypatch.setattr(f._state.hosts, "buffer", lambda *a, **k: pulled.append(1) or real(*a, **k))
+
+        def counted(*a, **k):
+            pulled.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(f._state.hosts, "buffer", counted)
         calls = 0
         while (got := f.pop()) is None:
             assert len(pulled) <= 50
@@ -519,7 +534,9 @@ def test_a_pop_pulls_a_bounded_number_of_held_back_requests_and_the_next_goes_on
             calls += 2
         assert got.url == lone.url
         assert calls >= 400 // 50 - 1  # the queues were looked through 50 at a time
-        assert f.pop() is None and f.next_ready() > time.time() + 3000  # all looked at: nothing is ready
+        assert f.pop() is None
+        ready = f.next_ready()
+        assert ready is not None and ready > time.time() + 3000  # all looked at: nothing is ready
         f.done(got)
 
 
@@ -530,7 +547,7 @@ def test_a_waiting_pop_goes_on_past_the_pull_limit_at_once(tmp_path, monkeypatch
     with Frontier(tmp_path / "job", delay=3600.0, order="fifo") as f:
         f.push_many([Request("https://held.example/first"), *urls("held.example", 300),
                      Request("https://lone.example/only")])
-        assert f.pop().url == "https://held.example/first"
+        assert take(f).url == "https://held.example/first"
         started = time.monotonic()
         got = f.pop(timeout=30)
         waited = time.monotonic() - started
@@ -544,12 +561,16 @@ def test_compaction_keeps_each_request_waiting_for_its_time(tmp_path):
         f.push_many([Request(f"https://a.example/now/{i}") for i in range(3)])
         f.push(Request("https://a.example/later"), not_before=due)
         f.push(Request("https://b.example/later"), not_before=due + 60)
-        f.done(f.pop())
+        f.done(take(f))
         result = f.compact()
         assert len(result.kept) == 4 and sorted(at for _, _, at in result.kept) == [0.0, 0.0, due, due + 60]
-        popped = [f.pop() for _ in range(2)]
-        assert f.pop() is None and abs(f.next_ready() - due) < 1
+        popped = [take(f) for _ in range(2)]
+        assert f.pop() is None
+        ready = f.next_ready()
+        assert ready is not None and abs(ready - due) < 1
         assert all("/now/" in request.url for request in popped)
         f.done_many(popped)
     with Frontier(tmp_path / "job") as f:
-        assert f.pop() is None and abs(f.next_ready() - due) < 1 and len(f) == 2
+        assert f.pop() is None
+        ready = f.next_ready()
+        assert ready is not None and abs(ready - due) < 1 and len(f) == 2

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from popkit import take
 from volume import forms, scaled
 
 from diskfrontier import Frontier, JobDirUnsafe, Request
@@ -340,7 +341,7 @@ def test_status_json_counts_hosts_as_hosts_tells_of_them(tmp_path: Path) -> None
         for i in range(40):
             f.push(Request(f"https://h{i % 8}.example/{i}"))
         for _ in range(3):
-            f.done(f.pop())  # three hosts now wait out their delay (the last one is blocked too)
+            f.done(take(f))  # three hosts now wait out their delay (the last one is blocked too)
         f.block("h7.example", time.time() + 600)
         f._publish_status(with_hosts=True)
         published = json.loads((job / "status.json").read_text())
@@ -369,7 +370,7 @@ def test_a_full_disk_at_a_commands_end_applies_it_once_when_tried_again(tmp_path
         real = ledger_module.Ledger.mark
         failures = [OSError(28, "No space left on device")]
 
-        def mark(self, phase, name, result=b""):  # type: ignore[no-untyped-def]
+        def mark(self, phase, name, result=b""):
             if phase == END and failures:
                 raise failures.pop()
             return real(self, phase, name, result)

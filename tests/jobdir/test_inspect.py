@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from jobkit import dir_id
+from popkit import take
 
 import diskfrontier.jobdir.reader as jobinfo
 from diskfrontier import Frontier, Request
@@ -18,16 +19,16 @@ def crawled(path, *, compact: bool) -> None:
         for i in range(40):
             f.push(Request(f"https://b.example/{i}" + "x" * i))
         for _ in range(120):
-            f.done(f.pop())
-        batch = [f.pop() for _ in range(30)]
+            f.done(take(f))
+        batch = [take(f) for _ in range(30)]
         f.done_many(batch[:20])  # ten stay in flight and are put back at the close
     if compact:
         with Frontier(path) as f:
             for _ in range(5):
-                f.done(f.pop())
+                f.done(take(f))
             f.compact()
             f.push(Request("https://c.example/after-compaction"))
-            f.done(f.pop())
+            f.done(take(f))
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -59,7 +60,7 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
     with Frontier(job, order=order) as f:
         f.push_many(Request(f"https://a.example/{i}", priority=i % 3) for i in range(3000))
         for _ in range(100):
-            f.done(f.pop())
+            f.done(take(f))
         f.pop()  # in flight at the close: put back on top of its queue
     reads: list[int] = []
     real_read = jobinfo.read_record
@@ -79,9 +80,9 @@ def test_pending_of_a_clean_directory_reads_its_queue_files_lazily_in_pop_order(
         assert len(pending) == 2900 and len(reads) <= 8  # a generator may read one ahead
         everything = [r.url for r in jobinfo.pending_requests(job, push_order=push_order)]
     with Frontier(job) as f:
-        popped = [f.pop().url for _ in range(2900)]
+        popped = [take(f).url for _ in range(2900)]
     if push_order and order == "lifo":  # within each priority, reversed
-        by_priority: dict[str, list[str]] = {}
+        by_priority: dict[int, list[str]] = {}
         for u in popped:
             by_priority.setdefault(int(u.rsplit("/", 1)[1]) % 3, []).append(u)
         popped = [u for p in sorted(by_priority, reverse=True) for u in reversed(by_priority[p])]
@@ -95,9 +96,9 @@ def test_done_counts_requests_done_not_retries_nor_compactions(tmp_path):
     with Frontier(job) as f:
         f.push_many(Request(f"https://a.example/{i}") for i in range(5))
         for _ in range(3):
-            f.retry(f.pop())
-        f.done(f.pop())
-        f.done(f.pop(), refetch_after=3600)  # a re-fetch: done now, pending again later
+            f.retry(take(f))
+        f.done(take(f))
+        f.done(take(f), refetch_after=3600)  # a re-fetch: done now, pending again later
     assert inspect_jobdir(job).done == 2
     with Frontier(job) as f:
         f.compact()

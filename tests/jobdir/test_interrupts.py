@@ -15,6 +15,7 @@ import textwrap
 import threading
 
 import pytest
+from popkit import take
 
 from diskfrontier import Frontier, FrontierError, Request
 from diskfrontier.jobdir.maintenance.verify import verify
@@ -82,9 +83,11 @@ def test_interrupt_inside_pop_and_done_keeps_every_request(tmp_path, monkeypatch
     done = set()
     for _ in range(10):
         r = f.pop()
+        assert r is not None
         f.done(r)
         done.add(r.url)
     popped = f.pop()
+    assert popped is not None
 
     interrupt_done(f, popped)
     f.close()
@@ -118,7 +121,7 @@ def test_real_sigint_during_push_many_loses_nothing(tmp_path):
         start = run * 100
         child = subprocess.Popen([sys.executable, "-c", CHILD, job, str(start), "4"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
-        assert child.stdout is not None
+        assert child.stdout is not None and child.stderr is not None
         first = child.stdout.readline()  # the frontier is open and the first batch has begun
         assert first.startswith("start"), first + child.stderr.read()
         threading.Event().wait(rng.uniform(0.0, 0.25))
@@ -234,7 +237,7 @@ def test_failed_compaction_leaves_a_usable_frontier(tmp_path, monkeypatch):
     f = Frontier(job)
     f.push_many(Request(f"https://a.example/{i}") for i in range(300))
     for _ in range(200):
-        f.done(f.pop())
+        f.done(take(f))
     import diskfrontier.jobdir.maintenance.compaction as compaction
 
     def no_space(fd, data):
@@ -296,8 +299,9 @@ def test_closing_after_an_interrupted_call_leaves_no_descriptor_open(tmp_path, m
     before = set(os.listdir("/proc/self/fd"))
     f = Frontier(job)
     for _ in range(350):  # priorities emptied on the way: their queues are kept open as spares
-        f.done(f.pop())
+        f.done(take(f))
     popped = f.pop()
+    assert popped is not None
 
     interrupt_done(f, popped)
     f.close()  # no checkpoint: the queue files are to be rebuilt, but their descriptors are closed

@@ -139,7 +139,7 @@ def test_a_cursor_with_last_record_out_of_range_is_damage_verify_names(tmp_path,
     path = _job(tmp_path)
     _forge_cursor(path, last_record=value)
     saved = read_checkpoint(os.path.join(path, "requests.cursor"), dir_id(path))
-    assert not saved.clean and "last_record" in saved.problem
+    assert not saved.clean and saved.problem is not None and "last_record" in saved.problem
     report = verify(path)
     assert not report.sound
     assert any(f.file.endswith("requests.cursor") and "last_record" in f.problem for f in report.findings)

@@ -98,7 +98,8 @@ def test_a_stale_index_is_completed_from_the_seen_file(tmp_path, monkeypatch):
     fill(path, 2000, 2500)
     assert cursor(path)["seen_index"][1] == 2000
     with Frontier(path) as frontier:
-        assert frontier._state.seen.index_record.count == 2000 and len(frontier._state.seen.index) == 2500
+        record = frontier._state.seen.index_record
+        assert record is not None and record.count == 2000 and len(frontier._state.seen.index) == 2500
     assert all_duplicates(path, 2500)
 
 

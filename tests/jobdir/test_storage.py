@@ -249,7 +249,7 @@ def test_batched_fifo_across_chunks_reads_as_queuelib_writes_and_reads(tmp_path)
     path = str(tmp_path / "q")
     rng = random.Random(8)
     model: list[bytes] = []
-    q = BatchedFifoQueue(path, chunksize=100)
+    q: BatchedFifoQueue | FifoDiskQueue = BatchedFifoQueue(path, chunksize=100)
     for step in range(20 * BATCH):
         if rng.random() < 0.55:
             item = struct.pack(">Q", step)
@@ -263,8 +263,8 @@ def test_batched_fifo_across_chunks_reads_as_queuelib_writes_and_reads(tmp_path)
     q.close()
     plain = FifoDiskQueue(path, chunksize=100)  # queuelib itself reads what is left, in order
     rest = []
-    while (item := plain.pop()) is not None:
-        rest.append(item)
+    while (left := plain.pop()) is not None:
+        rest.append(left)
     assert rest == model and len(os.listdir(path)) <= 2
     plain.close()
 
@@ -282,6 +282,7 @@ def test_batched_lifo_refuses_a_header_that_does_not_match_the_file(tmp_path):
 # ---------------------------------------------------------------- the seen index and file
 def test_seen_index_matches_a_set(tmp_path):
     rng = random.Random(5)
+    order: list[int]
     index, model, order = SeenIndex(), set(), []
     for _ in range(50_000):
         key = (rng.getrandbits(64) or 1) if rng.random() < 0.7 or not order else rng.choice(order)
@@ -402,6 +403,7 @@ def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_p
     tail = seen.tail()
     seen.close()
     sums = read_sums(path + ".sums", SALT)
+    assert sums is not None
     clean = check_seen_file(path, sums, tail, SALT)
     assert clean.problem is None and clean.end == 200_000 * 22 and clean.torn == 0
     data = bytearray(Path(path).read_bytes())
@@ -412,7 +414,8 @@ def test_the_chunked_seen_check_reads_across_chunk_boundaries_and_finds_damage_p
     data[65 * BLOCK + 5] ^= 1
     data[-3] ^= 1  # in the partial last block: the checkpoint's tail crc
     Path(path).write_bytes(data)
-    assert check_seen_file(path, sums, tail, SALT).problem.offset == len(data) // BLOCK * BLOCK
+    problem = check_seen_file(path, sums, tail, SALT).problem
+    assert problem is not None and problem.offset == len(data) // BLOCK * BLOCK
 
 
 def test_the_scan_after_damage_keeps_priorities_right_past_255_of_them(tmp_path):
@@ -507,7 +510,12 @@ def test_an_emptied_queue_is_kept_open_for_its_next_push_and_removed_at_close(tm
     queues = OffsetQueues(directory, order)
     made = []
     real_factory = queues._factory
-    queues.pq.qfactory = lambda key: made.append(key) or real_factory(key)
+
+    def counted(key):
+        made.append(key)
+        return real_factory(key)
+
+    queues.pq.qfactory = counted
     for offset in range(100):  # a frontier running near empty: one in, one out
         queues.push(8 + offset, 0)
         assert queues.pop() == 8 + offset and queues.pop() is None

@@ -95,8 +95,8 @@ def test_an_upgrade_on_a_full_disk_is_named_and_starts_again_from_the_old_journa
         want = json.load(f)
     job = str(tmp_path / "job")
     shutil.copytree(os.path.join(DATA, name), job)
-    with open(os.path.join(job, "requests.urls"), "rb") as f:
-        old = f.read()
+    with open(os.path.join(job, "requests.urls"), "rb") as journal:
+        old = journal.read()
 
     def full(fd, data):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -105,8 +105,8 @@ def test_an_upgrade_on_a_full_disk_is_named_and_starts_again_from_the_old_journa
     with pytest.raises(DiskFull) as info:
         Frontier(job)
     assert info.value.filename.endswith("requests.urls.compact") and "free space" in str(info.value)
-    with open(os.path.join(job, "requests.urls"), "rb") as f:
-        assert f.read() == old  # the old journal stands
+    with open(os.path.join(job, "requests.urls"), "rb") as journal:
+        assert journal.read() == old  # the old journal stands
     assert not os.path.exists(os.path.join(job, "requests.urls.compact"))
     monkeypatch.undo()
     check(job, want)

@@ -13,9 +13,11 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 from jobkit import dir_salt
+from popkit import take
 
 import diskfrontier.jobdir.maintenance.compaction as compaction_module
 import diskfrontier.jobdir.tailcopy as tailcopy_module
@@ -23,7 +25,8 @@ from diskfrontier import Frontier, Maintenance, Request
 from diskfrontier.jobdir import inbox
 from diskfrontier.jobdir.replay import read_state
 
-FAST = {"checkpoint_records": 300, "checkpoint_seconds": None, "compact_share": 0.5, "compact_min_bytes": 32 << 10}
+FAST: dict[str, Any] = {"checkpoint_records": 300, "checkpoint_seconds": None, "compact_share": 0.5,
+                        "compact_min_bytes": 32 << 10}
 
 
 def _url(n: int) -> str:
@@ -110,7 +113,7 @@ def test_a_compaction_swapped_in_with_requests_in_flight_finishes_them_where_the
     with Frontier(job, maintenance=Maintenance(**FAST)) as f:
         work = Steady(f, 300)
         work.run(3000)
-        held = [f.pop() for _ in range(20)]
+        held = [take(f) for _ in range(20)]
         offsets = [r._seq for r in held]
         f.compact()
         assert [r._seq for r in held] != offsets  # they moved: the journal was rewritten
@@ -137,11 +140,11 @@ def test_a_close_after_a_compaction_with_requests_in_flight_keeps_the_queue_orde
     urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
     with Frontier(job, order=order, maintenance=None) as f:
         f.push_many(Request(u) for u in urls[:6])
-        held = [f.pop() for _ in range(2)]
+        held = [take(f) for _ in range(2)]
         f.push_many(Request(u) for u in urls[6:])
         f.compact()
     with Frontier(job, order=order, maintenance=None) as f:
-        got = [f.pop().url for _ in range(len(urls))]
+        got = [take(f).url for _ in range(len(urls))]
         assert f.pop() is None
     popped = {r.url for r in held}
     rest = [u for u in urls if u not in popped]
@@ -163,6 +166,7 @@ def test_a_kill_after_a_checkpoint_reads_only_the_journal_after_it(tmp_path):
     inflight = {r.url for r in work.inflight}
     f._closing.release_files()  # as a kill leaves it: no close, no checkpoint beyond the last
     f._lock.release()
+    assert f._watcher is not None
     f._watcher.stop()
     with Frontier(job, watch=False, maintenance=None) as g:
         assert g.recovery == "rebuilt" and g.stats()["recovered_from"] == named.at > 0
@@ -252,12 +256,20 @@ def test_a_full_disk_abandons_a_compaction_and_the_frontier_goes_on(small_disk, 
     filler = os.path.join(small_disk, "filler")
     with open(filler, "wb") as out:
         out.write(b"\0" * max(0, free - 2 * f.stats()["live_bytes"] // 3))
-    _wait_for(lambda: (work.run(5), f.stats()["maintenance_error"])[1] is not None, "the compaction to fail")
+    def failed() -> bool:
+        work.run(5)
+        return f.stats()["maintenance_error"] is not None
+
+    _wait_for(failed, "the compaction to fail")
     error = f.stats()["maintenance_error"]
     assert error.startswith("compact:") and "No space left on device" in error, error
     assert f.stats()["compactions"] == 0
     os.unlink(filler)
-    _wait_for(lambda: (work.run(5), f.stats()["compactions"])[1] > 0, "a compaction once there is room")
+    def compacted() -> bool:
+        work.run(5)
+        return f.stats()["compactions"] > 0
+
+    _wait_for(compacted, "a compaction once there is room")
     inflight = {r.url for r in work.inflight}
     f.close()
     assert not [n for n in os.listdir(job) if ".compact" in n or ".map." in n]
@@ -281,7 +293,11 @@ def test_inbox_commands_applied_during_a_compaction_hold_after_its_swap(tmp_path
 
     monkeypatch.setattr(compaction_module, "write_all", slow_write)
     before = f.stats()["compactions"]
-    _wait_for(lambda: (work.run(20), copying.is_set())[1], "a compaction to start copying")
+    def copying_started() -> bool:
+        work.run(20)
+        return copying.is_set()
+
+    _wait_for(copying_started, "a compaction to start copying")
     pushed = [f"https://inbox.example/{i}" for i in range(5)]
     ident_push = inbox.send(str(job), "push", {"urls": pushed})
     ident_drop = inbox.send(str(job), "drop", {"host": "h3.example"})
@@ -320,4 +336,4 @@ def test_maintenance_settings_are_checked():
     with pytest.raises(ValueError, match="runner"):
         Maintenance(runner="fork")
     with pytest.raises(TypeError, match="maintenance"):
-        Frontier("/nonexistent-never-made", maintenance={"compact_share": 0.5})
+        Frontier("/nonexistent-never-made", maintenance={"compact_share": 0.5})  # type: ignore[arg-type]

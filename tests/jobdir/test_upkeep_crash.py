@@ -53,6 +53,7 @@ def _round(jobdir: str, log_path: str, seed: int, round_no: int, order: str, run
         step = rng.choice(STEPS)
         proc = subprocess.Popen([*args, step, str(rng.randrange(1, 3))], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
+        assert proc.stderr is not None
         try:
             code = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -64,6 +65,7 @@ def _round(jobdir: str, log_path: str, seed: int, round_no: int, order: str, run
         mark_torn_line(log_path)
         return f"at {step}", _inside(log_path, start)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
     marker = rng.choice(["D ", "P ", "O ", "?D", "?O"])
     assert kill_when(proc, log_path, marker, rng.randrange(200, 6000), start, timeout=60)
     proc.stderr.close()

@@ -119,6 +119,7 @@ def test_a_bad_retry_set_aside_leaves_the_request_it_replaced_finished(tmp_path,
     journal = os.path.join(path, "requests.urls")
     frontier = Frontier(path)
     first = frontier.pop()
+    assert first is not None
     target, old_url = first._seq, first.url  # its journal offset
     frontier._closing.release_files()  # stopped without a close: the request is still pending at target
     frontier._lock.release()

@@ -22,8 +22,10 @@ class FrontierFactory:
         if self.kind == "jobdir":
             frontier = open_target(self.path, **settings)
         elif self.kind == "redis-sharded":
+            assert self.url is not None
             frontier = open_target(self.url, self.crawl, shards=SHARDS, **settings)
         else:
+            assert self.url is not None
             frontier = open_target(self.url, self.crawl, **settings)
         self.opened.append(frontier)
         return frontier

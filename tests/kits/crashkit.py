@@ -121,6 +121,7 @@ def kill_when(proc: subprocess.Popen, log_path: str, marker: str, count: int, st
     position = start
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            assert proc.stderr is not None
             raise AssertionError(f"the crash child exited by itself: {proc.stderr.read().decode()[-2000:]}")
         with open(log_path, "rb") as f:
             f.seek(position)

@@ -52,7 +52,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # ----------------------------------------------------------------------------- fixtures
 
@@ -87,11 +87,12 @@ def _workload(path: str, order: str, size: str, state: str) -> dict:
     def pop_done(frontier: Frontier, count: int, finish: int) -> list:
         popped = [frontier.pop() for _ in range(count)]
         assert all(r is not None for r in popped)
-        for r in popped[:finish]:
+        taken = [r for r in popped if r is not None]
+        for r in taken[:finish]:
             frontier.done(r)
             done.append(r.url)
             pending[r.url] -= 1
-        return popped
+        return taken
 
     # Run 1: many requests, most of them done and compacted away (their dedupe then
     # lives in requests.seen alone), then more, some in flight at a clean close.
@@ -324,7 +325,8 @@ def journal_map(path: str) -> list[Record]:
     from diskfrontier.jobdir.journal import CARRIES_REQUEST, DONE, FRAME, HOST, JournalScan, done_target, parse_push
     from diskfrontier.request.codec import decode_request
 
-    out, urls = [], {}
+    out: list[Record] = []
+    urls: dict[int, str] = {}
     for offset, body in JournalScan(path, salt=dir_salt(os.path.dirname(path))):
         end = offset + FRAME.size + len(body)
         if body[0] == DONE:
@@ -679,7 +681,7 @@ def fake_clock():
     from diskfrontier.politeness import schedule as hosts_module
 
     clock = FakeClock()
-    modules = (waiting, hostrules, ledger, dispatch, opening, swap, hosts_module)
+    modules: tuple[Any, ...] = (waiting, hostrules, ledger, dispatch, opening, swap, hosts_module)
     old = [module.time for module in modules]
     for module in modules:
         module.time = clock
@@ -750,14 +752,13 @@ def _compare(expect: Expect, popped: Counter, *, subset: bool) -> str | None:
     return None
 
 
-def _dedupe_lost(frontier, fx: Fixture, seed: int, full: bool) -> list[str]:
+def _dedupe_lost(frontier, fx: Fixture, seed: int, full: bool) -> tuple[list[str], list[str]]:
     """The done URLs the frontier would accept again: ``has_seen`` for each (or for a seeded
-    tenth of them unless ``full``), and ``push`` for a few."""
+    tenth of them unless ``full``), and ``push`` for a few; and those the push took."""
     sample = fx.refuse if full else fx.refuse[seed % 10::10]
     lost = [r.url for r in sample if not frontier.has_seen(r.fingerprint)]
     pushed = [r.url for r in fx.refuse[seed % 97::97] if frontier.push(r)]
-    frontier._fuzz_pushed = pushed  # queued again: they come back at the reopen
-    return sorted(set(lost + pushed))
+    return sorted(set(lost + pushed)), pushed  # pushed: queued again, they come back at the reopen
 
 
 def _names_file(exc: BaseException, job: str) -> bool:
@@ -775,8 +776,7 @@ def _attempt(fx: Fixture, expect: Expect, job: str, seed: int, popped: Popped) -
         return "open", exc
     try:
         _drain(frontier, popped)
-        accepted = _dedupe_lost(frontier, fx, seed, expect.full_dedupe)
-        pushed = frontier._fuzz_pushed
+        accepted, pushed = _dedupe_lost(frontier, fx, seed, expect.full_dedupe)
     except FrontierError as exc:
         with contextlib.suppress(FrontierError):
             frontier.close()
@@ -834,7 +834,7 @@ def _after_refusal(fx: Fixture, expect: Expect, job: str, seed: int, exc: BaseEx
         raise Wrong(f"after verify --repair the directory is still refused: {err}") from None
     try:
         _drain(frontier, popped)
-        outcome.dedupe_lost_to_repair = len(_dedupe_lost(frontier, fx, seed, True))
+        outcome.dedupe_lost_to_repair = len(_dedupe_lost(frontier, fx, seed, True)[0])
     except FrontierError as err:
         raise Wrong(f"after verify --repair a pop is refused: {err}") from None
     finally:

@@ -120,6 +120,7 @@ class RedisServer:
         has loaded its data."""
         import redis
 
+        assert self.proc is not None
         client = redis.Redis(port=self.port, socket_timeout=5, socket_connect_timeout=1)
         try:
             return client.info("server")["process_id"] == self.proc.pid and client.ping()

@@ -39,7 +39,7 @@ class SiteSpider(scrapy.Spider):
             yield response.follow(href, callback=self.parse_page, priority=int(priority),
                                   cb_kwargs={"via": response.url})
         if self.unserializable and response.url.endswith("/page/0"):
-            yield scrapy.Request(f"{self.base}/extra", callback=lambda response: None)
+            yield scrapy.Request(f"{self.base}/extra", callback=lambda response, *args, **kwargs: None)
         yield {"url": response.url}
 
     def parse_page(self, response, via):

@@ -10,18 +10,20 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import scrapy
 
 from diskfrontier.jobdir.reader import pending_requests
-from diskfrontier.run.demo import SyntheticSite
+from diskfrontier.run.demo import MultiHostSite, SyntheticSite
 
 CHILD = os.path.join(os.path.dirname(__file__), "scrapy_child.py")
 CONCURRENCY = 8
 
 
-def start_crawl(jobdir: str, site: SyntheticSite, scheduler: str, stats_path: str, *settings: str) -> subprocess.Popen:
+def start_crawl(jobdir: str, site: SyntheticSite | MultiHostSite, scheduler: str, stats_path: str,
+                *settings: str) -> subprocess.Popen:
     """Start a crawl of ``site`` into ``jobdir`` with ``scheduler`` ("diskfrontier" or "scrapy")."""
     args = [sys.executable, CHILD, jobdir, site.base, scheduler, stats_path,
             f"CONCURRENT_REQUESTS={CONCURRENCY}", *settings]
@@ -173,3 +175,14 @@ class ShopSpider(scrapy.Spider):
 
     def failed(self, failure):
         pass
+
+
+class _Schedules(Protocol):
+    def next_request(self) -> scrapy.Request | None: ...
+
+
+def next_of(scheduler: _Schedules) -> scrapy.Request:
+    """``scheduler.next_request()`` where the test has made a request ready: a Request, never None."""
+    request = scheduler.next_request()
+    assert request is not None, "the scheduler had no request ready"
+    return request

@@ -79,10 +79,10 @@ def main() -> None:
             old_urls.extend(r.url for r in batch)
         elif roll < 0.60 or roll >= 0.99504 or (roll < 0.995 and not in_flight):
             say("?O")
-            request = frontier.pop()
-            if request is not None:
-                say(f"O {request.url}")
-                in_flight.append(request)
+            popped = frontier.pop()
+            if popped is not None:
+                say(f"O {popped.url}")
+                in_flight.append(popped)
         elif roll < 0.995:
             request = in_flight.pop(rng.randrange(len(in_flight)))
             say(f"?D {request.url}")

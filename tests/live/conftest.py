@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("aiohttp")  # the serve extra: part of the test extra
 
+from popkit import take
+
 from diskfrontier import Frontier, Request
 from diskfrontier.contract.snapshot import LATEST_FAILURES, snapshot
 from diskfrontier.files.atomic import write_json_atomic
@@ -21,9 +23,9 @@ def fill(frontier: Frontier) -> None:
     """500 requests over 7 hosts at priorities 0 to 2; 120 done, 25 failed; one host blocked, one delayed."""
     frontier.push_many([Request(f"https://h{i % 7}.example/p{i}", priority=i % 3) for i in range(PUSHED)])
     for _ in range(DONE):
-        frontier.done(frontier.pop())
+        frontier.done(take(frontier))
     for n in range(FAILED):
-        frontier.fail(frontier.pop(), f"HTTP 500 number {n} <b>not markup</b>")
+        frontier.fail(take(frontier), f"HTTP 500 number {n} <b>not markup</b>")
     frontier.block("h3.example", time.time() + 3600)
     frontier.set_delay("h2.example", 2.5)
 

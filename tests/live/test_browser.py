@@ -270,6 +270,7 @@ def test_the_revisits_card_shows_what_the_holder_counted(browser, tmp_path):
         now = time.time()
         for n in range(6):
             request = frontier.pop()
+            assert request is not None
             changed = n < 2
             request.revisit = RevisitState(60, now, visits=3, changes=1, changed_at=now if changed else now - 99,
                                            last_status=200 if changed else 304, not_modified=0 if changed else 1)

@@ -34,6 +34,7 @@ def test_the_name_of_the_address_bound():
 
 def test_the_loopback_names_at_the_port_served():
     check = HostCheck("127.0.0.1")
+    host: str | None
     for host in ("127.0.0.1:8470", "localhost:8470", "[::1]:8470", "LOCALHOST.:8470", "localhost"):
         assert check.allows(host, PORT), host
     for host in (None, "", "evil.example:8470", "localhost:8471", "127.0.0.2:8470", "[::2]:8470", "localhost.evil:8470",

@@ -51,7 +51,7 @@ def test_every_named_metric_and_the_figures_a_source_lacks_left_out():
 def test_the_collector_serves_the_latest_snapshot_from_a_registry_of_its_own():
     from prometheus_client import REGISTRY
 
-    latest = {"shot": None}
+    latest: dict[str, dict | None] = {"shot": None}
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(lambda: latest["shot"]))
     assert generate_latest(registry) == b""

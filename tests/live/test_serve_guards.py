@@ -90,6 +90,7 @@ def test_a_huge_body_is_a_413_in_json_sent_or_chunked(jobdir):
     urls = json.dumps({"urls": ["https://a.example/" + "x" * 1000] * (MAX_BODY // 1000)}).encode()
     assert len(urls) > MAX_BODY
     with Served(jobdir, "--allow-control") as served:
+        assert served.token is not None
         status, kind, answer = call(served, "POST", "/api/push", urls, {
             "Content-Type": "application/json", "X-Diskfrontier-Token": served.token})
         assert (status, kind) == (413, "application/json; charset=utf-8"), (status, answer[:300])
@@ -163,9 +164,9 @@ def test_a_control_request_from_another_site_is_refused(jobdir):
         for kind, body in (("application/x-www-form-urlencoded", form), ("multipart/form-data; boundary=b", multipart),
                            ("text/plain;charset=UTF-8", b'{"host": "h1.example", "action": "block"}')):
             for origin in ({}, {"Origin": f"http://127.0.0.1:{port}"}):  # a form is refused whatever its origin
-                status, _, answer = call(served, "POST", "/api/host", body, {
+                status, _, raw = call(served, "POST", "/api/host", body, {
                     "Content-Type": kind, "X-Diskfrontier-Token": token, **origin})
-                assert status == 403 and b"JSON" in answer, (kind, status, answer[:200])
+                assert status == 403 and b"JSON" in raw, (kind, status, raw[:200])
         assert not blocked(served, "h1.example")
         status, answer = control(served, "/api/host", {"host": "h1.example", "action": "block"},
                                  Origin=f"http://127.0.0.1:{port}", **{"Sec-Fetch-Site": "same-origin"})
@@ -187,6 +188,7 @@ def test_a_body_that_is_not_json_is_a_415(jobdir):
 
 def test_header_bytes_that_are_not_utf8_are_refused_never_a_500(jobdir):
     with Served(jobdir, "--allow-control") as served:
+        assert served.token is not None
         port = port_of(served)
         host = f"127.0.0.1:{port}".encode()
         for name, value, expected in ((b"X-Diskfrontier-Token", b"\xff\xfe\xed", b"403"),

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import time
+from typing import Any
 
 import pytest
 from conftest import DONE, FAILED, PUSHED
@@ -172,6 +173,7 @@ def test_control_needs_the_token_and_changes_the_crawl(jobdir):
         payload = await (await client.get("/api/stats")).json()
         assert payload["control"] is True and {"block", "unblock", "delay", "push"} <= set(payload["actions"])
         assert "pause" in payload["actions"]
+        body: dict[str, Any]
         for headers, body in (({}, {}), ({TOKEN_HEADER: "wrong"}, {}), ({}, {"token": "wrong"}),
                               ({}, {"token": TOKEN})):  # the header only: the body is not read before it
             answer = await client.post("/api/host", json={"host": "h1.example", "action": "block", **body},

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from conftest import DONE, FAILED, PUSHED, fill, publish_status
+from popkit import take
 
 from diskfrontier import Frontier, RedisFrontier, Request
 from diskfrontier.contract.snapshot import LATEST_FAILURES
@@ -49,7 +50,7 @@ def test_an_unchanged_directory_is_not_read_again_and_a_changed_one_is(jobdir):
     assert source.full_reads == 1
     with Frontier(jobdir) as frontier:
         frontier.push(Request("https://new.example/"))
-        frontier.done(frontier.pop())
+        frontier.done(take(frontier))
     changed = source.read()
     assert changed.reread and source.full_reads == 2
     assert changed.snapshot["stats"]["done"] == DONE + 1
@@ -67,6 +68,7 @@ def test_a_held_directory_is_read_from_the_status_json_of_its_holder(tmp_path):
         assert source.full_reads == 0
         publish_status(frontier, pid=os.getpid() + 1)  # left by another process: not this holder's
         reading = source.read()
+        assert reading.note is not None
         assert reading.origin == "files" and "publishes no status.json" in reading.note
         assert reading.snapshot["stats"]["in_flight"] is None  # counted as pending while held
     reading = source.read()  # no longer held: its files, whatever status.json says
@@ -93,7 +95,7 @@ def test_a_held_directory_without_status_json_is_read_no_more_than_a_share_of_th
         source = JobDirSource(path, clock=lambda: now[0])
         first = source.read()
         assert first.reread and source.full_reads == 1
-        frontier.done(frontier.pop())
+        frontier.done(take(frontier))
         cost = first.read_seconds
         assert not source.read().reread  # changed, but read again only after 10 times its cost
         now[0] += 10 * cost + 0.001
@@ -104,9 +106,10 @@ def test_a_redis_crawl_is_read_through_its_frontier(redis_url, crawl_name):
     with RedisFrontier(redis_url, crawl=crawl_name, delay=0.0) as frontier:
         frontier.push_many([Request(f"https://h{i % 3}.example/{i}") for i in range(30)])
         for _ in range(4):
-            frontier.done(frontier.pop())
-        frontier.fail(frontier.pop(), "timeout")
+            frontier.done(take(frontier))
+        frontier.fail(take(frontier), "timeout")
         held = frontier.pop()
+        assert held is not None
         source = open_source(redis_url, crawl_name)
         assert isinstance(source, FrontierSource)
         try:

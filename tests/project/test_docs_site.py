@@ -29,6 +29,13 @@ CUT_OFF = """() => [...document.querySelectorAll('.md-content pre > code, .md-co
                e.textContent.split('\\n').reduce((a, b) => a.length > b.length ? a : b)])"""
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the built site without a log line per request."""
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The site built into a temporary folder, served on a loopback port: (base URL, its pages)."""
@@ -37,9 +44,8 @@ def site(tmp_path_factory):
                            capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert built.returncode == 0, built.stderr[-3000:]
     assert "Formatting signatures requires" not in built.stderr, built.stderr
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler = functools.partial(_QuietHandler, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.RequestHandlerClass.log_message = lambda *args: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     pages = sorted(os.path.relpath(p, out).removesuffix("index.html") for p in glob.glob(str(out / "**" / "index.html"),

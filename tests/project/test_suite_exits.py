@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 from paths import TESTS
@@ -36,7 +37,7 @@ class InnerRun:
         env = {**os.environ, MARK: self.mark}
         # A distributed run is started as a terminal starts a command (a process group of its own,
         # to which a Ctrl-C goes); the others as the suite starts any child.
-        group = {"process_group": 0} if workers else {}
+        group: dict[str, Any] = {"process_group": 0} if workers else {}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--basetemp", self.basetemp,
              "-n", str(workers), *node_ids],

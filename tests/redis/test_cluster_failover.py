@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def run_through_a_failover(cluster, crawl: str, wait_replicas: int) -> dict[str,
     """A pusher and two workers on ``crawl`` while the master of its shard 0 is killed (and restarted, as a
     replica, once its replica took over); the tallies of what was acknowledged and what is there after."""
     url = cluster.live_url()
-    options = {"wait_replicas": wait_replicas, "wait_timeout": 0.5}
+    options: dict[str, Any] = {"wait_replicas": wait_replicas, "wait_timeout": 0.5}
     with RedisFrontier(url, crawl=crawl, shards=3, order="fifo", **options):
         pass
     acked_push: set[str] = set()

@@ -12,6 +12,7 @@ from collections import defaultdict
 from itertools import pairwise
 
 import pytest
+from popkit import take
 from redisworkers import not_begun, outstanding, read_log, start_worker
 
 from diskfrontier import RedisFrontier, Request
@@ -67,6 +68,7 @@ def test_four_workers_on_a_cluster_one_killed_twice_lose_nothing(redis_cluster, 
         name = f"victim-{len(dead) + 1}"
         logs[name] = str(tmp_path / f"{name}.log")
         victim = start_worker(url, crawl, logs[name], 8)
+        assert victim.stderr is not None
         deadline = time.monotonic() + 60
         while True:
             lines = read_log(logs[name]) if os.path.exists(logs[name]) else []
@@ -125,8 +127,8 @@ def test_copy_moves_a_crawl_between_a_job_directory_a_redis_server_and_a_cluster
     with Frontier(source, order="fifo") as f:
         f.push_many(Request(f"https://h{i % 40}.example/{i}", priority=i % 3) for i in range(400))
         for _ in range(50):
-            f.done(f.pop())
-        f.fail(f.pop(), "boom")
+            f.done(take(f))
+        f.fail(take(f), "boom")
         f.set_delay("h3.example", 1.5)
     runner = CliRunner()
     steps = [(source, redis_url, "--to-crawl", "single", ()),
@@ -138,7 +140,8 @@ def test_copy_moves_a_crawl_between_a_job_directory_a_redis_server_and_a_cluster
     with RedisFrontier(redis_cluster.url, crawl="onthecluster") as on_cluster:
         stats = on_cluster.stats()
         assert (on_cluster.shards, stats["pending"], stats["failed"], stats["seen"]) == (3, 349, 1, 400)
-        assert on_cluster.host("h3.example").delay == 1.5
+        h3 = on_cluster.host("h3.example")
+        assert h3 is not None and h3.delay == 1.5
         assert on_cluster.push(Request("https://h5.example/5")) is False  # done before, still seen
     with Frontier(str(tmp_path / "back")) as back, Frontier(source) as first:
         assert [e.request.url for e in back.failed()] == [e.request.url for e in first.failed()]

@@ -53,7 +53,7 @@ def test_a_killed_or_frozen_clients_requests_go_to_others_within_one_lease(redis
             os_signal = signal.SIGKILL if how == "SIGKILL" else signal.SIGSTOP
             stopped = time.monotonic()
             proc.send_signal(os_signal)
-            taken = []
+            taken: list[Request] = []
             while len(taken) < 3:
                 request = other.pop(timeout=LEASE)
                 if request is not None:

@@ -50,7 +50,7 @@ def check(url: str, crawl: str, n: int, printed: list[str], extra: int) -> None:
         assert not left & set(printed), f"{crawl}: dones that returned are not in Redis: {sorted(left & set(printed))}"
         assert len(printed) <= done <= len(printed) + extra, (crawl, len(printed), done)
         assert len(left) == n - done
-        back = []
+        back: list[str] = []
         deadline = time.monotonic() + 10 * LEASE
         while len(back) < n - done and time.monotonic() < deadline:
             request = other.pop(timeout=LEASE)

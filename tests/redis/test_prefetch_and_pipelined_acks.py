@@ -220,6 +220,7 @@ def test_dones_whose_replies_a_server_crash_took_come_back_after_their_lease(tmp
         worker = RedisFrontier(server.url, crawl="crash", ack="pipelined", lease=lease)
         worker.push_many(ranked(2))
         taken = worker.pop()
+        assert taken is not None and server.proc is not None
         server.proc.send_signal(signal.SIGSTOP)
         worker.done(taken)  # in the socket buffers of a server that will never read it
         server.kill()

@@ -10,6 +10,7 @@ seen: the cycles cost what the seen set costs, and nothing more.
 from __future__ import annotations
 
 import redis
+from popkit import take
 
 from diskfrontier import RedisFrontier, Request
 
@@ -23,7 +24,7 @@ def _used(client: redis.Redis, crawl: str) -> int:
 def _cycles(frontier: RedisFrontier, start: int, count: int) -> None:
     inflight = []
     for n in range(start, start + count):
-        inflight.append(frontier.pop())
+        inflight.append(take(frontier))
         if len(inflight) > 3:
             frontier.done(inflight.pop(0))
         frontier.push(Request(f"https://h{n % 20}.example/{n}"))

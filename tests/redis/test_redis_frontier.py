@@ -270,6 +270,7 @@ def test_an_outage_raises_redis_unavailable_and_nothing_acknowledged_is_lost(tmp
         f = RedisFrontier(server.url, crawl="c")
         f.push_many(Request(f"https://a.example/{i}") for i in range(10))
         held = f.pop()
+        assert held is not None
         server.kill()
         for call in (lambda: f.push(Request("https://a.example/new")), f.pop, lambda: f.done(held), f.stats):
             with pytest.raises(RedisUnavailable, match="could not be reached"):

@@ -32,6 +32,7 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
         name = f"victim-{len(dead) + 1}"
         logs[name] = str(tmp_path / f"{name}.log")
         victim = start_worker(redis_url, crawl_name, logs[name], 8)
+        assert victim.stderr is not None
         deadline = time.monotonic() + 60
         while True:  # kill it once it has done some work and holds leases
             lines = read_log(logs[name]) if os.path.exists(logs[name]) else []
@@ -80,8 +81,8 @@ def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_ur
         for name, start, _ in handed:
             if name in dead:
                 continue
-            end = [d[2] for d in dones[url] if d[0] == name]
-            spans.append((start, end[0] if end else float("inf")))
+            ends = [d[2] for d in dones[url] if d[0] == name]
+            spans.append((start, ends[0] if ends else float("inf")))
         spans.sort()
         for (_, end1), (start2, _) in pairwise(spans):
             assert start2 >= end1, f"{url} was held by two live workers at once"

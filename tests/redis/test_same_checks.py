@@ -25,7 +25,7 @@ CALLS = {
     "fail error": lambda f: f.fail(REQUEST, 500),
     "requeue_failed limit": lambda f: f.requeue_failed(0),
     "record_failed entry": lambda f: f.record_failed([REQUEST]),
-    "record_failed error": lambda f: f.record_failed([FailedRequest(REQUEST, b"timeout", 1.0)]),
+    "record_failed error": lambda f: f.record_failed([FailedRequest(REQUEST, b"timeout", 1.0)]),  # type: ignore[arg-type]
     "record_failed failed_at": lambda f: f.record_failed([FailedRequest(REQUEST, "timeout", -5)]),
     "drop neither": lambda f: f.drop(),
     "drop match": lambda f: f.drop(match="("),

@@ -98,6 +98,7 @@ def test_a_client_killed_under_load_leaves_the_seen_set_exact(redis_server, craw
     total = 40_000
     child = subprocess.Popen([sys.executable, CHILD, redis_server.url, crawl_name, str(total)],
                              stderr=subprocess.PIPE)
+    assert child.stderr is not None
     client = redis_server.client()
     deadline = time.monotonic() + 120
     kills_at = random.Random(crawl_name).randrange(5_000, 30_000)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from popkit import take
 from timing import Window, with_longer_times
 
 from diskfrontier import CrawlDamaged, FrontierClosed, FrontierError, RedisFrontier, Request
@@ -212,7 +213,8 @@ def _crawl_of_two_hosts(f: RedisFrontier) -> dict[str, list[str]]:
     f.push(Request("https://a.example/leased", priority=9))
     f.push(Request("https://a.example/failed", priority=8))
     leased = f.pop()
-    f.fail(f.pop(), "gone")
+    assert leased is not None
+    f.fail(take(f), "gone")
     kinds = {
         "leased": [leased.url], "failed": ["https://a.example/failed"],
         "a_ready": [f"https://a.example/r{n}" for n in range(30)],

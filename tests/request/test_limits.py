@@ -95,7 +95,7 @@ def test_a_deep_meta_is_refused_by_push_before_anything_is_written(tmp_path):
 def test_meta_that_holds_itself_is_refused():
     loop: list = []
     loop.append(loop)
-    through_a_tuple = ([],)
+    through_a_tuple: tuple[list] = ([],)
     through_a_tuple[0].append(through_a_tuple)  # packing this once recursed until RecursionError
     for meta in ({"loop": loop}, {"t": through_a_tuple}):
         with pytest.raises(RequestTooLarge, match="or holds itself"):

@@ -17,6 +17,7 @@ import zoneinfo
 
 import msgpack
 import pytest
+from popkit import take
 
 from diskfrontier import Frontier, Request
 from diskfrontier.core.errors import JobDirCorrupt
@@ -138,6 +139,7 @@ def test_every_value_survives_a_restart_of_the_frontier(tmp_path):
         assert frontier.stats()["memory_only"] == 0
     with Frontier(tmp_path / "job") as frontier:
         request = frontier.pop()
+        assert request is not None
     _same(request.meta, dict(VALUES))
 
 
@@ -148,6 +150,7 @@ def test_every_value_survives_in_redis(redis_url, crawl_name):
         assert frontier.push(Request("https://a.example/values", meta=dict(VALUES)))
     with RedisFrontier(redis_url, crawl=crawl_name) as frontier:
         request = frontier.pop()
+        assert request is not None
         frontier.done(request)
     _same(request.meta, dict(VALUES))
 
@@ -257,7 +260,7 @@ def test_export_writes_these_values_as_text(tmp_path):
                                                           "price": decimal.Decimal("9.90"), "id": uuid.UUID(int=3),
                                                           "wait": datetime.timedelta(minutes=2), "big": 2**70}))
     with Frontier(tmp_path / "job") as frontier:
-        line = request_to_json(frontier.pop())
+        line = request_to_json(take(frontier))
     assert ('"when": "2020-01-02T00:00:00+01:00"' in line and '"price": "9.90"' in line
             and '"id": "00000000-0000-0000-0000-000000000003"' in line and '"wait": 120.0' in line
             and f'"big": {2**70}' in line), line

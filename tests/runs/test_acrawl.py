@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from paths import KITS
+from popkit import atake
 
 from diskfrontier import AsyncFrontier, Frontier, RedisFrontier, Request, acrawl, crawl
 from diskfrontier.jobdir.reader import pending_requests
@@ -41,6 +42,7 @@ def page_number(url: str) -> int:
 def open_backend(backend: str, tmp_path, redis_url: str | None, name: str):
     if backend == "jobdir":
         return Frontier(tmp_path / name)
+    assert redis_url is not None
     return RedisFrontier(redis_url, crawl=name)
 
 
@@ -236,7 +238,7 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             assert not await frontier.push(Request("https://a.example/1"))  # a duplicate
             assert await frontier.push_many(Request(f"https://b.example/{i}") for i in range(3)) == 3
             assert await frontier.count() == 4
-            got = [await frontier.pop() for _ in range(4)]
+            got = [await atake(frontier) for _ in range(4)]
             assert await frontier.pop() is None and await frontier.pop(timeout=0.01) is None
             assert len(await frontier.in_flight()) == 4 and await frontier.holds(got[0])
             await frontier.done(got[0])
@@ -246,11 +248,12 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             assert [f.error for f in await frontier.failed()] == ["boom"]
             stats = await frontier.stats()
             assert (stats["done"], stats["failed"], stats["delayed"]) == (2, 1, 2)
-            assert await frontier.next_ready() > time.time() + 3000
+            ready = await frontier.next_ready()
+            assert ready is not None and ready > time.time() + 3000
             assert await frontier.requeue_failed() == 1 and await frontier.count() == 3
 
             # a waiting pop wakes for a push made by another task, long before its timeout
-            popped = await frontier.pop()
+            popped = await atake(frontier)
             await frontier.done(popped)
             waiting = asyncio.create_task(frontier.pop(timeout=30))
             await asyncio.sleep(0.05)
@@ -258,15 +261,16 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             await frontier.push(Request("https://c.example/new"))
             request = await waiting
             woke = time.monotonic() - pushed_at
+            assert request is not None
             assert request.url == "https://c.example/new" and woke < 30 / 2, woke  # at the push, not the timeout
             await frontier.done(request)
 
             # and for a host's delay running out: at next_ready, not after the whole timeout
             await frontier.set_delay("d.example", 0.3)
             await frontier.push_many([Request("https://d.example/1"), Request("https://d.example/2")])
-            first = await frontier.pop()
+            first = await atake(frontier)
             started = time.monotonic()
-            second = await frontier.pop(timeout=30)
+            second = await atake(frontier, timeout=30)
             waited = time.monotonic() - started
             assert {first.url, second.url} == {"https://d.example/1", "https://d.example/2"}
             assert 0.2 <= waited < 30 / 2, waited  # at the delay's end, not the timeout
@@ -275,16 +279,19 @@ def test_async_frontier_keeps_the_contract_on_both_backends(tmp_path, backend):
             await frontier.block("e.example", float("inf"))
             await frontier.push(Request("https://e.example/1"))
             assert await frontier.pop(timeout=0.05) is None
-            assert (await frontier.host("e.example")).blocked_until == float("inf")
+            host = await frontier.host("e.example")
+            assert host is not None and host.blocked_until == float("inf")
             await frontier.unblock("e.example")
             await frontier.pause()
             assert await frontier.paused_since() is not None and await frontier.pop(timeout=0.05) is None
             await frontier.resume()
-            request = await frontier.pop(timeout=5)
+            request = await atake(frontier, timeout=5)
             assert request.url == "https://e.example/1"
             await frontier.done(request)
             before = await frontier.count()
-            b_pending = (await frontier.host("b.example")).pending
+            b_host = await frontier.host("b.example")
+            assert b_host is not None
+            b_pending = b_host.pending
             dropped = await frontier.drop(host="b.example", dry_run=True)
             assert dropped.count == b_pending >= 1 and await frontier.count() == before
             assert (await frontier.drop(host="b.example")).count == b_pending
@@ -301,7 +308,7 @@ def test_a_pop_without_timeout_ends_when_nothing_can_come(tmp_path):
     async def main():
         async with AsyncFrontier(tmp_path / "job") as frontier:
             await frontier.push(Request("https://a.example/"))
-            request = await frontier.pop(timeout=None)
+            request = await atake(frontier, timeout=None)
             waiting = asyncio.create_task(frontier.pop(timeout=None))  # the one in flight may come back
             await asyncio.sleep(0.2)
             assert not waiting.done()
@@ -318,7 +325,7 @@ def test_bad_arguments_are_refused_with_the_name_of_acrawl(tmp_path):
     async def main():
         with Frontier(tmp_path / "job") as frontier:
             with pytest.raises(TypeError, match=r"acrawl\(\): handler must be an async def"):
-                await acrawl(frontier, lambda request, f: None)
+                await acrawl(frontier, lambda request, f: None)  # type: ignore[arg-type, return-value]
             with pytest.raises(ValueError, match=r"acrawl\(\): workers"):
                 await acrawl(frontier, handler, workers=0)
             with pytest.raises(ValueError, match="timeout"):
@@ -361,6 +368,7 @@ def finish(proc: subprocess.Popen, out: str) -> dict:
 
 def wait_for_fetches(site: SyntheticSite, proc: subprocess.Popen, fetches: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
+    assert proc.stderr is not None
     while sum(site.fetched().values()) < fetches:
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline, f"the crawl did not reach {fetches} fetches"

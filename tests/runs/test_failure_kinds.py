@@ -67,6 +67,7 @@ def test_classify_decides_fail_backoff_and_retry(tmp_path, caplog):
             stats = crawl(frontier, handler, workers=2, retries=1, backoff=0.01, classify=classify, host_backoff=0.2,
                           progress=False)
         blocked = frontier.host("index.example")
+        assert blocked is not None
         failed = sorted(f.request.url for f in frontier.failed())
     assert sorted(seen) == ["IndexError", "KeyError", "PermanentError", "ZeroDivisionError"]
     assert failed == ["https://key.example/key", "https://perm.example/perm"]
@@ -82,6 +83,7 @@ def test_a_host_answering_503_is_blocked_after_host_errors_with_a_doubling_backo
                       host_backoff_max=0.6, duration=2.0, progress=False)
         times = [t for _path, t in bad.log]
         info = frontier.host("127.0.0.2")
+        assert info is not None
     # unblocked: 80 tries (20 requests, 4 tries each) at full speed; blocked: 3, then one or two (per_host
     # is not set: the workers in hand) every 0.3 s, then every 0.6 s
     assert stats.host_blocks >= 2 and info.failures == len(times) and info.blocked_until is not None
@@ -103,6 +105,7 @@ def test_a_success_ends_the_streak(tmp_path):
 
         stats = crawl(frontier, handler, workers=1, retries=3, backoff=0.01, host_errors=5, progress=False)
         info = frontier.host("127.0.0.2")
+        assert info is not None
     assert stats.host_blocks == 0 and stats.done == 12 and info.failures == 0
 
 
@@ -113,7 +116,9 @@ def test_crawl_obeys_robots_txt(tmp_path):
         stats = crawl(frontier, fetch, workers=4, robots=True, user_agent="testbot/1.0", progress=False)
         fetched = site.fetched()
         failed = [(f.request.url, f.error) for f in frontier.failed()]
-        delay = frontier.host("127.0.0.1").delay
+        host = frontier.host("127.0.0.1")
+        assert host is not None
+        delay = host.delay
         left, counts = len(frontier), frontier.stats()
     assert failed == []  # robots.txt saying no is not an error: the request is finished, never fetched
     assert (stats.robots_disallowed, stats.failed, stats.failed_at_once, stats.done) == (1, 0, 0, 4)
@@ -178,14 +183,16 @@ def test_over_redis_a_failing_host_is_blocked_and_robots_txt_is_kept_for_the_nex
             stats = crawl(frontier, fetch, workers=2, retries=3, backoff=0.01, host_errors=3, host_backoff=30.0,
                           duration=1.0, progress=False)
             info = frontier.host("127.0.0.2")
+            assert info is not None
             assert stats.host_blocks >= 1 and info.failures == len(bad.log) and len(bad.log) <= 4
-            assert info.blocked_until > time.time() + 25
+            assert info.blocked_until is not None and info.blocked_until > time.time() + 25
             frontier.unblock("127.0.0.2")
             frontier.push_many(Request(f"{good.base}/docs/{n}.html") for n in range(2))
             before = time.time()
             stats = crawl(frontier, fetch, workers=2, robots=True, user_agent="testbot", duration=1.0,
                           host_backoff=30.0, progress=False)
             held = frontier.host("127.0.0.2")
+            assert held is not None
             waiting = [r.not_before for r in frontier.pending_requests() if r.slot == "127.0.0.2"]
         # the bad site's robots.txt answers 503: the site is held back (its requests wait for the hold's end,
         # the host itself is not blocked: other sites on it would go on), none of its pages asked for

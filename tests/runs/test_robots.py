@@ -66,7 +66,8 @@ def test_crawl_delay_becomes_the_host_delay_never_below_the_frontier_delay(tmp_p
             Frontier(tmp_path / "job", delay=own) as frontier:
         rules = RobotsRules(frontier, "testbot")
         assert rules.check(page(site, 1)) == ALLOW
-        assert frontier.host("127.0.0.1").delay == want
+        host = frontier.host("127.0.0.1")
+        assert host is not None and host.delay == want
 
 
 @pytest.mark.parametrize("status", [404, 403, 410])
@@ -74,7 +75,8 @@ def test_a_4xx_robots_txt_allows_everything(tmp_path, status):
     with LinkedSite(4, robots=(status, "")) as site, Frontier(tmp_path / "job") as frontier:
         rules = RobotsRules(frontier, "strictbot")
         assert rules.check(page(site, 1)) == ALLOW and rules.check(page(site, 2)) == ALLOW
-        assert frontier.robots(site_of(site.base)[0]).status == status
+        entry = frontier.robots(site_of(site.base)[0])
+        assert entry is not None and entry.status == status
         assert site.fetched()["/robots.txt"] == 1
 
 
@@ -86,6 +88,7 @@ def test_a_5xx_robots_txt_holds_the_site_back_then_it_is_fetched_again(tmp_path)
         held = rules.check(page(site, 1))
         assert held.kind == "hold" and held.until >= before + 0.3
         host = frontier.host("127.0.0.1")  # the site is held, not its host (its other ports go on)
+        assert host is not None
         assert host.blocked_until is None and host.failures == 0
         assert frontier.robots(site_of(site.base)[0]) is None  # nothing kept: the next try fetches it
         assert rules.check(page(site, 2)) == held  # while the hold lasts: not fetched again
@@ -118,11 +121,14 @@ def test_a_restart_does_not_fetch_again_until_the_ttl(tmp_path):
             assert site.fetched()["/robots.txt"] == 1
             site.robots = (200, "User-agent: *\nDisallow: /docs/2.html\n")
             fresh = RobotsRules(frontier, "testbot", ttl=0.4)
-            fetched_at = frontier.robots(site_of(site.base)[0]).fetched_at
+            entry = frontier.robots(site_of(site.base)[0])
+            assert entry is not None
+            fetched_at = entry.fetched_at
             time.sleep(max(0.0, fetched_at + 0.45 - time.time()))
             assert fresh.check(page(site, 3)) == ALLOW and fresh.check(page(site, 2)) == DISALLOW
             assert site.fetched()["/robots.txt"] == 2
-            assert frontier.robots(site_of(site.base)[0]).fetched_at > fetched_at
+            entry = frontier.robots(site_of(site.base)[0])
+            assert entry is not None and entry.fetched_at > fetched_at
 
 
 def test_redis_keeps_robots_txt_for_every_client(redis_url, crawl_name):
@@ -241,12 +247,13 @@ def test_a_5xx_robots_txt_on_one_port_holds_back_that_site_only(tmp_path):
             stats = crawl(frontier, fetch, workers=1, robots=True, user_agent="testbot", host_backoff=3600.0,
                           max_requests=7, duration=60.0, progress=False)
             host = frontier.host("127.0.0.1")
+            assert host is not None
         held = list(pending_requests(str(tmp_path / "job")))
     assert stats.stopped_by == "max_requests" and stats.robots_held == 1 and stats.done == 6
     assert all(up.fetched()[f"/docs/{n}.html"] == 1 for n in range(6))  # the other port went on at once
     assert down.fetched() == {"/robots.txt": 1}
     assert host.blocked_until is None and [r.url for r in held] == [f"{down.base}/docs/1.html"]
-    assert held[0].not_before >= time.time() + 3500  # it waits for its site's hold
+    assert held[0].not_before is not None and held[0].not_before >= time.time() + 3500  # it waits for its site's hold
 
 
 def test_the_crawl_delay_of_a_host_is_the_largest_of_its_sites(tmp_path):
@@ -256,7 +263,8 @@ def test_the_crawl_delay_of_a_host_is_the_largest_of_its_sites(tmp_path):
         rules = RobotsRules(frontier, "testbot")
         assert rules.check(Request(f"{slow.base}/docs/0.html")) == ALLOW
         assert rules.check(Request(f"{quick.base}/docs/0.html")) == ALLOW
-        assert frontier.host("127.0.0.1").delay == 3.0  # not the last one read
+        host = frontier.host("127.0.0.1")
+        assert host is not None and host.delay == 3.0  # not the last one read
 
 
 def test_a_robots_txt_sent_a_byte_every_2s_costs_one_worker_its_timeout_once(tmp_path):

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def refusal(runner: str, frontier: Frontier, options: dict) -> BaseException:
 
 
 # the messages both functions gave before they shared their options; {f} is the function's name
-BAD = [
+BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"workers": 0}, ValueError, "{f}(): workers must be a whole number of at least 1, got 0"),
     ({"workers": None}, ValueError, "{f}(): workers must be a whole number of at least 1, got None"),
     ({"duration": -1}, ValueError, "{f}(): duration must be a number of at least 0 or None, got -1"),
@@ -98,6 +99,7 @@ def test_the_typed_keywords_are_the_options_with_their_types():
 
 
 def test_a_good_set_of_options_is_taken_by_both(tmp_path):
+    options: dict[str, Any]
     options = {"workers": 2, "duration": 30, "max_requests": 5, "retries": 0, "backoff": 0, "grace": None,
                "classify": lambda request, error: None, "host_errors": None, "host_backoff": 1, "host_backoff_max": 2,
                "robots": False, "user_agent": "testbot/1.0", "robots_ttl": 0, "fetch_robots": None,

@@ -33,6 +33,7 @@ def wait_for_pages(site: MultiHostSite, proc: subprocess.Popen, pages: int, time
                    fetches: bool = False) -> None:
     """Wait until the site has served ``pages`` distinct pages (``fetches``: that many requests)."""
     deadline = time.monotonic() + timeout
+    assert proc.stderr is not None
     while (sum(site.fetched().values()) if fetches else len(site.fetched())) < pages:
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline, f"the crawl did not reach {pages} pages"

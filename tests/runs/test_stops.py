@@ -64,6 +64,7 @@ def run_stats(runner: str, proc: subprocess.Popen, out: str) -> dict:
 
 def wait_until(condition: Callable[[], bool], proc: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
+    assert proc.stderr is not None
     while not condition():
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline, "the child never got there"

@@ -113,7 +113,7 @@ def test_spider_methods_and_scrapys_own_callbacks_are_accepted():
 
 def test_an_instance_attribute_does_not_stand_in_for_a_method():
     spider = ShopSpider()
-    spider.parse_item = lambda response, **kwargs: None
+    spider.parse_item = lambda response, **kwargs: None  # type: ignore[method-assign]  # the stand-in is the test
     with pytest.raises(CallbackRefused, match="replaced it"):
         spider_method(spider, "parse_item")
 
@@ -127,4 +127,4 @@ def test_what_is_stored_can_be_rebuilt(tmp_path):
     again = dicts.from_dict(data)
     assert again.callback == spider._callback and again.errback == spider._errback
     with pytest.raises(ValueError, match="not a method of the spider"):
-        dicts.to_dict(scrapy.Request("https://a.example/", callback=spider._set_crawler))
+        dicts.to_dict(scrapy.Request("https://a.example/", callback=spider._set_crawler))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 import scrapy
+from popkit import take
 from scrapy.http import FormRequest, JsonRequest
 from test_scrapy_scheduler import Session, drain
 
@@ -59,7 +60,7 @@ def test_a_stored_class_in_a_module_not_imported_is_not_imported(tmp_path, marke
     assert len(logged) == 1 and f"is in the module {name!r}, which is not imported" in logged[0]
     s.close()
     with Frontier(tmp_path / "job") as frontier:  # kept for a later run
-        assert frontier.pop().url == "https://shop.example/evil"
+        assert take(frontier).url == "https://shop.example/evil"
     assert not marker.exists() and name not in sys.modules
 
 
@@ -85,7 +86,7 @@ def test_a_stored_class_that_is_not_a_request_class_is_refused(tmp_path, path, w
 def test_a_module_getattr_is_not_asked():
     # a module-level __getattr__ may import on demand; only a module's own attributes are looked at
     module = type(sys)("diskfrontier_lazy_module")
-    module.__getattr__ = lambda attribute: pytest.fail(f"__getattr__({attribute!r}) was called")
+    module.__getattr__ = lambda attribute: pytest.fail(f"__getattr__({attribute!r}) was called")  # type: ignore[method-assign]
     sys.modules[module.__name__] = module
     try:
         with pytest.raises(ValueError, match=r"not a scrapy\.Request subclass"):

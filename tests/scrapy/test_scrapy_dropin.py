@@ -17,9 +17,10 @@ import scrapy
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
-from scrapykit import ShopSpider
+from scrapykit import ShopSpider, next_of
 from test_scrapy_scheduler import Session, drain
 
+from diskfrontier import Frontier
 from diskfrontier.request.values import ObjectFields
 from diskfrontier.scrapy import Scheduler
 from diskfrontier.scrapy.feeds import feed_exporter
@@ -30,11 +31,11 @@ class Box(scrapy.Item):
     when = scrapy.Field()
 
 
-def _module_with_item(name: str, fields: tuple[str, ...]) -> type:
+def _module_with_item(name: str, fields: tuple[str, ...]) -> type[scrapy.Item]:
     """A module ``name`` in sys.modules holding an Item class ``Thing`` with ``fields``."""
     module = types.ModuleType(name)
     thing = type("Thing", (scrapy.Item,), {"__module__": name, **{f: scrapy.Field() for f in fields}})
-    module.Thing = thing
+    module.Thing = thing  # type: ignore[attr-defined]  # a module made at run time
     sys.modules[name] = module
     return thing
 
@@ -52,7 +53,7 @@ def test_an_item_whose_module_is_not_imported_comes_back_as_its_fields_said_once
     del sys.modules["shop_items_for_later"]  # a later run whose project does not import it
     s.open()
     caplog.set_level(logging.WARNING, logger="diskfrontier")
-    got = s.scheduler.next_request()
+    got = next_of(s.scheduler)
     assert type(got.meta["t"]) is ObjectFields and got.meta["t"] == {"sku": "A"}
     assert got.meta["t"].class_path == "shop_items_for_later.Thing" and got.cb_kwargs["more"] == [{"sku": "B"}]
     assert "shop_items_for_later" not in sys.modules  # looked for, never imported
@@ -61,9 +62,9 @@ def test_an_item_whose_module_is_not_imported_comes_back_as_its_fields_said_once
     assert len(said) == 1 and "not imported" in said[0] and "import it in your project" in said[0]
     s.scheduler.close("shutdown")  # never finished: stored again with its class path
     sys.modules["shop_items_for_later"] = types.ModuleType("shop_items_for_later")
-    sys.modules["shop_items_for_later"].Thing = thing
+    sys.modules["shop_items_for_later"].Thing = thing  # type: ignore[attr-defined]
     s.open()
-    assert type(s.scheduler.next_request().meta["t"]) is thing
+    assert type(next_of(s.scheduler).meta["t"]) is thing
     s.close()
     del sys.modules["shop_items_for_later"]
 
@@ -109,7 +110,7 @@ class Probe:
 def test_a_class_path_through_an_object_reads_none_of_its_attributes(tmp_path):
     probe = Probe()
     sys.modules["shop_probe"] = types.ModuleType("shop_probe")
-    sys.modules["shop_probe"].probe = probe
+    sys.modules["shop_probe"].probe = probe  # type: ignore[attr-defined]
     s = Session(tmp_path / "job", True)
     s.scheduler.enqueue_request(scrapy.Request("https://shop.example/a", meta={
         "box": Box(label="x"), "through": ObjectFields({"a": 1}, "shop_probe.probe.Thing")}))
@@ -138,7 +139,7 @@ def test_an_item_of_a_class_that_cannot_be_found_by_its_path_stays_unstorable_an
 def test_a_retry_of_a_request_holding_items_replaces_it_with_its_items(tmp_path):
     s = Session(tmp_path / "job", False)
     s.scheduler.enqueue_request(scrapy.Request("https://shop.example/a", meta={"box": Box(label="x")}))
-    original = s.scheduler.next_request()
+    original = next_of(s.scheduler)
     retry = original.replace(dont_filter=True)
     retry.meta["retry_times"] = 1  # what RetryMiddleware makes
     assert s.scheduler.enqueue_request(retry)
@@ -167,7 +168,7 @@ def test_without_jobdir_nothing_is_said_about_requests_kept_in_memory(caplog):
     scheduler = Scheduler.from_crawler(crawler)
     scheduler.open(ShopSpider())
     assert scheduler.enqueue_request(scrapy.Request("https://shop.example/a", meta={"x": object()}))
-    assert scheduler.next_request().url == "https://shop.example/a"
+    assert next_of(scheduler).url == "https://shop.example/a"
     scheduler.close("finished")
     assert not _warnings(caplog, "Unable to serialize")  # as with Scrapy: every request is in memory
     assert not [k for k in crawler.stats.get_stats() if "unserializable" in k or "unstorable" in k]
@@ -187,8 +188,8 @@ def test_options_given_to_the_constructor_win_over_the_settings(tmp_path):
     scheduler.open(ShopSpider())
     for i in range(3):
         scheduler.enqueue_request(scrapy.Request(f"https://shop.example/{i}"))
-    assert scheduler.frontier.fsync is True
-    assert [scheduler.next_request().url[-1] for _ in range(3)] == ["0", "1", "2"]
+    assert isinstance(scheduler.frontier, Frontier) and scheduler.frontier.fsync is True
+    assert [next_of(scheduler).url[-1] for _ in range(3)] == ["0", "1", "2"]
     scheduler.close("finished")
     with pytest.raises(TypeError, match=r"unknown scheduler options.*'colour'"):
         Scheduler(crawler=crawler, colour="red")
@@ -229,7 +230,7 @@ def test_a_crawler_not_configured_yet_is_enough(tmp_path):
     scheduler.open(ShopSpider())
     assert scheduler.enqueue_request(scrapy.Request("https://shop.example/a?b=1&a=2"))
     assert not scheduler.enqueue_request(scrapy.Request("https://shop.example/a?a=2&b=1"))  # Scrapy's fingerprint
-    assert scheduler.next_request().meta == {}
+    assert next_of(scheduler).meta == {}
     scheduler.close("finished")
 
 
@@ -240,5 +241,5 @@ def test_a_datetime_in_meta_survives_a_restart_with_jobdir(tmp_path):
     s.scheduler.close("shutdown")
     s.open()
     assert len(s.scheduler) == 1
-    assert s.scheduler.next_request().meta == {"d": datetime.datetime(2020, 1, 2)}
+    assert next_of(s.scheduler).meta == {"d": datetime.datetime(2020, 1, 2)}
     s.close()

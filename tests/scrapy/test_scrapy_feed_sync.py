@@ -25,6 +25,10 @@ def exporter_for(feeds: dict) -> tuple[FeedExporter, ShopSpider]:
     return exporter, spider
 
 
+def fail_on(error: OSError) -> None:
+    pytest.fail(f"the gate reported {error!r}")
+
+
 def requests(n: int) -> list[Request]:
     return [Request(f"https://shop.example/{i}") for i in range(n)]
 
@@ -32,14 +36,15 @@ def requests(n: int) -> list[Request]:
 def test_items_reach_the_file_only_when_the_gate_syncs_and_then_their_requests_are_released(tmp_path):
     path = tmp_path / "items.jsonl"
     exporter, spider = exporter_for({str(path): {"format": "jsonlines"}})
-    gate = ItemsGate(FeedFiles(exporter), interval=3600, on_error=pytest.fail)
+    gate = ItemsGate(FeedFiles(exporter), interval=3600, on_error=fail_on)
     for n in range(3):
         exporter.item_scraped({"n": n}, spider)
     finished = requests(3)
     gate.add(finished)
     assert path.read_bytes() == b""  # in the exporter's buffer: a kill now would lose them
     assert gate.release() == [] and len(gate) == 3  # not due yet
-    assert gate.due_in() is not None and gate.due_in() > 0
+    due = gate.due_in()
+    assert due is not None and due > 0
     assert gate.release(force=True) == finished and len(gate) == 0
     assert [json.loads(line)["n"] for line in path.read_bytes().splitlines()] == [0, 1, 2]
     assert gate.syncs == 1
@@ -48,7 +53,7 @@ def test_items_reach_the_file_only_when_the_gate_syncs_and_then_their_requests_a
 def test_many_waiting_requests_are_synced_before_the_interval(tmp_path):
     path = tmp_path / "items.jsonl"
     exporter, spider = exporter_for({str(path): {"format": "jsonlines"}})
-    gate = ItemsGate(FeedFiles(exporter), interval=3600, on_error=pytest.fail, most=4)
+    gate = ItemsGate(FeedFiles(exporter), interval=3600, on_error=fail_on, most=4)
     exporter.item_scraped({"n": 0}, spider)
     gate.add(requests(3))
     assert gate.release() == []
@@ -59,7 +64,7 @@ def test_many_waiting_requests_are_synced_before_the_interval(tmp_path):
 def test_a_csv_feed_is_synced_through_its_text_layer(tmp_path):
     path = tmp_path / "items.csv"
     exporter, spider = exporter_for({str(path): {"format": "csv"}})
-    gate = ItemsGate(FeedFiles(exporter), interval=0, on_error=pytest.fail)
+    gate = ItemsGate(FeedFiles(exporter), interval=0, on_error=fail_on)
     exporter.item_scraped({"n": 7}, spider)
     gate.add(requests(1))
     assert len(gate.release()) == 1
@@ -79,7 +84,7 @@ def test_a_sync_that_fails_keeps_the_requests_waiting(tmp_path):
 def test_without_feeds_requests_are_released_at_once():
     crawler = get_crawler(ShopSpider, {})
     assert feed_exporter(crawler) is None
-    gate = open_gate(crawler, True, 3600, False, ShopSpider(), pytest.fail)
+    gate = open_gate(crawler, True, 3600, False, ShopSpider(), fail_on)
     gate.add(requests(2))
     assert len(gate.release()) == 2
 
@@ -101,10 +106,12 @@ def test_a_cut_last_line_gets_a_line_end_and_whole_files_are_left_alone(tmp_path
 
 def test_feeds_stored_only_at_close_are_named_and_not_waited_for(tmp_path, caplog):
     crawler = get_crawler(ShopSpider, {"FEEDS": {"ftp://user:pass@127.0.0.1/items.jsonl": {"format": "jsonlines"}}})
-    files = FeedFiles(feed_exporter(crawler))
+    exporter = feed_exporter(crawler)
+    assert exporter is not None
+    files = FeedFiles(exporter)
     assert files.store_at_close == ["ftp://user:pass@127.0.0.1/items.jsonl"] and not files.synced
     with caplog.at_level(logging.WARNING, logger="diskfrontier.scrapy"):
-        gate = open_gate(crawler, True, 3600, False, ShopSpider(), pytest.fail)
+        gate = open_gate(crawler, True, 3600, False, ShopSpider(), fail_on)
     assert gate.feeds is None
     assert any("only when it closes" in r.getMessage() for r in caplog.records)
 
@@ -113,12 +120,12 @@ def test_an_overwritten_feed_of_a_resumed_crawl_is_warned_about(tmp_path, caplog
     crawler = get_crawler(ShopSpider, {"FEEDS": {str(tmp_path / "x.jsonl"): {"format": "jsonlines",
                                                                             "overwrite": True}}})
     with caplog.at_level(logging.WARNING, logger="diskfrontier.scrapy"):
-        open_gate(crawler, True, 1, True, ShopSpider(), pytest.fail)
+        open_gate(crawler, True, 1, True, ShopSpider(), fail_on)
     assert any("overwritten at each run" in r.getMessage() for r in caplog.records)
 
 
 def test_turned_off_nothing_waits(tmp_path):
     crawler = get_crawler(ShopSpider, {"FEEDS": {str(tmp_path / "x.jsonl"): {"format": "jsonlines"}}})
-    gate = open_gate(crawler, False, 3600, False, ShopSpider(), pytest.fail)
+    gate = open_gate(crawler, False, 3600, False, ShopSpider(), fail_on)
     gate.add(requests(1))
     assert gate.feeds is None and len(gate.release()) == 1

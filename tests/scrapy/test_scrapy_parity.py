@@ -115,7 +115,7 @@ def case(request):
 
 
 @pytest.fixture
-def run(case, tmp_path):
+def run(case: tuple[str, str], tmp_path):
     made = Run(*case, tmp_path)
     yield made
     made.scheduler.close("finished")
@@ -154,7 +154,7 @@ QUEUES = {
 
 
 @pytest.mark.parametrize("queues", list(QUEUES))
-def test_order_within_a_priority_is_that_of_the_queue_in_use(case, tmp_path, queues):
+def test_order_within_a_priority_is_that_of_the_queue_in_use(case: tuple[str, str], tmp_path, queues):
     """The queue class in use is SCHEDULER_DISK_QUEUE with JOBDIR, SCHEDULER_MEMORY_QUEUE without."""
     settings = QUEUES[queues]
     run = Run(*case, tmp_path, **settings)
@@ -195,7 +195,7 @@ def test_stats_names(run):
 def test_a_request_that_cannot_be_stored_is_served_from_memory_in_this_run_only(run):
     s = run.scheduler
     assert s.enqueue_request(scrapy.Request("http://foo.com/stored", callback=run.spider.parse_item))
-    assert s.enqueue_request(scrapy.Request("http://foo.com/lambda", callback=lambda response: None))
+    assert s.enqueue_request(scrapy.Request("http://foo.com/lambda", callback=lambda response, *args, **kwargs: None))
     stats = run.stats()
     if run.mode == "memory":
         assert stats == {"scheduler/enqueued/memory": 2, "scheduler/enqueued": 2}
@@ -258,7 +258,7 @@ def test_the_values_scrapy_keeps_come_back(run):
     _same(got.cb_kwargs, {"when": datetime.datetime(2020, 5, 1, 9), "product": Product(sku="B-2")})
 
 
-def test_download_slots_are_served_in_turn(case, tmp_path):
+def test_download_slots_are_served_in_turn(case: tuple[str, str], tmp_path):
     """DownloaderAwarePriorityQueue (Scrapy's default) and the drop-in's rule for it: with as many
     requests in flight in each slot, the slots in turn. Scrapy's queue asks a real engine's downloader,
     which is built inside a running event loop."""
@@ -353,7 +353,7 @@ class Recording:
     def __init__(self, dupefilter, jobdir=None, dqclass=None, mqclass=None, logunser=False, stats=None,
                  pqclass=None, crawler=None):
         self.built_with = jobdir
-        super().__init__(dupefilter, jobdir, dqclass, mqclass, logunser, stats, pqclass, crawler)
+        super().__init__(dupefilter, jobdir, dqclass, mqclass, logunser, stats, pqclass, crawler)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("kind", list(SCHEDULERS))

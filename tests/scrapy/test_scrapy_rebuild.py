@@ -87,7 +87,11 @@ def test_the_quick_way_gives_what_request_from_dict_gives(url, method, headers, 
 def test_subclasses_and_odd_urls_take_the_ordinary_way(monkeypatch):
     dicts = RequestDicts(ShopSpider())
     taken = []
-    monkeypatch.setattr(dicts, "from_dict", lambda data: taken.append(data["url"]) or scrapy.Request(data["url"]))
+    def from_dict(data):
+        taken.append(data["url"])
+        return scrapy.Request(data["url"])
+
+    monkeypatch.setattr(dicts, "from_dict", from_dict)
     for request in [FormRequest("https://shop.example/login", formdata={"u": "1"}),
                     scrapy.Request("https://shop.example/it's[1]"),
                     scrapy.Request("HTTPS://Shop.Example/a", meta={"verbatim_url": True})]:

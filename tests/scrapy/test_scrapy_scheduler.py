@@ -16,10 +16,12 @@ import pytest
 import scrapy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from popkit import take
+from scrapy.crawler import Crawler
 from scrapy.http import FormRequest, JsonRequest
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
-from scrapykit import ShopSpider
+from scrapykit import ShopSpider, next_of
 from urlstrategies import urls
 
 from diskfrontier import Frontier, ScrapyQueueFound
@@ -33,7 +35,9 @@ class Session:
 
     def __init__(self, jobdir, reopen: bool, **settings):
         self.jobdir, self.reopen, self.settings = jobdir, reopen, settings
-        self.crawler = self.spider = self.scheduler = None
+        self.crawler: Crawler
+        self.spider: ShopSpider
+        self.scheduler: Scheduler
         self.open()
 
     def open(self):
@@ -42,6 +46,13 @@ class Session:
         self.scheduler = Scheduler.from_crawler(self.crawler)
         self.scheduler.open(self.spider)
         return self.scheduler
+
+    @property
+    def frontier(self) -> Frontier:
+        """The scheduler's frontier: the job directory's."""
+        frontier = self.scheduler.frontier
+        assert isinstance(frontier, Frontier)
+        return frontier
 
     def step(self):
         if self.reopen:
@@ -135,9 +146,10 @@ def test_unserializable_requests_stay_in_memory_counted_and_logged_once_per_kind
     caplog.set_level(logging.WARNING, logger="diskfrontier")
     s = Session(tmp_path / "job", False)
     s.scheduler.enqueue_request(scrapy.Request("https://shop.example/disk", priority=1))
-    s.scheduler.enqueue_request(scrapy.Request("https://shop.example/lambda", priority=5, callback=lambda r: None))
+    s.scheduler.enqueue_request(scrapy.Request("https://shop.example/lambda", priority=5,
+                                               callback=lambda r, *args, **kwargs: None))
     s.scheduler.enqueue_request(scrapy.Request("https://shop.example/object", meta={"x": object()}))
-    s.scheduler.enqueue_request(scrapy.Request("https://shop.example/later", callback=lambda r: None))
+    s.scheduler.enqueue_request(scrapy.Request("https://shop.example/later", callback=lambda r, *args, **kwargs: None))
     stats = s.stats()
     assert stats["scheduler/unserializable"] == 3 and stats["scheduler/enqueued/memory"] == 3
     assert stats["scheduler/enqueued/disk"] == 1 and stats["scheduler/enqueued"] == 4
@@ -146,8 +158,9 @@ def test_unserializable_requests_stay_in_memory_counted_and_logged_once_per_kind
     assert len(warnings) == 2, warnings  # one for each kind
     assert "is not a method of the spider" in warnings[0] and "unstorable/callback" in warnings[0]
     assert "'object'" in warnings[1] and "unstorable/object" in warnings[1]
-    first = s.scheduler.next_request()
-    assert first.url.endswith("/lambda") and first.callback(None) is None  # the live request, callback and all
+    first = next_of(s.scheduler)
+    assert first.url.endswith("/lambda") and callable(first.callback)
+    assert first.callback(None) is None  # type: ignore[arg-type]  # the live request, callback and all
     assert s.stats()["scheduler/dequeued/memory"] == 1
     s.scheduler.close("shutdown")
     assert s.stats()["diskfrontier/memory_lost"] == 3  # two waiting, one handed out and never finished
@@ -160,7 +173,7 @@ def test_requests_beyond_the_limits_stay_in_memory(tmp_path, monkeypatch, caplog
     caplog.set_level(logging.WARNING, logger="diskfrontier")
     monkeypatch.setattr(scrapy_records, "MAX_BODY_BYTES", 10)  # as if a body of 64 MiB + 1 byte
     s = Session(tmp_path / "job", False)
-    size = s.scheduler.frontier.stats()["journal_bytes"]
+    size = s.frontier.stats()["journal_bytes"]
     deep: object = ()
     for _ in range(100):
         deep = (deep,)
@@ -168,7 +181,7 @@ def test_requests_beyond_the_limits_stay_in_memory(tmp_path, monkeypatch, caplog
     assert s.scheduler.enqueue_request(scrapy.Request("https://shop.example/deep", meta={"x": deep}))
     stats = s.stats()
     assert stats["scheduler/unserializable"] == 2 and stats["scheduler/enqueued/memory"] == 2
-    assert s.scheduler.frontier.stats()["journal_bytes"] == size
+    assert s.frontier.stats()["journal_bytes"] == size
     assert any("MAX_BODY_BYTES" in r.getMessage() for r in caplog.records)
     assert sorted(r.url for r in drain(s.scheduler)) == ["https://shop.example/big", "https://shop.example/deep"]
     s.close()
@@ -227,9 +240,9 @@ def test_done_once_the_engine_has_finished_with_a_request(tmp_path):
     _stand_in_engine(s.crawler, in_progress)
     for i in range(3):
         s.scheduler.enqueue_request(scrapy.Request(f"https://shop.example/{i}"))
-    a = s.scheduler.next_request()
+    a = next_of(s.scheduler)
     in_progress.add(a)  # what the engine does as it starts downloading
-    b = s.scheduler.next_request()
+    b = next_of(s.scheduler)
     in_progress.add(b)
     assert s.stats().get("diskfrontier/done") is None
     in_progress.discard(a)  # the engine is finished with a: callback output scheduled, items processed
@@ -274,6 +287,7 @@ def test_no_jobdir_uses_a_temporary_directory_removed_at_close(tmp_path):
     crawler = get_crawler(ShopSpider, {})
     scheduler = Scheduler.from_crawler(crawler)
     scheduler.open(ShopSpider())
+    assert isinstance(scheduler.frontier, Frontier)
     path = scheduler.frontier.path
     assert scheduler.enqueue_request(scrapy.Request("https://shop.example/"))
     assert os.path.isdir(path)
@@ -288,15 +302,16 @@ def test_a_request_whose_callback_is_gone_is_kept_for_a_later_run(tmp_path, capl
     s.scheduler.close("shutdown")
     with Frontier(tmp_path / "job") as frontier:  # rename the callback, as a changed spider would
         stored = frontier.pop()
+        assert stored is not None
         assert stored.meta["callback"] == "parse_item"
     s.open()
-    s.scheduler._dicts.spider = types.SimpleNamespace(name="shop")  # a spider without parse_item
+    s.scheduler._dicts.spider = types.SimpleNamespace(name="shop")  # type: ignore[assignment]  # a spider without parse_item
     assert [r.url for r in drain(s.scheduler)] == ["https://shop.example/b"]
     assert s.stats()["diskfrontier/undecodable"] == 1
     assert any("cannot rebuild https://shop.example/a" in r.message for r in caplog.records)
     s.scheduler.close("shutdown")
     with Frontier(tmp_path / "job") as frontier:
-        assert [frontier.pop().url] == ["https://shop.example/a"]
+        assert [take(frontier).url] == ["https://shop.example/a"]
 
 
 @pytest.mark.slow
@@ -328,7 +343,7 @@ def test_a_custom_fingerprinter_is_used_as_it_is(tmp_path):
 
 def test_fsync_setting_reaches_the_frontier(tmp_path):
     s = Session(tmp_path / "job", False, DISKFRONTIER_FSYNC=True)
-    assert s.scheduler.frontier.fsync is True
+    assert s.frontier.fsync is True
     s.close()
 
 
@@ -337,7 +352,7 @@ def test_an_explicit_order_that_clashes_with_the_directory_is_refused(tmp_path):
     with pytest.raises(ValueError, match="created with order='lifo'"):
         Session(tmp_path / "job", False, DISKFRONTIER_ORDER="fifo")
     s = Session(tmp_path / "job", False, SCHEDULER_DISK_QUEUE="scrapy.squeues.PickleFifoDiskQueue")
-    assert s.scheduler.frontier.order == "lifo"  # a guess from the queue class never clashes
+    assert s.frontier.order == "lifo"  # a guess from the queue class never clashes
     s.close()
 
 
