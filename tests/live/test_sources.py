@@ -147,6 +147,9 @@ class Script:
             raise item
         return Reading(item, "redis")
 
+    def all_hosts(self) -> list[dict]:
+        return []
+
     def close(self) -> None:
         pass
 
