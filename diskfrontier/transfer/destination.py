@@ -119,12 +119,16 @@ class JobDirBuild:
             self.notes.append(f"an unfinished copy to {dst} was found ({self.path}): it was removed and the copy "
                               f"done again")
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        os.mkdir(self.path)
-        try:
+        made = False
+        try:  # the folder made inside: a Ctrl-C the moment it exists still removes it
+            os.mkdir(self.path)
+            made = True
             write_json_atomic(os.path.join(self.path, MARKER), {"copy_of": source, "to": dst, "pid": os.getpid()})
-            self.frontier: Frontier = Frontier(self.path, order=order, watch=False)
+            # no background checkpoints or compactions: the copy is written once, then closed and renamed
+            self.frontier: Frontier = Frontier(self.path, order=order, watch=False, maintenance=None)
         except BaseException:
-            shutil.rmtree(self.path, ignore_errors=True)
+            if made:
+                shutil.rmtree(self.path, ignore_errors=True)
             raise
 
     def finish(self) -> None:
