@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import FrontierError
 from ..files import boundedjson
 from ..files.atomic import fsync_dir, fsync_path, write_json_atomic
-from ..files.safefs import open_file
-from ..jobdir.layout import probe_lock
+from ..files.safefs import FILE, open_file
+from ..jobdir.layout import Layout, probe_lock
 
 if TYPE_CHECKING:
     from ..jobdir.frontier import Frontier
@@ -47,9 +47,14 @@ def build_path(dst: str) -> str:
     return os.path.join(parent, f".{name}{TEMP_SUFFIX}")
 
 
+# The files a job directory's layout names (outcomes.json, written at the build's close, included) and its
+# queue folder: what a copy's build holds besides its marker.
+_JOB_NAMES = (*(name for name, kind in Layout("").entries().items() if kind == FILE), "requests.")
+
+
 def _is_job_file(name: str) -> bool:
     """A name that a job directory (or a copy being built) holds, their temp files included."""
-    return name == "lock" or name.startswith((MARKER, "frontier.json", "requests."))
+    return name.startswith((MARKER, *_JOB_NAMES))
 
 
 def _holds_marker(build: str) -> bool:

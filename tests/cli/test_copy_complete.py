@@ -136,6 +136,24 @@ def test_an_interrupted_copy_to_a_job_directory_leaves_no_directory_and_a_rerun_
     assert sorted(r.url for r in pending_requests(dst)) == sorted(f"https://a.example/{i}" for i in range(50))
 
 
+def test_a_copy_killed_between_its_close_and_its_rename_is_redone(tmp_path):
+    """The build is closed (its files written, outcomes.json among them) and its marker removed just before the
+    rename: a kill there leaves a folder of job directory files only, which the rerun removes as its own."""
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    with Frontier(src) as f:
+        f.push_many([Request(f"https://a.example/{i}") for i in range(10)])
+    build = JobDirBuild(dst, "lifo", src)
+    build.frontier.push(Request("https://a.example/0"))
+    build.frontier.close()
+    leftover = build_path(dst)
+    os.unlink(os.path.join(leftover, MARKER))
+    assert "outcomes.json" in os.listdir(leftover)
+    result = run("copy", src, dst)
+    assert result.exit_code == 0, result.output
+    assert f"note: an unfinished copy to {dst} was found ({leftover}): it was removed" in result.output
+    assert not os.path.exists(leftover) and len(pending_requests(dst)) == 10
+
+
 def test_a_killed_copy_leaves_a_build_folder_that_the_rerun_removes(tmp_path):
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     with Frontier(src) as f:
