@@ -567,35 +567,9 @@
   function renderPriorities(data) {
     const stats = (data.snapshot || {}).stats || {};
     const by = stats.pending_by_priority;
-    const box = $("priorities");
-    const rows = document.createDocumentFragment();
     const entries = by && typeof by === "object" ? Object.entries(by).sort((a, b) => Number(b[0]) - Number(a[0])) : [];
-    const most = entries.reduce((acc, [, n]) => Math.max(acc, n), 0);
-    for (const [priority, n] of entries) {
-      const row = document.createElement("div");
-      row.className = "bar-row";
-      const p = document.createElement("span");
-      p.className = "p";
-      p.textContent = `priority ${priority}`;
-      const track = document.createElement("div");
-      track.className = "track";
-      const fill = document.createElement("div");
-      fill.className = "fill";
-      fill.style.width = `${most ? Math.max(2, (100 * n) / most) : 0}%`;
-      track.appendChild(fill);
-      const value = document.createElement("span");
-      value.className = "n";
-      value.textContent = count(n);
-      row.append(p, track, value);
-      rows.appendChild(row);
-    }
-    if (!entries.length) {
-      const empty = document.createElement("div");
-      empty.className = "empty";
-      empty.textContent = by ? "Nothing pending." : "Not kept by this crawl.";
-      rows.appendChild(empty);
-    }
-    box.replaceChildren(rows);
+    bars($("priorities"), entries.map(([priority, n]) => [`priority ${priority}`, n]),
+         by ? "Nothing pending." : "Not kept by this crawl.");
   }
 
   function renderFacts(data) {
