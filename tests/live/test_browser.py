@@ -368,6 +368,8 @@ def test_the_new_panels_follow_a_crawl(browser, tmp_path):
                                    timeout=patience)
             assert re.fullmatch(r"[\d.]+ (KiB|MiB)", page.inner_text("#v-disk"))
             assert "journal" in page.inner_text("#s-disk")
+            priorities = page.inner_text("#priorities").strip()  # bars of the crawl's priorities, or none left
+            assert re.fullmatch(r"(priority -?\d+\n[\d,]+\n?)+|Nothing pending\.", priorities), priorities
             kinds = page.inner_text("#error-kinds").split("\n")
             assert kinds[0] == "RuntimeError · HTTP 500" and int(kinds[1].replace(",", "")) >= 1
             page.wait_for_function("() => /left at [0-9.,]+\\/s/.test(document.getElementById('s-eta').textContent)",
