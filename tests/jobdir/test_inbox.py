@@ -240,21 +240,28 @@ def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path
     proc = start_holder(job, script)
     finished: list[list[str]] = []
     killed: list[list[str]] = []
+    rounds = scaled(12, volume)
+    took = 0.0  # how long the first command took, run whole: the kill moments are drawn around it
     try:
-        for round_ in range(scaled(12, volume)):
+        round_ = 0
+        # every command of the first rounds, then more until some were killed and some finished
+        while round_ < rounds or not (killed and finished) and round_ < 4 * rounds:
             urls = [f"https://k{round_}.example/{i}" for i in range(rng.choice([1, 100, 3000]))]
             (tmp_path / "urls.txt").write_text("\n".join(urls) + "\n")
+            started = time.monotonic()
             cmd = subprocess.Popen([sys.executable, "-m", "diskfrontier", "push", str(job), "-f",
                                     str(tmp_path / "urls.txt")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
             try:
-                out, _ = cmd.communicate(timeout=rng.uniform(0.05, 0.9))
+                out, _ = cmd.communicate(timeout=rng.uniform(0.1, 1.5) * took if round_ else None)
                 assert cmd.returncode == 0 and out.startswith(f"queued {len(urls):,},"), out
                 finished.append(urls)
+                took = took or time.monotonic() - started
             except subprocess.TimeoutExpired:
                 cmd.send_signal(signal.SIGKILL)
                 cmd.communicate()
                 killed.append(urls)
+            round_ += 1
     finally:
         proc.kill()
         proc.wait()
