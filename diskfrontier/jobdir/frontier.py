@@ -232,7 +232,10 @@ class Frontier:
         """``FrontierProtocol.done_many`` as one journal write, every request checked before it."""
         batch = list(requests)
         with self._guard:
-            self._ledger.done_many(batch)
+            if len(batch) == 1:  # the usual call of a scheduler that finishes requests as they come
+                self._ledger.done(batch[0])
+            else:
+                self._ledger.done_many(batch)
             self._rules.succeeded(batch)
             if batch:
                 self._waiting.wake()

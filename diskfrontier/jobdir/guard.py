@@ -32,11 +32,12 @@ class Guard:
 
     def __enter__(self) -> None:
         self.mutex.acquire()
-        try:
-            self.check()
-        except BaseException:
-            self.mutex.release()
-            raise
+        dirlock = self.dirlock  # ``check``, inline: every call of the frontier comes here
+        if self.closed or self.state.broken or dirlock is None or dirlock.fd < 0:
+            try:
+                self.refuse()
+            finally:
+                self.mutex.release()
 
     def __exit__(self, *exc: Any) -> None:
         self.mutex.release()

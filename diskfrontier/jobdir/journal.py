@@ -85,6 +85,7 @@ MAGIC_V2 = b"DFURLS\x00\x02"
 MAGIC_V1 = b"DFURLS\x00\x01"
 MAGIC_CRC = zlib.crc32(MAGIC)  # the crc32 of a journal that holds no record yet
 CHUNK = 8 << 20
+READ_BLOCK = 64 << 10  # bytes a pop reads around the record it wants (``JournalWriter.read_body``)
 _crc32 = zlib.crc32
 _HEADER = FRAME.size
 
@@ -438,21 +439,22 @@ def _intact_at(fd: int, offset: int, version: int, salt: int) -> memoryview | by
     return None
 
 
-def _request_in(chunk: bytes, offset: int, salt: int) -> bytes | None:
-    """The body of the request-carrying record that ``chunk``, read at ``offset`` of a format-4 journal, starts
-    with, if it lies whole in ``chunk`` and holds; else None, and ``walk`` decides.
+def _request_in(chunk: bytes | memoryview, offset: int, salt: int, at: int = 0) -> bytes | memoryview | None:
+    """The body of the request-carrying record that ``chunk`` holds from position ``at``, read at ``offset`` of a
+    format-4 journal, if it lies whole in ``chunk`` and holds; else None, and ``walk`` decides.
 
     What a pop reads: ``walk``'s checks of the usual record (its frame's check and crc seeded
     with its identity, ``records.request_fits``), without setting up a walk.
     """
-    if len(chunk) < _FRAMED_SIZE:
+    if len(chunk) - at < _FRAMED_SIZE:
         return None
-    length, crc, check, kind, _priority, _flags, fplen, slotlen, _attempts, not_before = _FRAMED_UNPACK(chunk)
-    if not _PUSH_SIZE < length <= len(chunk) - _HEADER or kind not in CARRIES_REQUEST:
+    length, crc, check, kind, _priority, _flags, fplen, slotlen, _attempts, not_before = _FRAMED_UNPACK(chunk, at)
+    start = at + _HEADER
+    if not _PUSH_SIZE < length <= len(chunk) - start or kind not in CARRIES_REQUEST:
         return None
-    body = chunk[_HEADER:_HEADER + length]
+    body = chunk[start:start + length]
     seed = (offset ^ (offset >> 32) ^ salt) & 0xFFFFFFFF  # records.identity(offset, salt), inline
-    if (_crc32(chunk[:4], seed) & 0xFFFF != check or _crc32(body, seed) != crc
+    if (_crc32(chunk[at:at + 4], seed) & 0xFFFF != check or _crc32(body, seed) != crc
             or not request_fits(kind, length, fplen, slotlen, not_before)):
         return None
     return body
@@ -505,6 +507,7 @@ class JournalWriter:
         self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
         self.fd = open_fd(path, os.O_RDWR) if fd is None else fd  # ``fd``: the file, open already
         self.failed: str | None = None
+        self._block, self._block_at = memoryview(b""), 0  # the block of the file read last (``read_body``)
         try:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
             if os.fstat(self.fd).st_size != end:
@@ -554,9 +557,29 @@ class JournalWriter:
             raise
 
     def read_body(self, offset: int) -> bytes | memoryview:
-        """The body of the PUSH (or RETRY, REFETCH) record at ``offset``, checked (``read_record``)."""
-        body = _request_in(os.pread(self.fd, 512, offset), offset, self.salt)  # the usual record, in one read
+        """The body of the PUSH (or RETRY, REFETCH) record at ``offset``, checked (``read_record``).
+
+        The usual record is found in the block of the journal read last, and checked there: the next
+        requests of a queue were mostly written close to each other, so most pops read nothing. The
+        block holds only bytes below ``size`` when it was read, which a writer never changes again
+        (a failed write is cut back to where it began, past them).
+        """
+        at = offset - self._block_at
+        if at < 0 or at + _FRAMED_SIZE > len(self._block):
+            at = self._read_block(offset)
+        body = _request_in(self._block, offset, self.salt, at)
+        if body is None and at:  # perhaps a record running past the block's end: read from its start
+            body = _request_in(self._block, offset, self.salt, self._read_block(offset, aligned=False))
         return body if body is not None else read_record(self.fd, offset, self.path, self.salt)
+
+    def _read_block(self, offset: int, aligned: bool = True) -> int:
+        """Read the block of the journal around ``offset`` (from ``offset`` itself, unless ``aligned``);
+        where ``offset`` is in it."""
+        start = offset - offset % READ_BLOCK if aligned else offset
+        end = max(start + READ_BLOCK, offset + 512)
+        self._block = memoryview(os.pread(self.fd, max(0, min(end, self.size) - start), start))
+        self._block_at = start
+        return offset - start
 
     def read_fail(self, offset: int, target: int) -> FailRecord:
         """The FAIL record at ``offset``, checked, which must name ``target``."""

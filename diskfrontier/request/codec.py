@@ -46,6 +46,8 @@ _PLAIN = (dict, list, bytes, int, float)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 _SCALARS = frozenset({str, bytes, int, float, bool, type(None)})  # a quick way past most values
 _RECORD_DEPTH = MAX_DEPTH + 1  # the record's own array, then meta's levels
+# methods a stored request mostly has: each is one that ``check_stored`` accepts
+_COMMON_METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"})
 # the first byte of every msgpack array, map and extension type (and of nothing else in a header)
 _OPENERS = bytes([*range(0x80, 0xA0), *range(0xC7, 0xCA), *range(0xD4, 0xD9), *range(0xDC, 0xE0)])
 
@@ -290,6 +292,14 @@ def decode_request(
         raise ValueError(f"unreadable request record: {exc}") from None
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ValueError(f"malformed request record: {type(exc).__name__}: {exc}") from None
+    if type(fields) is list and len(fields) == 5:  # a request with meta (a Scrapy scheduler's): checked inline
+        url, method, headers, body, meta = fields
+        if (type(url) is str and type(method) is str and type(headers) is dict and not headers
+                and type(body) is bytes and type(meta) is dict and len(url) <= MAX_URL_LENGTH
+                and len(body) <= MAX_BODY_BYTES and method in _COMMON_METHODS and _is_plain(url)
+                and all(type(key) is str for key in meta)
+                and not (_may_nest_deeper(bytes(data), _RECORD_DEPTH) and not _fits(fields, _RECORD_DEPTH))):
+            return Request.unchecked(url, method, headers, body, priority, meta, dont_filter, fingerprint, seq, slot)
     if type(fields) is not list or len(fields) != 1 or type(fields[0]) is not str or len(fields[0]) > MAX_URL_LENGTH:
         _check_fields(fields)  # anything but a plain GET of a URL within the limit
     if len(fields) > 2 and _may_nest_deeper(bytes(data), _RECORD_DEPTH) and not _fits(fields, _RECORD_DEPTH):

@@ -48,6 +48,8 @@ class Completion:
     def __init__(self, crawler: Any) -> None:
         self.crawler = crawler
         self._out: dict[ScrapyRequest, Request] = {}
+        self._slot: Any = None  # the engine slot whose in-progress set was found last, and that set
+        self._in_progress: Container[ScrapyRequest] | None = None
 
     def handed_out(self, request: ScrapyRequest, frontier_request: Request) -> None:
         """``request`` (made from ``frontier_request``) has been given to the engine."""
@@ -79,13 +81,20 @@ class Completion:
 
     def finished(self) -> list[Request]:
         """The frontier requests whose Scrapy requests the engine has finished with, since the last call."""
-        if not self._out:
+        out = self._out
+        if not out:
             return []
-        in_progress = engine_in_progress(self.crawler)
+        slot = engine_slot(self.crawler)
+        if slot is not self._slot:  # a new crawl's slot: its set is looked for once
+            self._slot, self._in_progress = slot, engine_in_progress(self.crawler)
+        in_progress = self._in_progress
         if in_progress is None:
             return []
-        gone = [request for request in self._out if request not in in_progress]
-        return [self._out.pop(request) for request in gone]
+        if len(out) == 1:
+            request = next(iter(out))
+            return [] if request in in_progress else [out.pop(request)]
+        gone = [request for request in out if request not in in_progress]
+        return [out.pop(request) for request in gone]
 
     def held(self) -> list[Request]:
         """The frontier requests whose Scrapy requests the engine still has."""

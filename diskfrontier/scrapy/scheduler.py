@@ -565,6 +565,13 @@ class Scheduler(BaseScheduler):
 
     def _mark_finished(self, force: bool = False) -> None:
         """Mark done what the engine has finished and whose items are safe (``force``: sync now)."""
+        if self._gate.feeds is None and self._revisits is None and self._local is not None:
+            # nothing to wait for and nothing to add: the usual local crawl marks what is finished done now
+            finished = self._completion.finished()
+            if finished:
+                self._local.done_many(finished)
+                self._count("diskfrontier/done", len(finished))
+            return
         self._gate.add(self._completion.finished())
         released = self._gate.release(force)
         if not released:

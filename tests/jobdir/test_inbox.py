@@ -245,7 +245,7 @@ def test_kill_9_of_the_command_leaves_its_command_whole_or_absent(tmp_path: Path
     try:
         round_ = 0
         # every command of the first rounds, then more until some were killed and some finished
-        while round_ < rounds or not (killed and finished) and round_ < 4 * rounds:
+        while round_ < rounds or (not (killed and finished) and round_ < 4 * rounds):
             urls = [f"https://k{round_}.example/{i}" for i in range(rng.choice([1, 100, 3000]))]
             (tmp_path / "urls.txt").write_text("\n".join(urls) + "\n")
             started = time.monotonic()

@@ -107,7 +107,7 @@ class _Out:
             self.buffer = bytearray()
 
 
-def _records_in_order(fd: int, path: str, offsets: array, sizes: array, salt: int) -> Iterator[bytes]:
+def _records_in_order(fd: int, path: str, offsets: array, sizes: array, salt: int) -> Iterator[bytes | memoryview]:
     """The body of each record at ``offsets`` (increasing; each ``sizes`` bytes long), checked, read in chunks."""
     start = end = 0
     chunk = b""
