@@ -507,7 +507,7 @@ class JournalWriter:
         self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
         self.fd = open_fd(path, os.O_RDWR) if fd is None else fd  # ``fd``: the file, open already
         self.failed: str | None = None
-        self._block, self._block_at = memoryview(b""), 0  # the block of the file read last (``read_body``)
+        self._block, self._block_at = b"", 0  # the block of the file read last (``read_body``)
         try:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
             if os.fstat(self.fd).st_size != end:
@@ -577,7 +577,7 @@ class JournalWriter:
         where ``offset`` is in it."""
         start = offset - offset % READ_BLOCK if aligned else offset
         end = max(start + READ_BLOCK, offset + 512)
-        self._block = memoryview(os.pread(self.fd, max(0, min(end, self.size) - start), start))
+        self._block = os.pread(self.fd, max(0, min(end, self.size) - start), start)
         self._block_at = start
         return offset - start
 

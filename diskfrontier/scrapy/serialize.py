@@ -127,10 +127,18 @@ class RequestDicts:
         url = stored.url
         if not self.quick or not extras.keys() <= _QUICK_KEYS or PLAIN_URL.fullmatch(url) is None:
             return self.from_dict(scrapy_dict(stored))
-        encoding = extras.get("encoding", "utf-8")
         request = Request.__new__(Request)
-        request._encoding = encoding
         request.method = stored.method.upper()
+        if len(extras) == 1 and "callback" in extras:  # what a spider mostly yields: a callback, nothing else
+            request._encoding = "utf-8"
+            request._meta = request._cookies = request._headers = request._cb_kwargs = request._flags = None
+            request._url, request._body = url, stored.body
+            request.priority, request.dont_filter = stored.priority, stored.dont_filter
+            request.callback = self._method("callback", extras["callback"])
+            request.errback = None
+            return request
+        encoding = extras.get("encoding", "utf-8")
+        request._encoding = encoding
         meta = extras.get("meta")
         request._meta = dict(meta) if meta else None
         request._url = url

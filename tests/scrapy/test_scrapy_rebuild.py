@@ -84,6 +84,20 @@ def test_the_quick_way_gives_what_request_from_dict_gives(url, method, headers, 
         frontier_request(dicts.to_dict(request), b"\0" * 20)).meta
 
 
+@pytest.mark.parametrize("priority", [0, -3, 7])
+@pytest.mark.parametrize("dont_filter", [False, True])
+def test_a_request_with_only_a_callback_comes_back_as_request_from_dict_gives_it(priority, dont_filter):
+    spider = ShopSpider()
+    dicts = RequestDicts(spider)
+    request = scrapy.Request("https://shop.example/item/1?x=2", callback=spider.parse_item, priority=priority,
+                             dont_filter=dont_filter)
+    stored = frontier_request(dicts.to_dict(request), b"\0" * 20)
+    assert set(stored.meta) == {"callback"}  # the shape the shortest way takes
+    ordinary, quick = _both(dicts, request)
+    assert _fields(quick) == _fields(ordinary) == _fields(request)
+    assert quick.callback == spider.parse_item and quick.errback is None
+
+
 def test_subclasses_and_odd_urls_take_the_ordinary_way(monkeypatch):
     dicts = RequestDicts(ShopSpider())
     taken = []
