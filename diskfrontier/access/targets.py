@@ -1,7 +1,7 @@
-"""Turning a target — a job directory's path or a Redis URL with a crawl name — into a frontier.
+"""Turning a target — a job directory's path, or a Redis or PostgreSQL URL with a crawl name — into a frontier.
 
-This is the one module that knows both backends: ``open_target`` opens a frontier for
-reading and writing (the job directory's ``Frontier``, locked, or a ``RedisFrontier``),
+This is the one module that knows every backend: ``open_target`` opens a frontier for
+reading and writing (the job directory's ``Frontier``, locked, a ``RedisFrontier`` or a ``PostgresFrontier``),
 typed as the contract (``FrontierProtocol``); ``open_view`` opens a read-only view of a
 crawl (``CrawlView``) that takes no lock, so it is safe beside a live crawl. ``crawl()``,
 the CLI and ``copy`` go through here instead of choosing a class themselves.
@@ -21,6 +21,7 @@ from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedF
 from ..contract.values import FailedRequest
 from ..core.errors import FrontierError
 from ..jobdir.layout import SALTED_FROM, Layout, read_meta
+from ..pgfrontier import is_postgres_url
 from ..jobdir.reader import (
     FailedRequests,
     HostRow,
@@ -33,7 +34,7 @@ from ..jobdir.reader import (
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
 
-__all__ = ["CrawlView", "HostCopy", "is_redis_target", "open_target", "open_view"]
+__all__ = ["CrawlView", "HostCopy", "is_postgres_target", "is_redis_target", "open_target", "open_view"]
 
 
 def is_redis_target(target: str | os.PathLike[str]) -> bool:
@@ -41,19 +42,26 @@ def is_redis_target(target: str | os.PathLike[str]) -> bool:
     return isinstance(target, str) and is_redis_url(target)
 
 
+def is_postgres_target(target: str | os.PathLike[str]) -> bool:
+    """True if ``target`` is a PostgreSQL URL (``postgresql://``, ``postgres://``), not a job directory."""
+    return is_postgres_url(target)
+
+
 def _check_crawl(target: str | os.PathLike[str], crawl: str | None) -> None:
-    if is_redis_target(target):
+    if is_redis_target(target) or is_postgres_target(target):
         if crawl is None:
-            raise ValueError("a Redis URL names a server: give the crawl's name as crawl=")
+            kind = "Redis" if is_redis_target(target) else "PostgreSQL"
+            raise ValueError(f"a {kind} URL names a server: give the crawl's name as crawl=")
     elif crawl is not None:
-        raise ValueError(f"crawl= names a crawl in Redis, and {os.fspath(target)} is a job directory")
+        raise ValueError(f"crawl= names a crawl in Redis or PostgreSQL, and {os.fspath(target)} is a job directory")
 
 
 def open_target(target: str | os.PathLike[str], crawl: str | None = None, **options: Any) -> FrontierProtocol:
-    """The frontier at ``target``: a job directory (``Frontier(target, **options)``) or, for a Redis
-    URL, the crawl named ``crawl`` there (``RedisFrontier(target, crawl=crawl, **options)``).
+    """The frontier at ``target``: a job directory (``Frontier(target, **options)``) or, for a Redis or
+    PostgreSQL URL, the crawl named ``crawl`` there (``RedisFrontier(target, crawl=crawl, **options)``,
+    ``PostgresFrontier(target, crawl=crawl, **options)``).
 
-    ``crawl`` is required with a Redis URL and refused with a job directory (ValueError).
+    ``crawl`` is required with a server's URL and refused with a job directory (ValueError).
     """
     _check_crawl(target, crawl)
     if crawl is not None:
@@ -69,7 +77,12 @@ def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierPro
 
 
 def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
-    """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
+    """The crawl ``crawl`` at ``url``, shared with other clients: in Redis (``RedisFrontier``) or PostgreSQL
+    (``PostgresFrontier``)."""
+    if is_postgres_target(url):
+        from ..pgfrontier.frontier import PostgresFrontier
+
+        return PostgresFrontier(url, crawl=crawl, **options)
     from ..redisfrontier.frontier import RedisFrontier
 
     return RedisFrontier(url, crawl=crawl, **options)

@@ -1,0 +1,96 @@
+-- POP: up to p_count requests, each leased to p_client for p_lease seconds. A host is taken with
+-- FOR UPDATE SKIP LOCKED (pops at once take different hosts, and none waits for another), its best
+-- request moved to the leases, and its last hand-out set, so that its delay holds for every client;
+-- no lock is held once the transaction ends. Nothing while the crawl is paused.
+CREATE OR REPLACE FUNCTION pop(p_client text, p_count integer, p_lease double precision,
+                               p_delay double precision, p_per_host integer, p_fifo boolean)
+RETURNS TABLE (id bigint, lease_no bigint, host text, priority integer, attempts integer, dont_filter boolean,
+               fingerprint bytea, not_before double precision, record bytea)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    now_ double precision := now_s();
+    h record;
+    r record;
+    l bigint;
+    next_priority integer;
+    next_rank bigint;
+    n integer := 0;
+BEGIN
+    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM leases x WHERE x.expires < now_) THEN
+        PERFORM reclaim(p_fifo, 100);
+    END IF;
+    IF EXISTS (SELECT 1 FROM waiting x WHERE x.due <= now_) THEN
+        PERFORM wake(p_fifo, 100);
+    END IF;
+    WHILE n < p_count LOOP
+        SELECT x.id, x.name INTO h FROM hosts x
+         WHERE x.ready_n > 0
+           AND x.last_out + coalesce(x.delay, p_delay) <= now_
+           AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
+           AND (p_per_host = 0 OR x.in_flight < p_per_host)
+           AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
+         ORDER BY x.top_priority DESC, x.top_rank DESC
+         LIMIT 1
+         FOR UPDATE SKIP LOCKED;
+        EXIT WHEN NOT FOUND;
+        DELETE FROM requests q WHERE q.id = (
+            SELECT y.id FROM requests y WHERE y.host = h.id ORDER BY y.priority DESC, y.rank DESC LIMIT 1)
+        RETURNING q.* INTO r;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'hosts row % counts ready requests, and the requests table holds none of it', h.name
+                USING ERRCODE = 'DF001';
+        END IF;
+        l := nextval('lease_nos');
+        INSERT INTO leases (id, lease_no, client, expires, host, priority, rank, attempts, dont_filter, fingerprint,
+                            not_before, record)
+        VALUES (r.id, l, p_client, now_ + p_lease, r.host, r.priority, r.rank, r.attempts, r.dont_filter,
+                r.fingerprint, r.not_before, r.record);
+        SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y WHERE y.host = h.id
+         ORDER BY y.priority DESC, y.rank DESC LIMIT 1;
+        UPDATE hosts x
+           SET ready_n = x.ready_n - 1, in_flight = x.in_flight + 1, last_out = now_,
+               top_priority = coalesce(next_priority, 0), top_rank = coalesce(next_rank, 0)
+         WHERE x.id = h.id;
+        id := r.id; lease_no := l; host := h.name; priority := r.priority; attempts := r.attempts;
+        dont_filter := r.dont_filter; fingerprint := r.fingerprint; not_before := r.not_before; record := r.record;
+        RETURN NEXT;
+        n := n + 1;
+    END LOOP;
+END $$;
+
+-- NEXT_READY: when the next request may be handed out (server time; now if one may be now), or NULL if
+-- none can become ready by waiting alone. A lease running out is such a time (its request comes back).
+-- While paused: a quarter second from now (a resume by another client is not signalled).
+CREATE OR REPLACE FUNCTION next_ready(p_delay double precision, p_per_host integer) RETURNS double precision
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ double precision := now_s();
+    best double precision;
+    t double precision;
+BEGIN
+    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+        RETURN now_ + 0.25;
+    END IF;
+    SELECT min(greatest(x.last_out + coalesce(x.delay, p_delay), coalesce(x.blocked_until, 0))) INTO best
+      FROM hosts x
+     WHERE x.ready_n > 0
+       AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')
+       AND (p_per_host = 0 OR x.in_flight < p_per_host)
+       AND (x.budget IS NULL OR x.done + x.in_flight < x.budget);
+    SELECT greatest(w.due, coalesce(x.blocked_until, 0)) INTO t
+      FROM waiting w JOIN hosts x ON x.id = w.host
+     WHERE (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')
+       AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
+     ORDER BY w.due LIMIT 1;
+    best := least(best, t);
+    SELECT min(x.expires) INTO t FROM leases x;
+    best := least(best, t);
+    IF best IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN greatest(best, 0);
+END $$;

@@ -1,0 +1,73 @@
+"""``Taking``: pops (one call of the ``pop`` function leases up to ``count`` requests), pops that wait, and
+``next_ready``.
+
+Other clients' pushes and dones are not signalled: a waiting pop looks again every few milliseconds, up to a
+quarter second apart, and at once when this client pushes, retries or finishes something, or when the time
+``next_ready`` said comes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..request.model import Request
+from .records import decode
+from .state import Shared
+
+_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s)"
+_FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
+
+
+class Taking:
+    """The pops of one client."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    def pop_many(self, count: int) -> list[Request]:
+        """Up to ``count`` ready requests, each leased to this client."""
+        shared = self.shared
+        if not shared.leases.begin_pop():
+            shared.check()  # closed meanwhile: the close's error
+            return []
+        try:
+            rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.delay,
+                                                shared.per_host, shared.fifo])
+            out = []
+            for row_id, lease_no, host, priority, attempts, dont_filter, fingerprint, not_before, record in rows:
+                request = decode("leases", row_id, host, priority, attempts, dont_filter, fingerprint, not_before,
+                                 record)
+                out.append(shared.leases.add(request, row_id, lease_no))
+            return out
+        finally:
+            shared.leases.end_pop()
+
+    def pop(self, timeout: float | None) -> Request | None:
+        """``FrontierProtocol.pop``: ``timeout`` checked (None: until one is ready or none can become ready)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        look = _FIRST_LOOK
+        while True:
+            got = self.pop_many(1)
+            if got:
+                return got[0]
+            if timeout == 0:
+                return None
+            ready = self.next_ready()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            if ready is None and timeout is None:
+                return None
+            wait = look if left is None else min(look, left)
+            if ready is not None:
+                wait = min(wait, max(ready - time.time(), 0.001))
+            with self.shared.wake:
+                self.shared.wake.wait(wait)
+            self.shared.check()
+            look = min(look * 2, _LAST_LOOK)
+
+    def next_ready(self) -> float | None:
+        """``FrontierProtocol.next_ready`` (server time)."""
+        shared = self.shared
+        value = shared.db.value("next_ready", "SELECT next_ready(%s::float8, %s::integer)", [shared.delay, shared.per_host])
+        return None if value is None else float(value)
