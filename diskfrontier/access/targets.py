@@ -21,7 +21,6 @@ from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedF
 from ..contract.values import FailedRequest
 from ..core.errors import FrontierError
 from ..jobdir.layout import SALTED_FROM, Layout, read_meta
-from ..pgfrontier import is_postgres_url
 from ..jobdir.reader import (
     FailedRequests,
     HostRow,
@@ -31,6 +30,7 @@ from ..jobdir.reader import (
     host_table,
     pending_requests,
 )
+from ..pgfrontier import is_postgres_url
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
 

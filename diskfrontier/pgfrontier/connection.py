@@ -143,11 +143,11 @@ class Database:
         sending may have been applied."""
         return bool(getattr(self._calls, "retried", False))
 
-    def rows(self, what: str, query: str, params: Sequence[Any] = (), *, retry: bool = True) -> list[tuple[Any, ...]]:
+    def rows(self, what: str, query: Any, params: Sequence[Any] = (), *, retry: bool = True) -> list[tuple[Any, ...]]:
         """The rows of ``query``."""
         return self.call(what, lambda conn: conn.execute(query, params).fetchall(), retry=retry)
 
-    def value(self, what: str, query: str, params: Sequence[Any] = (), *, retry: bool = True) -> Any:
+    def value(self, what: str, query: Any, params: Sequence[Any] = (), *, retry: bool = True) -> Any:
         """The first column of the first row of ``query`` (None if it gives no row)."""
         found = self.rows(what, query, params, retry=retry)
         return found[0][0] if found else None

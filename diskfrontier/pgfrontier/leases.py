@@ -121,7 +121,7 @@ class Renewal:
     def __init__(self, renew: Callable[[], object], lease: float, name: str) -> None:
         self.lease = lease
         self._stop = threading.Event()
-        ref = weakref.WeakMethod(renew)  # type: ignore[arg-type]
+        ref = weakref.WeakMethod(renew)
         self._thread = threading.Thread(target=self._loop, args=(ref,), name=name, daemon=True)
         self._thread.start()
 

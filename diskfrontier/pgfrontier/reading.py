@@ -14,11 +14,13 @@ from ..request.revisit import REVISIT_COUNTERS
 from .records import decode
 from .state import Shared
 
-_PAGE = 1000
 COUNTED = ("done", "seen", "pushed", "duplicates", "retried", "refetch_scheduled", "reclaimed", "failed", "dropped",
            *REVISIT_COUNTERS)
-_HOST_COLUMNS = ("h.name, h.ready_n + h.waiting_n, h.in_flight, h.done, h.delay, h.blocked_until, h.budget, "
-                 "h.failures, h.last_out, (SELECT value FROM meta WHERE name = 'delay')")
+_HOSTS = ("SELECT h.name, h.ready_n + h.waiting_n, h.in_flight, h.done, h.delay, h.blocked_until, h.budget, "
+          "h.failures, h.last_out, (SELECT value FROM meta WHERE name = 'delay') FROM hosts h")
+_PENDING = ("SELECT q.id, h.name, q.priority, q.attempts, q.dont_filter, q.fingerprint, q.not_before, q.record "
+            "FROM {} q JOIN hosts h ON h.id = q.host WHERE q.id > %s ORDER BY q.id LIMIT 1000")
+_SEEN = "SELECT key FROM seen WHERE %s::bigint IS NULL OR key > %s::bigint ORDER BY key LIMIT 10000"
 
 
 class Reading:
@@ -54,11 +56,11 @@ class Reading:
         return None if value is None else float(value)
 
     def hosts(self) -> list[HostInfo]:
-        rows = self.shared.db.rows("hosts", f"SELECT {_HOST_COLUMNS} FROM hosts h ORDER BY h.name")
+        rows = self.shared.db.rows("hosts", _HOSTS + " ORDER BY h.name")
         return [info for info in map(_host_info, rows) if info is not None]
 
     def host(self, name: str) -> HostInfo | None:
-        rows = self.shared.db.rows("host", f"SELECT {_HOST_COLUMNS} FROM hosts h WHERE h.name = %s", [name])
+        rows = self.shared.db.rows("host", _HOSTS + " WHERE h.name = %s", [name])
         return _host_info(rows[0]) if rows else None
 
     def failed(self) -> list[FailedRequest]:
@@ -73,14 +75,13 @@ class Reading:
 
     def pending_requests(self, *, leased: bool = True) -> Iterator[Any]:
         """Every request not done, in no order (``leased=False``: not those leased now)."""
+        from psycopg import sql
+
         tables = ("waiting", "requests", "leases") if leased else ("waiting", "requests")
         for table in tables:
             last = -(2**63)
             while True:
-                rows = self.shared.db.rows(
-                    "pending_requests", f"SELECT q.id, h.name, q.priority, q.attempts, q.dont_filter, q.fingerprint, "
-                    f"q.not_before, q.record FROM {table} q JOIN hosts h ON h.id = q.host WHERE q.id > %s "
-                    f"ORDER BY q.id LIMIT {_PAGE}", [last])
+                rows = self.shared.db.rows("pending_requests", sql.SQL(_PENDING).format(sql.Identifier(table)), [last])
                 if not rows:
                     break
                 last = rows[-1][0]
@@ -91,9 +92,7 @@ class Reading:
         """Every key of the seen set, as the 20-byte fingerprint it stands for (its 8 bytes, then zeros)."""
         last: int | None = None
         while True:
-            keys = [row[0] for row in self.shared.db.rows(
-                "seen_fingerprints", f"SELECT key FROM seen WHERE %s::bigint IS NULL OR key > %s::bigint ORDER BY key "
-                f"LIMIT {_PAGE * 10}", [last, last])]
+            keys = [row[0] for row in self.shared.db.rows("seen_fingerprints", _SEEN, [last, last])]
             if not keys:
                 return
             last = keys[-1]

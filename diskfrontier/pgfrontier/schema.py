@@ -80,7 +80,7 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
                 conn.execute(text)
             conn.execute(psql.SQL("UPDATE {}.meta SET value = %s WHERE name = 'code'").format(schema),
                          (_json(sql.code_version()),))
-        order = meta.get("order")
+        order = str(meta.get("order"))
         if order not in ORDERS:
             raise FormatError(f"crawl {db.crawl!r} at {shown_url(db.url)}: its order is {order!r}, not lifo or fifo")
         if asked.order is not None and asked.order != order and not made:

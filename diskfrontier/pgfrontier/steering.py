@@ -9,7 +9,9 @@ from ..contract.values import Dropped
 from .records import decode
 from .state import Shared
 
-_PAGE = 1000
+_PAGE = ("SELECT q.id, h.name, q.priority, q.attempts, q.dont_filter, q.fingerprint, q.not_before, q.record "
+         "FROM {} q JOIN hosts h ON h.id = q.host WHERE q.id > %s AND (%s::text IS NULL OR h.name = %s::text) "
+         "ORDER BY q.id LIMIT 1000")
 
 
 class Steering:
@@ -26,16 +28,14 @@ class Steering:
         """Remove the pending requests of ``host`` or whose URL ``pattern`` finds. Those waiting for a time are
         read first, then those ready (a request whose time comes meanwhile moves from the first to the second)."""
         db = self.shared.db
-        count, urls = 0, []
-        where = "" if host is None else "AND h.name = %s"
+        from psycopg import sql
+
+        count, urls = 0, list[str]()
         decode_all = pattern is not None
         for table in ("waiting", "requests"):
             last = -(2**63)
             while True:
-                rows = db.rows("drop", f"SELECT q.id, h.name, q.priority, q.attempts, q.dont_filter, q.fingerprint, "
-                                       f"q.not_before, q.record FROM {table} q JOIN hosts h ON h.id = q.host "
-                                       f"WHERE q.id > %s {where} ORDER BY q.id LIMIT {_PAGE}",
-                               [last] if host is None else [last, host])
+                rows = db.rows("drop", sql.SQL(_PAGE).format(sql.Identifier(table)), [last, host, host])
                 if not rows:
                     break
                 last = rows[-1][0]

@@ -69,5 +69,6 @@ class Taking:
     def next_ready(self) -> float | None:
         """``FrontierProtocol.next_ready`` (server time)."""
         shared = self.shared
-        value = shared.db.value("next_ready", "SELECT next_ready(%s::float8, %s::integer)", [shared.delay, shared.per_host])
+        value = shared.db.value("next_ready", "SELECT next_ready(%s::float8, %s::integer)",
+                                [shared.delay, shared.per_host])
         return None if value is None else float(value)
