@@ -97,7 +97,7 @@ class Database:
                                 f"postgresql://user@host:5432/database") from None
         self.pool.open(wait=False)
         try:
-            self.call("open", lambda conn: conn.execute("SELECT 1").fetchone())
+            self.call("open", lambda conn: conn.execute("SELECT 1").fetchone(), retry=False)
         except BaseException:
             self.pool.close()
             raise
