@@ -102,8 +102,10 @@ class PgServer:
         return f"postgresql://{self.role}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str) -> None:
-        subprocess.run([os.path.join(self.bindir, args[0]), *args[1:]], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, preexec_fn=_as_user(self.user, None), cwd=self.folder)
+        done = subprocess.run([os.path.join(self.bindir, args[0]), *args[1:]], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, preexec_fn=_as_user(self.user, None), cwd=self.folder)
+        if done.returncode:
+            raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
 
     def _initdb(self) -> None:
         self._run("initdb", "-D", self.data, "-A", "trust", "-E", "UTF8", "--locale=C", "-U", self.role)
@@ -199,7 +201,7 @@ class PgServer:
         try:
             self._run("pg_ctl", "stop", "-D", self.data, "-m", "fast", "-w", "-t", "30")
             self.proc.wait(30)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        except (RuntimeError, subprocess.TimeoutExpired):
             self.kill()
 
     def remove(self) -> None:
