@@ -2,7 +2,7 @@
 ``diskfrontier upgrade``). The schema ``df_<crawl>`` holds the tables of ``sql/tables.sql`` and the functions of
 the other files; its ``meta`` table says its format. A crawl of a later format than this version reads is
 refused with ``FormatError``; one of this format whose functions were installed from other text (another
-version of diskfrontier of the same format) gets this version's installed, in one transaction that also
+version of diskfrontier of the same format) has them dropped and this version's installed, in one transaction that also
 holds the crawl's advisory lock, so that two clients opening at once make or upgrade it once.
 """
 
@@ -76,6 +76,10 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
                               f"diskfrontier (pip install -U 'diskfrontier[postgres]')")
         if meta.get("code") != sql.code_version():
             conn.execute(psql.SQL("SET LOCAL search_path TO {}, public").format(schema))
+            older = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = "
+                                 "%s::regnamespace", (db.schema,)).fetchall()
+            for (signature,) in older:  # another version's functions, whatever their arguments were
+                conn.execute(psql.SQL("DROP FUNCTION {}").format(psql.SQL(signature)))
             for _name, text in sql.functions():
                 conn.execute(text)
             conn.execute(psql.SQL("UPDATE {}.meta SET value = %s WHERE name = 'code'").format(schema),

@@ -14,8 +14,9 @@ from ..request.model import Request
 from .records import decode
 from .state import Shared
 
-_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s)"
+_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s, %s)"
 _FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
+MAINTAIN_EVERY = 0.05  # seconds: how often a client's pops take back leases run out and wake requests due
 
 
 class Taking:
@@ -23,16 +24,21 @@ class Taking:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+        self._maintained = -float("inf")  # time.monotonic() of the last pop that took back and woke requests
 
-    def pop_many(self, count: int) -> list[Request]:
-        """Up to ``count`` ready requests, each leased to this client."""
+    def pop_many(self, count: int, *, maintain: bool = False) -> list[Request]:
+        """Up to ``count`` ready requests, each leased to this client; ``maintain``: take back leases run out and
+        wake requests due first (done anyway if this client's pops did not for ``MAINTAIN_EVERY`` seconds)."""
         shared = self.shared
+        now = time.monotonic()
+        if maintain or now - self._maintained >= MAINTAIN_EVERY:
+            self._maintained, maintain = now, True
         if not shared.leases.begin_pop():
             shared.check()  # closed meanwhile: the close's error
             return []
         try:
             rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.delay,
-                                                shared.per_host, shared.fifo])
+                                                shared.per_host, shared.fifo, maintain])
             out = []
             for row_id, lease_no, host, priority, attempts, dont_filter, fingerprint, not_before, record in rows:
                 request = decode("leases", row_id, host, priority, attempts, dont_filter, fingerprint, not_before,
@@ -46,8 +52,9 @@ class Taking:
         """``FrontierProtocol.pop``: ``timeout`` checked (None: until one is ready or none can become ready)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         look = _FIRST_LOOK
+        waited = False
         while True:
-            got = self.pop_many(1)
+            got = self.pop_many(1, maintain=waited)  # after a wait, what came due meanwhile is woken
             if got:
                 return got[0]
             if timeout == 0:
@@ -64,6 +71,7 @@ class Taking:
             with self.shared.wake:
                 self.shared.wake.wait(wait)
             self.shared.check()
+            waited = True
             look = min(look * 2, _LAST_LOOK)
 
     def next_ready(self) -> float | None:

@@ -1,9 +1,12 @@
 -- POP: up to p_count requests, each leased to p_client for p_lease seconds. A host is taken with
 -- FOR UPDATE SKIP LOCKED (pops at once take different hosts, and none waits for another), its best
 -- request moved to the leases, and its last hand-out set, so that its delay holds for every client;
--- no lock is held once the transaction ends. Nothing while the crawl is paused.
+-- no lock is held once the transaction ends. Nothing while the crawl is paused. p_maintain: first take back
+-- leases that ran out and wake requests whose time came (a client asks for it a few times a second, not at
+-- every pop: both look at the front of an index where the rows they removed before lie, dead, for as long as
+-- a long transaction holds vacuum back).
 CREATE OR REPLACE FUNCTION pop(p_client text, p_count integer, p_lease double precision,
-                               p_delay double precision, p_per_host integer, p_fifo boolean)
+                               p_delay double precision, p_per_host integer, p_fifo boolean, p_maintain boolean)
 RETURNS TABLE (id bigint, lease_no bigint, host text, priority integer, attempts integer, dont_filter boolean,
                fingerprint bytea, not_before double precision, record bytea)
 LANGUAGE plpgsql AS $$
@@ -20,14 +23,12 @@ BEGIN
     IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
         RETURN;
     END IF;
-    IF EXISTS (SELECT 1 FROM leases x WHERE x.expires < now_) THEN
+    IF p_maintain THEN
         PERFORM reclaim(p_fifo, 100);
-    END IF;
-    IF EXISTS (SELECT 1 FROM waiting x WHERE x.due <= now_) THEN
         PERFORM wake(p_fifo, 100);
     END IF;
     WHILE n < p_count LOOP
-        SELECT x.id, x.name INTO h FROM hosts x
+        SELECT x.id, x.name, x.top_priority, x.top_rank INTO h FROM hosts x
          WHERE x.ready_n > 0
            AND x.last_out + coalesce(x.delay, p_delay) <= now_
            AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
@@ -37,8 +38,11 @@ BEGIN
          LIMIT 1
          FOR UPDATE SKIP LOCKED;
         EXIT WHEN NOT FOUND;
+        -- the host's best request is its top: read from there, not from the queue's front
         DELETE FROM requests q WHERE q.id = (
-            SELECT y.id FROM requests y WHERE y.host = h.id ORDER BY y.priority DESC, y.rank DESC LIMIT 1)
+            SELECT y.id FROM requests y
+             WHERE y.host = h.id AND (y.priority, y.rank) <= (h.top_priority, h.top_rank)
+             ORDER BY y.priority DESC, y.rank DESC LIMIT 1)
         RETURNING q.* INTO r;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'hosts row % counts ready requests, and the requests table holds none of it', h.name
@@ -49,7 +53,9 @@ BEGIN
                             not_before, record)
         VALUES (r.id, l, p_client, now_ + p_lease, r.host, r.priority, r.rank, r.attempts, r.dont_filter,
                 r.fingerprint, r.not_before, r.record);
-        SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y WHERE y.host = h.id
+        -- the next best is below the one taken (which was the best): read from there
+        SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y
+         WHERE y.host = h.id AND (y.priority, y.rank) < (r.priority, r.rank)
          ORDER BY y.priority DESC, y.rank DESC LIMIT 1;
         UPDATE hosts x
            SET ready_n = x.ready_n - 1, in_flight = x.in_flight + 1, last_out = now_,

@@ -53,7 +53,9 @@ CREATE TABLE requests (
     not_before double precision,
     record bytea NOT NULL
 );
-CREATE INDEX requests_queue ON requests (host, priority DESC, rank DESC);
+-- A host's queue, read backwards (best first), each read starting at a bound the host's row gives: the
+-- entries earlier pops left behind (dead, but kept while a long transaction holds vacuum back) are passed over.
+CREATE INDEX requests_queue ON requests (host, priority, rank);
 
 -- Requests waiting for a time (not_before, a retry's delay, a re-fetch): moved to "requests" when due.
 CREATE TABLE waiting (
