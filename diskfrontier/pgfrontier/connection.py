@@ -88,6 +88,14 @@ class Database:
         def configure(conn: Any) -> None:
             conn.execute(path)
 
+        try:  # one connection first: an unreachable server or a wrong URL is told at once, with its reason
+            psycopg.connect(url, connect_timeout=10, autocommit=True).close()
+        except psycopg.ProgrammingError as exc:
+            raise FrontierError(f"{shown_url(url)} is not a usable PostgreSQL URL ({_first_line(exc)}); write "
+                                f"postgresql://user@host:5432/database") from None
+        except psycopg.OperationalError as exc:
+            raise PostgresUnavailable(f"open(): the PostgreSQL server at {shown_url(url)} cannot be reached, or "
+                                      f"refused the connection ({_first_line(exc)})") from None
         try:
             self.pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=size, open=False, configure=configure,
                                                     kwargs={"autocommit": True, "connect_timeout": 10},

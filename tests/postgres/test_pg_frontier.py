@@ -158,8 +158,12 @@ def test_a_missing_crawl_a_bad_name_and_an_unreachable_server_are_named(postgres
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed
-    with pytest.raises(PostgresUnavailable, match="cannot be reached"):
+    started = time.monotonic()
+    with pytest.raises(PostgresUnavailable, match=r"cannot be reached.*Connection refused"):
         PostgresFrontier(f"postgresql://nobody@127.0.0.1:{port}/none", crawl=crawl_name)
+    with pytest.raises(PostgresUnavailable, match='invalid integer value "notaport"'):
+        PostgresFrontier("postgresql://nobody@127.0.0.1:notaport/none", crawl=crawl_name)
+    assert time.monotonic() - started < 5  # told at once, not after the pool's wait for a connection
 
 
 def test_drop_by_host_and_by_match_and_drop_crawl(open_crawl, postgres_url, crawl_name):
