@@ -60,8 +60,8 @@ class Finishing:
                         lost.append(request)
             if what != "extend":
                 shared.leases.forget(part)
-        if what not in ("extend", "release"):
-            shared.signal()
+        if what not in ("extend", "release"):  # a done or a failure frees a host only under a per-host limit
+            shared.signal(frees=what not in ("done", "refetch", "fail") or shared.per_host > 0)
         return lost
 
     def _bodies(self, what: str, requests: list[Request]) -> tuple[Any, Any, Any]:

@@ -29,6 +29,7 @@ class Shared:
     closed: bool = False
     pid: int = field(default_factory=os.getpid)
     wake: threading.Condition = field(default_factory=threading.Condition)
+    bound: tuple[int, int] | None = None  # (priority, rank): where this client's next pop may look from
 
     def check(self) -> None:
         """Raise unless the frontier may be used: it is open, and this process opened it."""
@@ -38,7 +39,17 @@ class Shared:
             raise FrontierError(f"this PostgresFrontier was opened by pid {self.pid}: a forked child must open its "
                                 f"own (its connections and leases are the parent's)")
 
-    def signal(self) -> None:
-        """Wake this client's waiting pops (a push, a retry or a done here may have made something ready)."""
+    def signal(self, *, frees: bool = True) -> None:
+        """Wake this client's waiting pops (a push, a retry or a done here may have made something ready);
+        ``frees``: the change may make a host better than the pops' bound ready (the bound is dropped)."""
+        if frees:
+            self.bound = None
         with self.wake:
             self.wake.notify_all()
+
+    def pushed(self, best: tuple[int, int] | None) -> None:
+        """Requests were queued here, the best of them ``best`` (priority, rank): the pops' bound is raised to
+        it, so that they may be handed out first."""
+        bound = self.bound
+        if best is not None and bound is not None and best > bound:
+            self.bound = best

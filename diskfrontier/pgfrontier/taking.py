@@ -14,9 +14,10 @@ from ..request.model import Request
 from .records import decode
 from .state import Shared
 
-_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s, %s)"
+_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s, %s, %s::integer, %s::bigint)"
 _FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
 MAINTAIN_EVERY = 0.05  # seconds: how often a client's pops take back leases run out and wake requests due
+REFRESH_EVERY = 0.25  # seconds: how often a client's pops look for hosts from the front (others' changes)
 
 
 class Taking:
@@ -25,6 +26,8 @@ class Taking:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
         self._maintained = -float("inf")  # time.monotonic() of the last pop that took back and woke requests
+        self._recheck: float | None = None  # server time: a host better than the bound is ready again then
+        self._refreshed = -float("inf")  # time.monotonic() of the last pop that looked from the front
 
     def pop_many(self, count: int, *, maintain: bool = False) -> list[Request]:
         """Up to ``count`` ready requests, each leased to this client; ``maintain``: take back leases run out and
@@ -33,14 +36,23 @@ class Taking:
         now = time.monotonic()
         if maintain or now - self._maintained >= MAINTAIN_EVERY:
             self._maintained, maintain = now, True
+        recheck = self._recheck
+        bound = shared.bound
+        if now - self._refreshed >= REFRESH_EVERY or (recheck is not None and time.time() >= recheck):
+            bound = None
+        if bound is None:
+            self._refreshed = now
         if not shared.leases.begin_pop():
             shared.check()  # closed meanwhile: the close's error
             return []
         try:
             rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.delay,
-                                                shared.per_host, shared.fifo, maintain])
+                                                shared.per_host, shared.fifo, maintain,
+                                                *(bound if bound is not None else (None, None))])
+            if rows:
+                shared.bound, self._recheck = (rows[-1][9], rows[-1][10]), rows[-1][11]
             out = []
-            for row_id, lease_no, host, priority, attempts, dont_filter, fingerprint, not_before, record in rows:
+            for row_id, lease_no, host, priority, attempts, dont_filter, fingerprint, not_before, record, *_ in rows:
                 request = decode("leases", row_id, host, priority, attempts, dont_filter, fingerprint, not_before,
                                  record)
                 out.append(shared.leases.add(request, row_id, lease_no))

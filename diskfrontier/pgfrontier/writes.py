@@ -13,7 +13,7 @@ from ..request.model import Request, check_priority
 from .records import PushRows, encode
 from .state import BATCH, Shared
 
-_PUSH = ("SELECT push(%s::text[], %s::bigint[], %s::boolean[], %s::integer[], %s::integer[], %s::bytea[], "
+_PUSH = ("SELECT * FROM push(%s::text[], %s::bigint[], %s::boolean[], %s::integer[], %s::integer[], %s::bytea[], "
          "%s::float8[], %s::bytea[], %s)")
 _RECORD_FAILED = ("SELECT record_failed(%s::text[], %s::bigint[], %s::integer[], %s::integer[], %s::boolean[], "
                   "%s::bytea[], %s::bytea[], %s::text[], %s::float8[])")
@@ -30,9 +30,11 @@ class Writes:
         answers: list[bool] = []
         for start in range(0, len(rows), BATCH):
             params = [*rows.columns(start, start + BATCH), self.shared.fifo]
-            answers += self.shared.db.value("push", _PUSH, params)
+            [(queued, best_priority, best_rank)] = self.shared.db.rows("push", _PUSH, params)
+            answers += queued
+            self.shared.pushed(None if best_priority is None else (best_priority, best_rank))
         if any(answers):
-            self.shared.signal()
+            self.shared.signal(frees=False)
         return answers
 
     def mark_seen(self, fingerprints: list[bytes]) -> int:

@@ -1,17 +1,22 @@
--- PUSH: dedupe, store and enqueue requests in one transaction; for each, true if queued, false if its
--- fingerprint's key was seen (a NULL key: dont_filter, queued whatever was seen; its key is marked seen).
+-- PUSH: dedupe, store and enqueue requests in one transaction; queued: for each, true if queued, false if
+-- its fingerprint's key was seen (p_filter false: dont_filter, queued whatever was seen; its key is marked
+-- seen). best_priority, best_rank: the best (priority, rank) queued ready now (NULL: none), which a client's
+-- bound for its pops must not be below (pop.sql).
 CREATE OR REPLACE FUNCTION push(p_hosts text[], p_keys bigint[], p_filter boolean[], p_priorities integer[],
                                 p_attempts integer[], p_fps bytea[], p_not_befores double precision[],
-                                p_records bytea[], p_fifo boolean) RETURNS boolean[]
+                                p_records bytea[], p_fifo boolean,
+                                OUT queued boolean[], OUT best_priority integer, OUT best_rank bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     total integer := coalesce(array_length(p_records, 1), 0);
     out boolean[] := array_fill(false, ARRAY[total]);
+    now_ double precision := now_s();
+    rank bigint;
     i integer;
     h integer;
     fresh boolean;
     new_seen integer := 0;
-    queued integer := 0;
+    done_n integer := 0;
     places bigint[];
 BEGIN
     -- places in the order given; the rows are then written host by host (the order every step locks hosts in)
@@ -28,11 +33,18 @@ BEGIN
         PERFORM put(h, places[i], p_priorities[i], p_attempts[i], NOT p_filter[i], p_fps[i],
                     p_not_befores[i], p_records[i], p_not_befores[i], p_fifo);
         out[i] := true;
-        queued := queued + 1;
+        done_n := done_n + 1;
+        IF p_not_befores[i] IS NULL OR p_not_befores[i] <= now_ THEN
+            rank := CASE WHEN p_fifo THEN -places[i] ELSE places[i] END;
+            IF best_priority IS NULL OR (p_priorities[i], rank) > (best_priority, best_rank) THEN
+                best_priority := p_priorities[i];
+                best_rank := rank;
+            END IF;
+        END IF;
     END LOOP;
     PERFORM bump(ARRAY['duplicates', 'pushed', 'seen'],
-                 ARRAY[(total - queued)::double precision, queued, new_seen]);
-    RETURN out;
+                 ARRAY[(total - done_n)::double precision, done_n, new_seen]);
+    queued := out;
 END $$;
 
 -- MARK_SEEN: add keys to the seen set; how many were new.

@@ -37,8 +37,9 @@ CREATE TABLE hosts (
     blocked_until double precision,              -- 'Infinity': until unblocked
     budget bigint,
     failures integer NOT NULL DEFAULT 0          -- consecutive failures since its last done
-);
-CREATE INDEX hosts_best ON hosts (top_priority DESC, top_rank DESC) WHERE ready_n > 0;
+) WITH (fillfactor = 50);  -- room on each page for a done's update to stay on it (no new index entries)
+-- The hosts in the crawl's order, read backwards (best first) from the bound a client gives (pop.sql).
+CREATE INDEX hosts_best ON hosts (top_priority, top_rank) WHERE ready_n > 0;
 
 -- Requests ready to be handed out. id: the request's place, from "places"; rank: id (LIFO) or -id (FIFO),
 -- so that a host's queue is (priority, rank) highest first.
