@@ -4,6 +4,12 @@
 Other clients' pushes and dones are not signalled: a waiting pop looks again every few milliseconds, up to a
 quarter second apart, and at once when this client pushes, retries or finishes something, or when the time
 ``next_ready`` said comes.
+
+A pop looks for a host from the client's bound (``Shared.bound``: the key its last pop took; see
+``sql/pop.sql``), so that it passes over the dead entries a long transaction keeps in the hosts' order. The
+bound is dropped, and one pop looks from the front, every ``REFRESH_EVERY`` seconds (what other clients
+changed), when a host held back by time in front of it becomes ready (the pop said when), and when this
+client changes something that may put a host in front of it (``Shared.signal``).
 """
 
 from __future__ import annotations
