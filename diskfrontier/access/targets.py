@@ -280,17 +280,76 @@ class RedisView:
         self.close()
 
 
+class PostgresView:
+    """A PostgreSQL crawl, read page by page beside running clients (its leased requests are read as pending, in
+    no order; with ``pop_order`` they are left out: a pop cannot take them)."""
+
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
+        self.priority = priority
+        self.leased = not pop_order
+        from ..pgfrontier.frontier import PostgresFrontier
+
+        self.frontier = PostgresFrontier(url, crawl=crawl, create=False, renew=False)
+        self.order = self.frontier.order
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay,
+                                                "per_host": self.frontier.per_host or None, "prefer": "priority"}
+        self.dedupe: str = "exact"
+        self.seen_bits: int | None = 64  # the seen set keeps each fingerprint's 64-bit key
+
+    def pending_count(self) -> int:
+        stats = self.frontier.stats()
+        return int(stats["pending"]) + (int(stats["in_flight"]) if self.leased else 0)
+
+    def pending_requests(self) -> Iterator[Request]:
+        requests = self.frontier.pending_requests(leased=self.leased)
+        if self.priority is None:
+            return requests
+        return (r for r in requests if r.priority == self.priority)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self.frontier.failed())
+
+    def seen_estimate(self) -> int:
+        return int(self.frontier.stats()["seen"])
+
+    def seen_fingerprints(self) -> Iterator[bytes]:
+        return self.frontier.seen_fingerprints()
+
+    def host_copies(self) -> list[HostCopy]:
+        crawl_delay = self.frontier.delay
+        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
+                         info.budget, info.done)
+                for info in self.frontier.hosts()]
+
+    def host_rows(self) -> list[HostRow]:
+        crawl_delay = self.frontier.delay
+        return [HostRow(info.host, info.pending, info.done, None if info.delay == crawl_delay else info.delay,
+                        info.blocked_until, info.budget, info.in_flight, info.failures)
+                for info in self.frontier.hosts()]
+
+    def close(self) -> None:
+        self.frontier.close()
+
+    def __enter__(self) -> PostgresView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
               failed: bool = True, pop_order: bool = False) -> CrawlView:
-    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``), its
+    """A read-only view of the crawl at ``target`` (a job directory, or a Redis or PostgreSQL URL with ``crawl``), its
     pending requests those of ``priority`` if given.
 
     A job directory's pending requests, and its failed ones unless ``failed=False`` (then each is
     read when first asked for, the pending ones first), are read when the view is made. Its pending
     requests come in push order within each priority (what ``export`` writes), or with ``pop_order``
-    in the order ``pop`` takes them; a Redis crawl's in no order, and with ``pop_order`` without
+    in the order ``pop`` takes them; a Redis or PostgreSQL crawl's in no order, and with ``pop_order`` without
     those leased to a client (a pop cannot take them)."""
     _check_crawl(target, crawl)
+    if crawl is not None and is_postgres_target(target):
+        return PostgresView(target, crawl, priority=priority, pop_order=pop_order)
     if crawl is not None:
         return RedisView(target, crawl, priority=priority, pop_order=pop_order)
     return JobDirView(target, priority=priority, failed=failed, pop_order=pop_order)
@@ -299,3 +358,4 @@ def open_view(target: str, crawl: str | None = None, *, priority: int | None = N
 if TYPE_CHECKING:  # mypy proves that both views keep the view's contract
     _JOBDIR_VIEW: type[CrawlView] = JobDirView
     _REDIS_VIEW: type[CrawlView] = RedisView
+    _POSTGRES_VIEW: type[CrawlView] = PostgresView

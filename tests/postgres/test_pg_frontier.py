@@ -180,3 +180,24 @@ def test_drop_by_host_and_by_match_and_drop_crawl(open_crawl, postgres_url, craw
     assert f.drop_crawl() > 5
     with pytest.raises(FrontierError, match="there is no crawl"):
         PostgresFrontier(postgres_url, crawl=crawl_name, create=False)
+
+
+def test_a_postgresql_url_opens_as_a_frontier_and_as_a_view(postgres_url, crawl_name):
+    from diskfrontier.access.targets import open_target, open_view
+
+    with open_target(postgres_url, crawl_name, lease=60.0, order="fifo") as shared:
+        assert isinstance(shared, PostgresFrontier) and shared.lease == 60.0
+        shared.push_many(urls("a.example", 3))
+        shared.fail(shared.pop(), "gone")
+        held = shared.pop()
+        shared.set_delay("a.example", 4.0)
+        with open_view(postgres_url, crawl_name) as view:
+            assert view.order == "fifo" and view.pending_count() == 2  # the leased one read as pending
+            assert sorted(r.url for r in view.pending_requests()) == [held.url, "https://a.example/p/2"]
+            assert [f.error for f in view.failed()] == ["gone"] and view.seen_estimate() == 3
+            [row] = view.host_rows()
+            assert (row.host, row.pending, row.in_flight, row.done, row.delay) == ("a.example", 1, 1, 1, 4.0)
+        with open_view(postgres_url, crawl_name, pop_order=True) as view:
+            assert [r.url for r in view.pending_requests()] == ["https://a.example/p/2"]  # not the leased one
+    with pytest.raises(ValueError, match="PostgreSQL URL names a server"):
+        open_target(postgres_url)
