@@ -201,3 +201,26 @@ def test_a_postgresql_url_opens_as_a_frontier_and_as_a_view(postgres_url, crawl_
             assert [r.url for r in view.pending_requests()] == ["https://a.example/p/2"]  # not the leased one
     with pytest.raises(ValueError, match="PostgreSQL URL names a server"):
         open_target(postgres_url)
+
+
+def test_verify_finds_a_busy_crawl_sound_and_names_each_row_that_disagrees(open_crawl, sql, postgres_url,
+                                                                          crawl_name):
+    from diskfrontier.pgfrontier.verify import verify_crawl
+
+    f = open_crawl(order="fifo")
+    f.push_many(urls("a.example", 4) + urls("b.example", 2))
+    f.push(Request("https://b.example/later"), not_before=time.time() + 3600)
+    f.fail(f.pop(), "gone")
+    f.retry(f.pop(), delay=3600)
+    f.pop()  # leased
+    report = verify_crawl(postgres_url, crawl_name)
+    assert report.sound, report.findings
+    assert report.rows == 7
+    sql("UPDATE hosts SET ready_n = ready_n + 2 WHERE name = 'b.example'")
+    [(row,)] = sql("SELECT id FROM requests WHERE host = (SELECT id FROM hosts WHERE name = 'a.example') "
+                   "ORDER BY id LIMIT 1")
+    sql("UPDATE requests SET record = '\\xc1'::bytea WHERE id = %s", (row,))
+    found = dict(verify_crawl(postgres_url, crawl_name).findings)
+    assert found["hosts row b.example ready_n"] == "is 4, and its rows are 2"
+    assert found[f"requests row {row}"].startswith("does not hold a request diskfrontier stored")
+    assert len(found) == 2
