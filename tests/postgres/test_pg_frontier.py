@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from popkit import take
 
 from diskfrontier import (
     CrawlDamaged,
@@ -188,8 +189,8 @@ def test_a_postgresql_url_opens_as_a_frontier_and_as_a_view(postgres_url, crawl_
     with open_target(postgres_url, crawl_name, lease=60.0, order="fifo") as shared:
         assert isinstance(shared, PostgresFrontier) and shared.lease == 60.0
         shared.push_many(urls("a.example", 3))
-        shared.fail(shared.pop(), "gone")
-        held = shared.pop()
+        shared.fail(take(shared), "gone")
+        held = take(shared)
         shared.set_delay("a.example", 4.0)
         with open_view(postgres_url, crawl_name) as view:
             assert view.order == "fifo" and view.pending_count() == 2  # the leased one read as pending
