@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from ..core.errors import CrawlDamaged, FrontierError
+from ..core.errors import CrawlDamaged, FrontierClosed, FrontierError
 
 log = logging.getLogger("diskfrontier")
 
@@ -82,6 +82,7 @@ class Database:
         self.schema = schema_of(crawl)
         self._errors = psycopg.errors
         self._lost = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
+        self._closed = psycopg_pool.PoolClosed  # an OperationalError too: never tried again
         self._calls = threading.local()  # .retried: the last call of this thread was sent again
         path = psycopg.sql.SQL("SET search_path TO {}, public").format(psycopg.sql.Identifier(self.schema))
 
@@ -123,6 +124,9 @@ class Database:
                     return step(conn)
             except self._errors.DeadlockDetected:
                 continue
+            except self._closed:
+                raise FrontierClosed(f"{what}(): crawl {self.crawl!r} at {shown_url(self.url)} was closed meanwhile; "
+                                     f"open it again") from None
             except self._lost as exc:
                 self._calls.retried = True
                 if not retry or time.monotonic() >= deadline:

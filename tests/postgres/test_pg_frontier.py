@@ -225,3 +225,15 @@ def test_verify_finds_a_busy_crawl_sound_and_names_each_row_that_disagrees(open_
     assert found["hosts row b.example ready_n"] == "is 4, and its rows are 2"
     assert found[f"requests row {row}"].startswith("does not hold a request diskfrontier stored")
     assert len(found) == 2
+
+
+def test_a_call_racing_the_close_is_told_the_frontier_was_closed(open_crawl):
+    from diskfrontier import FrontierClosed
+
+    f = open_crawl()
+    f.push(Request("https://a.example/"))
+    f._shared.db.close()  # the pool closed under a call that passed the frontier's own check
+    started = time.monotonic()
+    with pytest.raises(FrontierClosed, match="was closed meanwhile"):
+        f.stats()
+    assert time.monotonic() - started < 5  # not tried again as a lost connection would be
