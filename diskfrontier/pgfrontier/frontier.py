@@ -57,9 +57,11 @@ class PostgresFrontier:
 
     Crawl settings (``order``, ``delay``, ``per_host``) belong to the crawl: None keeps what the crawl has (a new
     crawl: ``new_order``, no delay, no limit); a value sets it for the crawl (``order`` is fixed when it is made).
-    ``per_host=0`` means no limit. Times are the server's clock (``clock_timestamp()``), so every client agrees
-    on delays and leases. A lost connection (a server restart) is tried again for up to a minute before a call
-    raises ``PostgresUnavailable``. ``pool_size``: connections this client keeps at most.
+    ``per_host=0`` means no limit; every pop reads the crawl's settings as any client last set them (the
+    attributes ``delay`` and ``per_host`` are what the open found or set). Times are the server's clock
+    (``clock_timestamp()``), so every client agrees on delays and leases. A lost connection (a server restart)
+    is tried again for up to a minute before a call raises ``PostgresUnavailable``. ``pool_size``: connections
+    this client keeps at most.
     """
 
     def __init__(self, url: str, *, crawl: str, lease: float = 30.0, renew: bool = True, delay: float | None = None,
@@ -287,7 +289,7 @@ class PostgresFrontier:
                                               "refetch_scheduled", "reclaimed", "failed", "dropped", "delayed",
                                               "hosts", "ready_hosts", "paused_since", *REVISIT_COUNTERS,
                                               *OUTCOME_KEYS)},
-            "order": self.order, "delay": self.delay, "per_host": self.per_host, "lease": self.lease,
+            "order": self.order, "delay": crawl["delay"], "per_host": crawl["per_host"], "lease": self.lease,
             "dedupe": "exact",
         }
 

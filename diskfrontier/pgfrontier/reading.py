@@ -32,11 +32,12 @@ class Reading:
     def stats(self) -> dict[str, Any]:
         """The crawl's state and counters (every client's)."""
         shared = self.shared
-        found = shared.db.value("stats", "SELECT stats(%s::float8, %s::integer)", [shared.delay, shared.per_host])
+        found = shared.db.value("stats", "SELECT stats()")
         out: dict[str, Any] = {name: int(found.get(name) or 0) for name in
                                ("pending", "in_flight", "delayed", "hosts", "ready_hosts", *COUNTED)}
         paused = found.get("paused_since")
         out["paused_since"] = None if paused is None else float(paused)
+        out["delay"], out["per_host"] = float(found.get("delay") or 0.0), int(found.get("per_host") or 0)
         out.update(outcome_counts(found))
         return out
 

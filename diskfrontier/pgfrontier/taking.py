@@ -20,7 +20,7 @@ from ..request.model import Request
 from .records import decode
 from .state import Shared
 
-_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s::float8, %s::integer, %s, %s, %s::integer, %s::bigint)"
+_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s, %s, %s::integer, %s::bigint)"
 _FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
 MAINTAIN_EVERY = 0.05  # seconds: how often a client's pops take back leases run out and wake requests due
 REFRESH_EVERY = 0.25  # seconds: how often a client's pops look for hosts from the front (others' changes)
@@ -52,8 +52,7 @@ class Taking:
             shared.check()  # closed meanwhile: the close's error
             return []
         try:
-            rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.delay,
-                                                shared.per_host, shared.fifo, maintain,
+            rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.fifo, maintain,
                                                 *(bound if bound is not None else (None, None))])
             if rows:
                 shared.bound, self._recheck = (rows[-1][9], rows[-1][10]), rows[-1][11]
@@ -95,6 +94,5 @@ class Taking:
     def next_ready(self) -> float | None:
         """``FrontierProtocol.next_ready`` (server time)."""
         shared = self.shared
-        value = shared.db.value("next_ready", "SELECT next_ready(%s::float8, %s::integer)",
-                                [shared.delay, shared.per_host])
+        value = shared.db.value("next_ready", "SELECT next_ready()")
         return None if value is None else float(value)

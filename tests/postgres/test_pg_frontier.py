@@ -77,8 +77,9 @@ def test_two_clients_on_one_crawl_never_get_the_same_request(open_crawl):
 
 
 def test_a_hosts_delay_holds_across_clients(open_crawl):
-    a, b = open_crawl(delay=0.3), open_crawl()
-    assert b.delay == 0.3  # a crawl setting: every client's
+    b = open_crawl()  # opened before the delay was set
+    a = open_crawl(delay=0.3)
+    assert b.stats()["delay"] == 0.3 and open_crawl().delay == 0.3  # a crawl setting: every client's
     a.push_many(urls("slow.example", 3))
     started = time.time()
     first = a.pop()
@@ -126,7 +127,7 @@ def test_an_open_installs_this_versions_functions_once(open_crawl, sql):
 
     open_crawl().close()
     sql("UPDATE meta SET value = '\"older\"' WHERE name = 'code'")
-    sql("DROP FUNCTION stats(double precision, integer)")  # what an older version may have lacked
+    sql("DROP FUNCTION stats()")  # what an older version may have lacked
     f = open_crawl()
     assert sql("SELECT value FROM meta WHERE name = 'code'") == [(scripts.code_version(),)]
     assert f.stats()["pending"] == 0

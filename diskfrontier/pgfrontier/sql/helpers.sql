@@ -5,6 +5,13 @@
 CREATE OR REPLACE FUNCTION now_s() RETURNS double precision
 LANGUAGE sql VOLATILE AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
 
+-- The crawl's delay and per-host limit, as any client last set them.
+CREATE OR REPLACE FUNCTION setting_delay() RETURNS double precision
+LANGUAGE sql STABLE AS $$ SELECT (value #>> '{}')::double precision FROM meta WHERE name = 'delay' $$;
+
+CREATE OR REPLACE FUNCTION setting_per_host() RETURNS integer
+LANGUAGE sql STABLE AS $$ SELECT (value #>> '{}')::integer FROM meta WHERE name = 'per_host' $$;
+
 -- Add p_values to the counters p_names, in this backend's part.
 CREATE OR REPLACE FUNCTION bump(p_names text[], p_values double precision[]) RETURNS void
 LANGUAGE sql AS $$

@@ -15,9 +15,8 @@
 -- * p_maintain: first take back leases that ran out and wake requests whose time came (asked a few times a
 --   second: both read the front of an index).
 -- Each row returned also says the bound after it (the key taken) and recheck_at (server time; NULL: none).
-CREATE OR REPLACE FUNCTION pop(p_client text, p_count integer, p_lease double precision,
-                               p_delay double precision, p_per_host integer, p_fifo boolean, p_maintain boolean,
-                               p_bound_priority integer, p_bound_rank bigint)
+CREATE OR REPLACE FUNCTION pop(p_client text, p_count integer, p_lease double precision, p_fifo boolean,
+                               p_maintain boolean, p_bound_priority integer, p_bound_rank bigint)
 RETURNS TABLE (id bigint, lease_no bigint, host text, priority integer, attempts integer, dont_filter boolean,
                fingerprint bytea, not_before double precision, record bytea, bound_priority integer,
                bound_rank bigint, recheck_at double precision)
@@ -25,6 +24,8 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     now_ double precision := now_s();
+    crawl_delay double precision := setting_delay();
+    crawl_per_host integer := setting_per_host();
     h record;
     r record;
     l bigint;
@@ -48,9 +49,9 @@ BEGIN
         IF bp IS NOT NULL THEN
             SELECT x.id, x.name, x.top_priority, x.top_rank INTO h FROM hosts x
              WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
-               AND x.last_out + coalesce(x.delay, p_delay) <= now_
+               AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
                AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
-               AND (p_per_host = 0 OR x.in_flight < p_per_host)
+               AND (crawl_per_host = 0 OR x.in_flight < crawl_per_host)
                AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
              ORDER BY x.top_priority DESC, x.top_rank DESC
              LIMIT 1
@@ -58,7 +59,7 @@ BEGIN
             got := FOUND;
             IF got THEN  -- the hosts passed over that time holds back: when the first is ready again
                 recheck := least(recheck, (
-                    SELECT min(greatest(x.last_out + coalesce(x.delay, p_delay), coalesce(x.blocked_until, 0)))
+                    SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
                       FROM hosts x
                      WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
                        AND (x.top_priority, x.top_rank) > (h.top_priority, h.top_rank)
@@ -68,9 +69,9 @@ BEGIN
         IF NOT got THEN  -- no bound, or nothing from it: from the front
             SELECT x.id, x.name, x.top_priority, x.top_rank INTO h FROM hosts x
              WHERE x.ready_n > 0
-               AND x.last_out + coalesce(x.delay, p_delay) <= now_
+               AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
                AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
-               AND (p_per_host = 0 OR x.in_flight < p_per_host)
+               AND (crawl_per_host = 0 OR x.in_flight < crawl_per_host)
                AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
              ORDER BY x.top_priority DESC, x.top_rank DESC
              LIMIT 1
@@ -78,7 +79,7 @@ BEGIN
             EXIT WHEN NOT FOUND;
             -- the hosts in front of it that time holds back: when the first of them is ready again
             recheck := least(recheck, (
-                SELECT min(greatest(x.last_out + coalesce(x.delay, p_delay), coalesce(x.blocked_until, 0)))
+                SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
                   FROM hosts x
                  WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) > (h.top_priority, h.top_rank)
                    AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')));
@@ -119,21 +120,23 @@ END $$;
 -- NEXT_READY: when the next request may be handed out (server time; now if one may be now), or NULL if
 -- none can become ready by waiting alone. A lease running out is such a time (its request comes back).
 -- While paused: a quarter second from now (a resume by another client is not signalled).
-CREATE OR REPLACE FUNCTION next_ready(p_delay double precision, p_per_host integer) RETURNS double precision
+CREATE OR REPLACE FUNCTION next_ready() RETURNS double precision
 LANGUAGE plpgsql AS $$
 DECLARE
     now_ double precision := now_s();
+    crawl_delay double precision := setting_delay();
+    crawl_per_host integer := setting_per_host();
     best double precision;
     t double precision;
 BEGIN
     IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
         RETURN now_ + 0.25;
     END IF;
-    SELECT min(greatest(x.last_out + coalesce(x.delay, p_delay), coalesce(x.blocked_until, 0))) INTO best
+    SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0))) INTO best
       FROM hosts x
      WHERE x.ready_n > 0
        AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')
-       AND (p_per_host = 0 OR x.in_flight < p_per_host)
+       AND (crawl_per_host = 0 OR x.in_flight < crawl_per_host)
        AND (x.budget IS NULL OR x.done + x.in_flight < x.budget);
     SELECT greatest(w.due, coalesce(x.blocked_until, 0)) INTO t
       FROM waiting w JOIN hosts x ON x.id = w.host
