@@ -47,7 +47,7 @@ BEGIN
     WHILE n < p_count LOOP
         got := false;
         IF bp IS NOT NULL THEN
-            SELECT x.id, x.name, x.top_priority, x.top_rank INTO h FROM hosts x
+            SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid INTO h FROM hosts x
              WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
                AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
                AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
@@ -67,7 +67,7 @@ BEGIN
             END IF;
         END IF;
         IF NOT got THEN  -- no bound, or nothing from it: from the front
-            SELECT x.id, x.name, x.top_priority, x.top_rank INTO h FROM hosts x
+            SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid INTO h FROM hosts x
              WHERE x.ready_n > 0
                AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
                AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
@@ -103,10 +103,10 @@ BEGIN
         SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y
          WHERE y.host = h.id AND (y.priority, y.rank) < (r.priority, r.rank)
          ORDER BY y.priority DESC, y.rank DESC LIMIT 1;
-        UPDATE hosts x
+        UPDATE hosts x  -- by the row's place: locked above, it has not moved (no walk of its older versions)
            SET ready_n = x.ready_n - 1, in_flight = x.in_flight + 1, last_out = now_,
                top_priority = coalesce(next_priority, 0), top_rank = coalesce(next_rank, 0)
-         WHERE x.id = h.id;
+         WHERE x.ctid = h.tid;
         bp := r.priority;
         br := r.rank;
         id := r.id; lease_no := l; host := h.name; priority := r.priority; attempts := r.attempts;
