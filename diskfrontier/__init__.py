@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each comes from _LAZY w
     from .contract.values import FailedRequest
     from .jobdir.frontier import Frontier
     from .jobdir.upkeep import Maintenance
+    from .pgfrontier import PostgresFrontier, PostgresUnavailable
     from .redisfrontier import LeaseExpired, NotReplicated, RedisFrontier, RedisMisconfigured, RedisUnavailable
     from .request.model import Request
     from .request.revisit import RevisitState
@@ -54,6 +55,8 @@ _LAZY = {
     "LeaseExpired": ".redisfrontier",
     "Maintenance": ".jobdir.upkeep",
     "NotReplicated": ".redisfrontier",
+    "PostgresFrontier": ".pgfrontier",
+    "PostgresUnavailable": ".pgfrontier",
     "RedisFrontier": ".redisfrontier",
     "RedisMisconfigured": ".redisfrontier",
     "RedisUnavailable": ".redisfrontier",
@@ -94,6 +97,8 @@ __all__ = [
     "NotInFlight",
     "NotReplicated",
     "PermanentError",
+    "PostgresFrontier",
+    "PostgresUnavailable",
     "RedisFrontier",
     "RedisMisconfigured",
     "RedisUnavailable",

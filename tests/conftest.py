@@ -273,3 +273,28 @@ def redis_url(redis_server):
 def crawl_name():
     """A crawl name no other test uses."""
     return f"t{next(_crawls)}"
+
+
+# ------------------------------------------------------------------ a real PostgreSQL server
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One private PostgreSQL cluster for the session (each pytest-xdist worker has its own), with a database
+    of its own; stopped (``pg_ctl stop -m fast``) and removed at the end."""
+    from pgserver import PgServer
+
+    server = PgServer()
+    try:
+        server.start()
+        server.create_database("diskfrontier")
+        yield server
+    finally:
+        server.stop()
+        server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The session server's database URL, with every crawl dropped before the test."""
+    postgres_server.drop_schemas("diskfrontier")
+    return postgres_server.url("diskfrontier")

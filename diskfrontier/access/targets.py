@@ -1,7 +1,7 @@
-"""Turning a target — a job directory's path or a Redis URL with a crawl name — into a frontier.
+"""Turning a target — a job directory's path, or a Redis or PostgreSQL URL with a crawl name — into a frontier.
 
-This is the one module that knows both backends: ``open_target`` opens a frontier for
-reading and writing (the job directory's ``Frontier``, locked, or a ``RedisFrontier``),
+This is the one module that knows every backend: ``open_target`` opens a frontier for
+reading and writing (the job directory's ``Frontier``, locked, a ``RedisFrontier`` or a ``PostgresFrontier``),
 typed as the contract (``FrontierProtocol``); ``open_view`` opens a read-only view of a
 crawl (``CrawlView``) that takes no lock, so it is safe beside a live crawl. ``crawl()``,
 the CLI and ``copy`` go through here instead of choosing a class themselves.
@@ -30,10 +30,11 @@ from ..jobdir.reader import (
     host_table,
     pending_requests,
 )
+from ..pgfrontier import is_postgres_url
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
 
-__all__ = ["CrawlView", "HostCopy", "is_redis_target", "open_target", "open_view"]
+__all__ = ["CrawlView", "HostCopy", "is_postgres_target", "is_redis_target", "open_target", "open_view"]
 
 
 def is_redis_target(target: str | os.PathLike[str]) -> bool:
@@ -41,19 +42,26 @@ def is_redis_target(target: str | os.PathLike[str]) -> bool:
     return isinstance(target, str) and is_redis_url(target)
 
 
+def is_postgres_target(target: str | os.PathLike[str]) -> bool:
+    """True if ``target`` is a PostgreSQL URL (``postgresql://``, ``postgres://``), not a job directory."""
+    return is_postgres_url(target)
+
+
 def _check_crawl(target: str | os.PathLike[str], crawl: str | None) -> None:
-    if is_redis_target(target):
+    if is_redis_target(target) or is_postgres_target(target):
         if crawl is None:
-            raise ValueError("a Redis URL names a server: give the crawl's name as crawl=")
+            kind = "Redis" if is_redis_target(target) else "PostgreSQL"
+            raise ValueError(f"a {kind} URL names a server: give the crawl's name as crawl=")
     elif crawl is not None:
-        raise ValueError(f"crawl= names a crawl in Redis, and {os.fspath(target)} is a job directory")
+        raise ValueError(f"crawl= names a crawl in Redis or PostgreSQL, and {os.fspath(target)} is a job directory")
 
 
 def open_target(target: str | os.PathLike[str], crawl: str | None = None, **options: Any) -> FrontierProtocol:
-    """The frontier at ``target``: a job directory (``Frontier(target, **options)``) or, for a Redis
-    URL, the crawl named ``crawl`` there (``RedisFrontier(target, crawl=crawl, **options)``).
+    """The frontier at ``target``: a job directory (``Frontier(target, **options)``) or, for a Redis or
+    PostgreSQL URL, the crawl named ``crawl`` there (``RedisFrontier(target, crawl=crawl, **options)``,
+    ``PostgresFrontier(target, crawl=crawl, **options)``).
 
-    ``crawl`` is required with a Redis URL and refused with a job directory (ValueError).
+    ``crawl`` is required with a server's URL and refused with a job directory (ValueError).
     """
     _check_crawl(target, crawl)
     if crawl is not None:
@@ -69,7 +77,12 @@ def open_local(path: str | os.PathLike[str], **options: Any) -> LocalFrontierPro
 
 
 def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
-    """The crawl ``crawl`` in Redis at ``url``, shared with other clients (``RedisFrontier``)."""
+    """The crawl ``crawl`` at ``url``, shared with other clients: in Redis (``RedisFrontier``) or PostgreSQL
+    (``PostgresFrontier``)."""
+    if is_postgres_target(url):
+        from ..pgfrontier.frontier import PostgresFrontier
+
+        return PostgresFrontier(url, crawl=crawl, **options)
     from ..redisfrontier.frontier import RedisFrontier
 
     return RedisFrontier(url, crawl=crawl, **options)
@@ -267,17 +280,76 @@ class RedisView:
         self.close()
 
 
+class PostgresView:
+    """A PostgreSQL crawl, read page by page beside running clients (its leased requests are read as pending, in
+    no order; with ``pop_order`` they are left out: a pop cannot take them)."""
+
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
+        self.priority = priority
+        self.leased = not pop_order
+        from ..pgfrontier.frontier import PostgresFrontier
+
+        self.frontier = PostgresFrontier(url, crawl=crawl, create=False, renew=False)
+        self.order = self.frontier.order
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay,
+                                                "per_host": self.frontier.per_host or None, "prefer": "priority"}
+        self.dedupe: str = "exact"
+        self.seen_bits: int | None = 64  # the seen set keeps each fingerprint's 64-bit key
+
+    def pending_count(self) -> int:
+        stats = self.frontier.stats()
+        return int(stats["pending"]) + (int(stats["in_flight"]) if self.leased else 0)
+
+    def pending_requests(self) -> Iterator[Request]:
+        requests = self.frontier.pending_requests(leased=self.leased)
+        if self.priority is None:
+            return requests
+        return (r for r in requests if r.priority == self.priority)
+
+    def failed(self) -> Iterator[FailedRequest]:
+        return iter(self.frontier.failed())
+
+    def seen_estimate(self) -> int:
+        return int(self.frontier.stats()["seen"])
+
+    def seen_fingerprints(self) -> Iterator[bytes]:
+        return self.frontier.seen_fingerprints()
+
+    def host_copies(self) -> list[HostCopy]:
+        crawl_delay = self.frontier.delay
+        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
+                         info.budget, info.done)
+                for info in self.frontier.hosts()]
+
+    def host_rows(self) -> list[HostRow]:
+        crawl_delay = self.frontier.delay
+        return [HostRow(info.host, info.pending, info.done, None if info.delay == crawl_delay else info.delay,
+                        info.blocked_until, info.budget, info.in_flight, info.failures)
+                for info in self.frontier.hosts()]
+
+    def close(self) -> None:
+        self.frontier.close()
+
+    def __enter__(self) -> PostgresView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
               failed: bool = True, pop_order: bool = False) -> CrawlView:
-    """A read-only view of the crawl at ``target`` (a job directory, or a Redis URL with ``crawl``), its
+    """A read-only view of the crawl at ``target`` (a job directory, or a Redis or PostgreSQL URL with ``crawl``), its
     pending requests those of ``priority`` if given.
 
     A job directory's pending requests, and its failed ones unless ``failed=False`` (then each is
     read when first asked for, the pending ones first), are read when the view is made. Its pending
     requests come in push order within each priority (what ``export`` writes), or with ``pop_order``
-    in the order ``pop`` takes them; a Redis crawl's in no order, and with ``pop_order`` without
+    in the order ``pop`` takes them; a Redis or PostgreSQL crawl's in no order, and with ``pop_order`` without
     those leased to a client (a pop cannot take them)."""
     _check_crawl(target, crawl)
+    if crawl is not None and is_postgres_target(target):
+        return PostgresView(target, crawl, priority=priority, pop_order=pop_order)
     if crawl is not None:
         return RedisView(target, crawl, priority=priority, pop_order=pop_order)
     return JobDirView(target, priority=priority, failed=failed, pop_order=pop_order)
@@ -286,3 +358,4 @@ def open_view(target: str, crawl: str | None = None, *, priority: int | None = N
 if TYPE_CHECKING:  # mypy proves that both views keep the view's contract
     _JOBDIR_VIEW: type[CrawlView] = JobDirView
     _REDIS_VIEW: type[CrawlView] = RedisView
+    _POSTGRES_VIEW: type[CrawlView] = PostgresView

@@ -1,13 +1,13 @@
-"""Open a frontier of either backend for the contract suite: ``FrontierFactory`` opens a job directory or a
-crawl in the session's redis-server (``redis-sharded``: a crawl of 4 shards), the same one again on every
-call, so that reopening is part of what is tested."""
+"""Open a frontier of any backend for the contract suite: ``FrontierFactory`` opens a job directory, a crawl in
+the session's redis-server (``redis-sharded``: a crawl of 4 shards) or a crawl in the session's PostgreSQL
+server, the same one again on every call, so that reopening is part of what is tested."""
 
 from __future__ import annotations
 
 from diskfrontier import Request
 from diskfrontier.access.targets import open_target
 
-BACKENDS = ("jobdir", "redis", "redis-sharded")
+BACKENDS = ("jobdir", "redis", "redis-sharded", "postgres")
 SHARDS = 4  # of a redis-sharded crawl
 
 
@@ -36,7 +36,12 @@ class FrontierFactory:
 
 
 def make_factory(kind: str, tmp_path, request, crawl: str) -> FrontierFactory:
-    url = request.getfixturevalue("redis_url") if kind.startswith("redis") else None
+    if kind.startswith("redis"):
+        url = request.getfixturevalue("redis_url")
+    elif kind == "postgres":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = None
     return FrontierFactory(kind, str(tmp_path / "job"), url, crawl)
 
 

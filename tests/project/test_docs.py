@@ -65,6 +65,11 @@ def test_every_python_block_of_the_docs_runs(page, tmp_path, monkeypatch, reques
         url, crawl_name = request.getfixturevalue("redis_url"), request.getfixturevalue("crawl_name")
         text = text.replace("redis://127.0.0.1:6379/0", url).replace('crawl="shop"', f'crawl="{crawl_name}"')
         namespace["fetch"] = lambda request: []  # "your code": a page without links
+    if "postgresql://" in text:  # a real PostgreSQL server from the tests' fixture, and a crawl of the test's own
+        url, crawl_name = request.getfixturevalue("postgres_url"), request.getfixturevalue("crawl_name")
+        text = text.replace("postgresql://postgres@127.0.0.1:5432/crawls", url).replace('crawl="shop"',
+                                                                                         f'crawl="{crawl_name}"')
+        namespace["fetch"] = lambda request: []  # "your code": a page without links
     for number, block in enumerate(_blocks(text, "python"), 1):
         exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)
 

@@ -26,7 +26,7 @@ FOLDERS = {
     "contract": 3, "request": 3,
     "politeness": 4,
     "scrapyfiles": 5,
-    "jobdir": 6, "redisfrontier": 6,
+    "jobdir": 6, "redisfrontier": 6, "pgfrontier": 6,
     "access": 7, "transfer": 7,
     "run": 8, "scrapy": 8, "cli": 8, "live": 8,
 }
