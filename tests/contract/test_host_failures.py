@@ -106,6 +106,10 @@ def test_verify_finds_a_crawl_with_failures_and_robots_sound(frontier_factory):
         from diskfrontier.jobdir.maintenance.verify import verify
 
         assert verify(frontier_factory.path).sound
+    elif frontier_factory.kind == "postgres":
+        from diskfrontier.pgfrontier.verify import verify_crawl as verify_postgres
+
+        assert verify_postgres(frontier_factory.url, frontier_factory.crawl).sound
     else:
         from diskfrontier.redisfrontier.verify import verify_crawl
 
