@@ -165,12 +165,14 @@ local function place(host, now, cs)
     if call('ZREM', READY, h[1]) == 0 then
       damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
     end
-    call('HDEL', hk, 'r')
-  elseif wake then
-    local was = call('ZSCORE', WAIT, host)
-    if was and tonumber(was) == wake then return end
+    if not member then call('HDEL', hk, 'r') end  -- (else the HSET below replaces it)
+  else
+    if wake then
+      local was = call('ZSCORE', WAIT, host)
+      if was and tonumber(was) == wake then return end
+    end
+    call('ZREM', WAIT, host)  -- only a host not ready may be waiting
   end
-  call('ZREM', WAIT, host)
   if member then
     call('ZADD', READY, score, member)
     call('HSET', hk, 'r', member)
