@@ -36,6 +36,12 @@ class DeferredAcks:
         self._by_shard: dict[int, list[Ack]] = {}
         self.waiting = 0  # how many dones wait (read without the lock: a hint, taken again under it)
         self.nudge: Callable[[], None] | None = None
+        self.sending = threading.Lock()  # held by whoever sends dones taken from here, until their replies are seen to
+
+    @property
+    def unsettled(self) -> bool:
+        """True while dones wait, or are being sent (by another thread): a read waits for them."""
+        return bool(self.waiting) or self.sending.locked()
 
     def add(self, shard: int, request: Request, rid: bytes, token: bytes) -> None:
         """Keep the done of ``request`` (leased as ``rid`` with ``token`` on ``shard``) for the next step."""

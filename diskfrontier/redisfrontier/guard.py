@@ -49,5 +49,5 @@ class Guard:
             with talking(self.url, "reading acknowledgements"):
                 channel.drain()
         acks = self.acks
-        if acks is not None and acks.waiting and self.send_acks is not None:
+        if acks is not None and acks.unsettled and self.send_acks is not None:
             self.send_acks()

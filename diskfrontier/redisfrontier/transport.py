@@ -54,19 +54,20 @@ class Transport:
         their replies. Those a failed call took are counted as failed (they come back when their leases run
         out), and the error is raised."""
         deferred = self.deferred
-        if deferred is None or not deferred.waiting:
+        if deferred is None or not deferred.unsettled:
             return
-        groups = deferred.take_all() if shard is None else {shard: deferred.take(shard)}
-        left = [(at, taken[start:start + BATCH]) for at, taken in groups.items()
-                for start in range(0, len(taken), BATCH)]
-        for position, (at, chunk) in enumerate(left):
-            try:
-                reply = self._run("done", "FINISH", finish_args(chunk), at)
-            except BaseException:
-                for _at, lost in left[position:]:
-                    deferred.settle(lost, None)
-                raise
-            deferred.settle(chunk, reply)
+        with deferred.sending:  # a caller that finds another thread sending waits until those are applied
+            groups = deferred.take_all() if shard is None else {shard: deferred.take(shard)}
+            left = [(at, taken[start:start + BATCH]) for at, taken in groups.items()
+                    for start in range(0, len(taken), BATCH)]
+            for position, (at, chunk) in enumerate(left):
+                try:
+                    reply = self._run("done", "FINISH", finish_args(chunk), at)
+                except BaseException:
+                    for _at, lost in left[position:]:
+                        deferred.settle(lost, None)
+                    raise
+                deferred.settle(chunk, reply)
 
     def _run(self, what: str, name: str, args: list[Any], shard: int) -> Any:
         meta = self.shards[shard].meta

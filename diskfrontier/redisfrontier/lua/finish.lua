@@ -16,7 +16,7 @@ local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
 local seq = nil
 for k = 0, n - 1 do
   local id, token, body = ARGV[4 + k * 3], ARGV[5 + k * 3], ARGV[6 + k * 3]
-  if not holds_lease(id, token) then
+  if not holds_lease(id, token, what ~= 'extend') then
     out[k + 1] = 0
   elseif what == 'extend' then
     call('ZADD', LEASE, now + seconds, id)

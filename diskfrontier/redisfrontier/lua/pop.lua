@@ -16,7 +16,7 @@ local touched = {}
 local acks, acked = {}, 0
 for k = 0, (tonumber(ARGV[4]) or 0) - 1 do
   local id = ARGV[5 + 2 * k]
-  if holds_lease(id, ARGV[6 + 2 * k]) then
+  if holds_lease(id, ARGV[6 + 2 * k], true) then
     local _, _, _, hk = end_lease(id, touched)
     forget_finished(id, hk)
     acked = acked + 1
@@ -25,7 +25,7 @@ for k = 0, (tonumber(ARGV[4]) or 0) - 1 do
     acks[k + 1] = 0
   end
 end
-if acked > 0 then
+if acked > 0 then  -- counted at once: a script stopped by damage further on keeps what it wrote
   call('HINCRBY', META, 'inflight', -acked)
   call('HINCRBY', META, 'done', acked)
 end

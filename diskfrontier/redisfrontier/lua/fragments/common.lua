@@ -60,10 +60,12 @@ end
 
 -- The crawl's settings, after the checks every step makes: the crawl exists, its sentinel is
 -- there (the first key an evicting server drops), its counters are numbers and agree with the
--- sizes of the keys they count.
-local function crawl_settings()
+-- sizes of the keys they count. ``extra``: more meta fields the step reads, in the same HMGET
+-- (their values in ``extra`` of the answer, in that order).
+local SETTINGS = 11  -- the fields crawl_settings reads for itself
+local function crawl_settings(extra)
   local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
-                 'policy_at', 'paused', 'pushed')
+                 'policy_at', 'paused', 'pushed', unpack(extra or {}))
   local now = clock()
   -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
   local checked = check_policy(s[9] or (s[1] and '0'), now)
@@ -101,9 +103,11 @@ local function crawl_settings()
   if checked then call('HSET', META, 'policy_at', tostring(now)) end
   local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
+  local more = {}
+  for k = 1, #(extra or {}) do more[k] = s[SETTINGS + k] end
   return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
-          idle = s[4] == 'idle', pending = pending, now = now, paused = s[10] ~= false, seq = seq,
-          pushed = num(s[11], META .. ' field pushed', true) or 0}
+          idle = s[4] == 'idle', pending = pending, inflight = inflight, now = now, paused = s[10] ~= false,
+          seq = seq, pushed = num(s[11], META .. ' field pushed', true) or 0, extra = more}
 end
 
 local function id_of(seq, lifo)

@@ -1,13 +1,16 @@
 -- leases: the end of a lease, shared by FINISH and by the acknowledgements a POP applies first.
 -- uses: common
 
+local function lease_missing(id)
+  damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
+end
+
 -- True if ``token`` still holds the lease of request ``id`` (false: it ran out and was taken back, or
--- was released, and another client may hold it now); its token without its lease is damage.
-local function holds_lease(id, token)
+-- was released, and another client may hold it now); its token without its lease is damage (``ending``:
+-- end_lease follows, which finds that as it removes the lease).
+local function holds_lease(id, token, ending)
   if call('HGET', OWNER, id) ~= token then return false end
-  if not call('ZSCORE', LEASE, id) then
-    damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
-  end
+  if not ending and not call('ZSCORE', LEASE, id) then lease_missing(id) end
   return true
 end
 
@@ -17,7 +20,7 @@ local function end_lease(id, touched)
   local old = call('HGET', REQ, id)
   local priority, host = head(old, id)
   local hk = P .. 'h:' .. host
-  call('ZREM', LEASE, id)
+  if call('ZREM', LEASE, id) == 0 then lease_missing(id) end
   call('HDEL', OWNER, id)
   call('HINCRBY', hk, 'i', -1)
   touched[host] = true
