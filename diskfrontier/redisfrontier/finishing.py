@@ -62,7 +62,7 @@ class Finishing:
                 raise expired("done", request)
             deferred.add(held[2], request, held[0], held[1])
             return
-        if self.transport.channel is not None:
+        if self.guard.channel is not None:
             if self._send_done([request]):
                 raise expired("done", request)
             return
@@ -79,7 +79,7 @@ class Finishing:
 
     def done_many(self, requests: list[Request]) -> None:
         """Finish ``requests``; ``LeaseExpired`` naming those whose leases were lost (the others are done)."""
-        if self.transport.channel is not None:
+        if self.guard.channel is not None:
             lost = self._send_done(requests)
         else:
             lost = self.leases.finish_many("done", requests, 0.0)
@@ -90,7 +90,7 @@ class Finishing:
     def _send_done(self, requests: list[Request]) -> list[Request]:
         """Send the done steps of ``requests`` without waiting for their replies; return those a renewal had
         found lost (not sent, no longer held)."""
-        channel = self.transport.channel
+        channel = self.guard.channel
         assert channel is not None
         self.guard.check(drain=False)
         lost = [request for request in requests if self.leases.is_lost(request)]

@@ -146,8 +146,10 @@ class RedisFrontier:
         self._steering = Steering(transport, self._reader, router)
         guard.closed = False
         try:
-            if self.ack == "pipelined":
-                guard.channel = transport.open_channel()
+            if not self.cluster and not self.wait_replicas:  # the client's scripts on a connection of its own
+                channel = transport.open_channel()
+                if self.ack == "pipelined":
+                    guard.channel = channel  # whose replies a read of the crawl reads first
             self._leases.register()
         except BaseException:
             guard.closed = True

@@ -14,7 +14,7 @@ from .pipelined import ScriptChannel
 
 class Guard:
     """The state of one client's frontier: closed or not, the process that opened it, its channel of
-    pipelined acknowledgements (``ack="pipelined"``), whose replies a call reads first, and its dones not sent
+    pipelined acknowledgements (``ack="pipelined"`` only), whose replies a call reads first, and its dones not sent
     yet (``ack="deferred"``: ``acks``, which ``send_acks`` sends), which a call sends first."""
 
     def __init__(self, crawl: str, url: str) -> None:

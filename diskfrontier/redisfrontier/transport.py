@@ -2,8 +2,8 @@
 
 A script goes on the shard's ``meta`` key (which routes it to the master holding the shard), after the dones of
 that shard this client has not sent yet (``ack="deferred"``, ``deferred.py``: a ``POP`` carries them itself), over the
-client's own connection of pipelined acknowledgements when it has one (``ack="pipelined"``,
-``pipelined.py``), or with ``wait_replicas=k`` followed by ``WAIT`` on the same connection: the step is
+client's own connection on a plain server (``pipelined.py``: also where ``ack="pipelined"`` sends its
+acknowledgements), or with ``wait_replicas=k`` followed by ``WAIT`` on the same connection: the step is
 then known to have reached k replicas, or ``NotReplicated`` says it is only on the master. In a Redis
 Cluster a redirect (the slot moved, as after a failover: the step did not run) has the cluster's layout
 read again and the step sent again, twice at most.
@@ -33,10 +33,11 @@ class Transport:
         self.deferred: DeferredAcks | None = None  # the dones not sent yet (ack="deferred")
 
     def open_channel(self) -> ScriptChannel:
-        """Run the scripts from now on over a connection of their own, where a step may be sent without waiting
-        for its reply (``ack="pipelined"``; not with a Redis Cluster)."""
+        """Run the scripts from now on over a connection of their own, where a step may also be sent without
+        waiting for its reply (``ack="pipelined"``); not with a Redis Cluster."""
         if self.cluster:
-            raise ValueError("ack='pipelined' does not go with a Redis Cluster (each step is waited for there)")
+            raise ValueError("a connection of the client's own does not go with a Redis Cluster (each step goes "
+                             "to the node of its shard there)")
         with talking(self.url, "open"):
             self.channel = ScriptChannel(self.redis, self.scripts)
         return self.channel
