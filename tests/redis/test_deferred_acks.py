@@ -229,3 +229,19 @@ def test_a_sigkill_between_done_and_the_next_step_loses_nothing_and_delivers_at_
         with RedisFrontier(redis_url, crawl=crawl) as check:
             stats = check.stats()
             assert (stats["done"], stats["pending"], stats["in_flight"]) == (n, 0, 0), (run, stats)
+
+
+@pytest.mark.parametrize("settings", [{"per_host": 1}, {"per_host": 2, "prefer": "idle"}])
+def test_a_done_carried_by_a_pop_frees_its_host_for_that_pop(open_crawl, settings):
+    f = open_crawl(**settings)
+    f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://a.example/3"),
+                 Request("https://b.example/1")])
+    held = [f.pop() for _ in range(settings["per_host"] + 1)]  # a.example at its limit, then b.example
+    assert all(held) and {r.slot for r in held if r is not None} == {"a.example", "b.example"}
+    assert f.pop() is None  # a.example holds as many as it may
+    first = next(r for r in held if r is not None and r.slot == "a.example")
+    f.done(first)  # carried by the next pop, which sees a.example free again
+    again = f.pop()
+    assert again is not None and again.slot == "a.example"
+    stats = f.stats()
+    assert (stats["done"], stats["in_flight"]) == (1, len(held))

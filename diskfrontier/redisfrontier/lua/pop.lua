@@ -14,10 +14,13 @@ local now = cs.now
 local want, lease, client = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local touched = {}
 local acks, acked = {}, 0
+-- A done moves its host only where its count of leases places it (per_host, prefer idle): its done count
+-- rises as its leases fall, so a budget holds it as before, and its delay counts from its last hand-out.
+local moved = (cs.per_host or cs.idle) and touched or {}
 for k = 0, (tonumber(ARGV[4]) or 0) - 1 do
   local id = ARGV[5 + 2 * k]
   if holds_lease(id, ARGV[6 + 2 * k], true) then
-    local _, _, _, hk = end_lease(id, touched)
+    local _, _, _, hk = end_lease(id, moved)
     forget_finished(id, hk)
     acked = acked + 1
     acks[k + 1] = 1
