@@ -42,17 +42,13 @@ while not cs.paused and got < want do
   if #best == 0 then break end
   local member = best[1]
   local id, host = string.sub(member, 1, 12), string.sub(member, 13)
-  local hk = P .. 'h:' .. host
   local body = call('HGET', REQ, id)
   if not body then damaged(REQ .. ' has no request ' .. id .. ' (named by ' .. READY .. ')') end
   head(body, id)
   if call('ZREM', P .. 'q:' .. host, id) == 0 then
     damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
   end
-  call('HINCRBY', hk, 'i', 1)
-  call('HINCRBY', hk, 'p', -1)
-  call('HSET', hk, 't', tostring(now))
-  place(host, now, cs)
+  place(host, now, cs, true)
   local expiry = now + lease
   local token = client .. ':' .. call('HINCRBY', META, 'leases', 1)
   call('ZADD', LEASE, expiry, id)
