@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from ..request.model import Request
 from .connection import talking
+from .deferred import pop_args
 from .guard import Guard
 from .leases import Leases
 from .reading import CrawlReader
@@ -139,9 +140,22 @@ class Fanout:
         return heads
 
     def _pop_shard(self, shard: int, count: int) -> tuple[list[Request], State | None]:
-        """One POP of up to ``count`` requests on ``shard``: the requests, and its state if it came back short."""
-        answer = self.transport.run("pop", "POP", [count, repr(self.lease_seconds), self.leases.client_id], shard)
+        """One POP of up to ``count`` requests on ``shard``, which applies the dones of ``shard`` not sent yet
+        first: the requests, and its state if it came back short."""
+        args: list[Any] = [count, repr(self.lease_seconds), self.leases.client_id]
+        deferred = self.transport.deferred
+        acks = deferred.take(shard) if deferred is not None else []
+        if acks:
+            args += pop_args(acks)
+        try:
+            answer = self.transport.run("pop", "POP", args, shard)
+        except BaseException:
+            if deferred is not None:
+                deferred.settle(acks, None)
+            raise
         got = int(answer[0])
+        if deferred is not None:
+            deferred.settle(acks, answer[2 + 4 * got:])
         state: State | None = None
         if got < count:
             event, now, pending, inflight, paused = answer[1].decode().split(" ")

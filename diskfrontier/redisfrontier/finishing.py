@@ -2,20 +2,24 @@
 ``extend``, each a ``FINISH`` of the lease tokens this client holds (``leases.py``), on the shard that leased
 it. A lease found lost (it ran out and was taken back) changes nothing and raises ``LeaseExpired``.
 
-With ``ack="pipelined"``, ``done`` and ``done_many`` send their ``FINISH`` on the client's own connection and
-return once the kernel has transmitted it, without its reply (``pipelined.py``): a lease found lost is then
-only known when a later call reads the reply, and is logged and counted (``AckTally``).
+With ``ack="deferred"`` (the default) and a renewal thread, ``done`` hands its request in to ``DeferredAcks``
+and returns: the client's next step sends it (``deferred.py``). With ``ack="pipelined"``, ``done`` and
+``done_many`` send their ``FINISH`` on the client's own connection and return once the kernel has transmitted
+it, without its reply (``pipelined.py``). Either way a lease found lost is only known when a later call reads
+the reply, and is logged and counted (``AckTally``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..contract.checks import MAX_ATTEMPTS
 from ..contract.outcomes import Outcome, tally
 from ..request.model import Request
 from ..request.revisit import revisit_counters
 from .connection import LeaseExpired, talking
+from .deferred import DeferredAcks
 from .guard import Guard
 from .leases import Leases
 from .pipelined import AckTally
@@ -34,10 +38,14 @@ def expired(what: str, request: Request) -> LeaseExpired:
 
 
 class Finishing:
-    """The ends and renewals of the leases that ``leases`` holds, for leases of ``lease`` seconds."""
+    """The ends and renewals of the leases that ``leases`` holds, for leases of ``lease`` seconds. ``deferred``:
+    where a ``done`` leaves its request for the next step, while ``renewing()`` says the renewal thread runs
+    (without it nothing would send a done no step follows)."""
 
-    def __init__(self, leases: Leases, transport: Transport, guard: Guard, acks: AckTally, lease: float) -> None:
+    def __init__(self, leases: Leases, transport: Transport, guard: Guard, acks: AckTally, lease: float,
+                 deferred: DeferredAcks | None = None, renewing: Callable[[], bool] = lambda: False) -> None:
         self.leases, self.transport, self.guard, self.acks, self.lease = leases, transport, guard, acks, lease
+        self.deferred, self.renewing = deferred, renewing
 
     def _one(self, what: str, request: Request, seconds: float, body: bytes | None) -> None:
         ok = self.leases.finish(what, [request], seconds, None if body is None else [body])
@@ -46,7 +54,15 @@ class Finishing:
 
     def done(self, request: Request) -> None:
         """Finish ``request``: never handed out again."""
-        if self.transport.channel is not None:
+        deferred = self.deferred
+        if deferred is not None and self.renewing():
+            self.guard.check(drain=False)
+            held = self.leases.hand_in(request)
+            if held is None:
+                raise expired("done", request)
+            deferred.add(held[2], request, held[0], held[1])
+            return
+        if self.guard.channel is not None:
             if self._send_done([request]):
                 raise expired("done", request)
             return
@@ -63,7 +79,7 @@ class Finishing:
 
     def done_many(self, requests: list[Request]) -> None:
         """Finish ``requests``; ``LeaseExpired`` naming those whose leases were lost (the others are done)."""
-        if self.transport.channel is not None:
+        if self.guard.channel is not None:
             lost = self._send_done(requests)
         else:
             lost = self.leases.finish_many("done", requests, 0.0)
@@ -74,7 +90,7 @@ class Finishing:
     def _send_done(self, requests: list[Request]) -> list[Request]:
         """Send the done steps of ``requests`` without waiting for their replies; return those a renewal had
         found lost (not sent, no longer held)."""
-        channel = self.transport.channel
+        channel = self.guard.channel
         assert channel is not None
         self.guard.check(drain=False)
         lost = [request for request in requests if self.leases.is_lost(request)]

@@ -22,6 +22,7 @@ from ..core.errors import FrontierError
 from ..request.model import Request
 from ..request.revisit import REVISIT_COUNTERS
 from .connection import check_crawl_name, connect, is_cluster, log, shown_url
+from .deferred import GRACE, DeferredAcks
 from .fanout import Fanout
 from .finishing import Finishing
 from .guard import Guard
@@ -56,8 +57,15 @@ class RedisFrontier:
     client renews every lease it holds every ``lease / 3`` seconds, in one script call, so a request is kept
     however long it is worked on (``renew=False``: only ``extend`` renews a lease). When a lease runs out (the
     process was killed, frozen or cut off from Redis) any client takes the request back as pending
-    (``stats()['reclaimed']``), and a late ``done`` of the old copy raises ``LeaseExpired`` without touching
-    the new one. ``close()`` gives back this client's leased requests at once.
+    (``stats()['reclaimed']``), and a late ``done`` of the old copy changes nothing (``LeaseExpired``, or with
+    a deferred done, a warning and ``stats()['acks_lost']``). ``close()`` gives back this client's leased
+    requests at once.
+
+    ``ack="deferred"`` (the default, with the renewal thread): ``done`` returns at once and rides on this
+    client's next step (the next ``pop`` applies it in its own script: one round trip a pop and done); every
+    other step, read and the close send it first, the renewal thread 50 ms later at the latest. A kill before
+    it is sent loses the done: its request is handed out once more after its lease. ``ack="wait"``: each
+    ``done`` waits for its reply (and raises ``LeaseExpired`` itself).
 
     Crawl settings (``order``, ``delay``, ``per_host``, ``prefer``) belong to the crawl: ``None`` keeps what
     the crawl has (the job directory's defaults for a new one); a value sets it for every client.
@@ -82,10 +90,10 @@ class RedisFrontier:
     ``prefetch=k`` (default 1: off): a ``pop`` with none leased ahead leases up to k ready requests and keeps
     the extras for the next pops (leased to this client, renewed, given back at close, counted in
     ``stats()['prefetched']``; ``holds`` is False for them): a pop may then be up to k - 1 pops behind a
-    better request pushed since, and hand one out during a pause. ``ack="pipelined"`` (default ``"wait"``):
-    ``done`` and ``done_many`` return once the kernel has transmitted their step, without its reply (which
-    the client's next step reads): a lease found lost is then logged and counted in ``stats()['acks_lost']``.
-    Not with ``cluster`` or ``wait_replicas``.
+    better request pushed since, and hand one out during a pause. ``ack="pipelined"``: ``done`` and
+    ``done_many`` return once the kernel has transmitted their step, without its reply (which the client's
+    next step reads): a lease found lost is then logged and counted in ``stats()['acks_lost']``. Not with
+    ``cluster`` or ``wait_replicas``.
     """
 
     def __init__(self, url: str, *, crawl: str, lease: float = 30.0, renew: bool = True,
@@ -93,7 +101,8 @@ class RedisFrontier:
                  prefer: str | None = None, expected_urls: int = 10_000_000, create: bool = True,
                  new_order: str = "lifo", copy_of: str | None = None, shards: int | None = None,
                  cluster: bool | None = None, wait_replicas: int = 0, wait_timeout: float = 5.0,
-                 dedupe: str | None = None, error_rate: float = 1e-7, prefetch: int = 1, ack: str = "wait") -> None:
+                 dedupe: str | None = None, error_rate: float = 1e-7, prefetch: int = 1,
+                 ack: str = "deferred") -> None:
         self.crawl = check_crawl_name(crawl)
         options = ClientOptions(lease, renew, prefetch, ack, shards, cluster, wait_replicas, wait_timeout).checked()
         asked = Settings(delay, per_host, order, prefer, expected_urls, create, new_order, copy_of, dedupe,
@@ -125,20 +134,31 @@ class RedisFrontier:
         self._writes = Writes(transport, router, self._seen_keys)
         self._fanout = Fanout(transport, readers, router, self._leases, self.lease, guard)
         self._waiting = Waiting(self._fanout, guard, self.prefetch)
-        self._finishing = Finishing(self._leases, transport, guard, self._acks, self.lease)
+        # a done waits for the next step only while a renewal thread runs to send it if no step comes
+        deferred = DeferredAcks(self._acks) if self.ack == "deferred" and renew else None
+        transport.deferred = guard.acks = self._deferred = deferred
+        guard.send_acks = transport.send_acks
+        self._leases.before_renewal = transport.send_acks
+        self._finishing = Finishing(self._leases, transport, guard, self._acks, self.lease, deferred,
+                                    lambda: owner._renewal is not None and owner._renewal.running)
         self._rules = HostRules(transport, router)
         self._robots = RobotsStore(redis, url, opened.shards[0].prefix, values)
         self._steering = Steering(transport, self._reader, router)
         guard.closed = False
         try:
-            if self.ack == "pipelined":
-                guard.channel = transport.open_channel()
+            if not self.cluster and not self.wait_replicas:  # the client's scripts on a connection of its own
+                channel = transport.open_channel()
+                if self.ack == "pipelined":
+                    guard.channel = channel  # whose replies a read of the crawl reads first
             self._leases.register()
         except BaseException:
             guard.closed = True
             redis.close()
             raise
-        self._renewal = Renewal(self._leases, self.lease, f"diskfrontier-leases {self.crawl}") if renew else None
+        self._renewal = Renewal(self._leases, self.lease, f"diskfrontier-leases {self.crawl}", transport.send_acks,
+                                GRACE) if renew else None
+        if deferred is not None and self._renewal is not None:
+            deferred.nudge = self._renewal.nudge
 
     # ------------------------------------------------------------------ the client
     @property
@@ -249,9 +269,10 @@ class RedisFrontier:
 
     def done(self, request: Request, *, refetch_after: float | None = None) -> None:
         """``FrontierProtocol.done``; ``LeaseExpired`` if its lease was taken back (nothing is changed). With
-        ``ack="pipelined"`` (and no ``refetch_after``) the step is sent and not waited for: a lease found lost is
-        then logged and counted in ``stats()['acks_lost']``, unless a renewal had found it lost already (then
-        this raises ``LeaseExpired`` and sends nothing)."""
+        ``ack="deferred"`` (the default) the step rides on this client's next one, and with ``ack="pipelined"``
+        it is sent and not waited for (neither with ``refetch_after``): a lease found lost is then logged and
+        counted in ``stats()['acks_lost']``, unless a renewal had found it lost already (then this raises
+        ``LeaseExpired`` and sends nothing)."""
         if refetch_after is None:
             self._finishing.done(request)
             return
@@ -398,6 +419,8 @@ class RedisFrontier:
         self._guard.check()
         if self._renewal is not None:
             self._renewal.stop()  # its next beat would write this client's entry again
+        if self._deferred is not None:
+            self._deferred.take_all()  # their requests go with the crawl
         deleted = self._reader.delete_keys()
         self._leases.clear()
         self.close()
@@ -487,6 +510,7 @@ class RedisFrontier:
             self._renewal.stop()
         held = self._leases.closing(_CLOSE_WAIT)  # what a pop under way in another thread leases is given back too
         try:
+            self._transport.send_acks()
             self._leases.finish_many("release", held, 0.0)
             self._leases.leave()
         except FrontierError as exc:

@@ -73,6 +73,7 @@ class Leases:
         self._lost: set[int] = set()  # held, but their leases ran out: the renewal skips them
         self._waiting: dict[int, None] = {}  # held, leased ahead by a prefetch, not handed out yet (in pop order)
         self._count = 0
+        self.before_renewal: Callable[[], None] | None = None  # what a renewal does first (send the dones kept)
 
     # ------------------------------------------------------------------ pops
     def begin_pop(self) -> bool:
@@ -128,6 +129,21 @@ class Leases:
         """How many requests leased ahead wait to be handed out."""
         return len(self._waiting)
 
+    def hand_in(self, request: Request) -> tuple[bytes, bytes, int] | None:
+        """No longer hold ``request``, whose done is sent later: its (id, lease token, shard), or None if a
+        renewal had found its lease lost (forgotten all the same); ``NotInFlight`` if it is not held and handed
+        out."""
+        seq = getattr(request, "_seq", None)
+        with self._lock:
+            held = self._held.get(seq) if isinstance(seq, int) else None
+            if held is None or held[0] is not request or seq in self._waiting:
+                raise not_held("done", request)
+            del self._held[seq]  # type: ignore[arg-type]
+            if seq in self._lost:
+                self._lost.discard(seq)
+                return None
+            return held[1], held[2], held[3]
+
     def is_lost(self, request: Request) -> bool:
         """True if a renewal found the lease of ``request`` (held) lost."""
         seq = getattr(request, "_seq", None)
@@ -171,8 +187,11 @@ class Leases:
     def renew_all(self, seconds: float) -> int:
         """Renew the lease of every request held (not those known lost) for ``seconds``, and say the
         client is there (one script call, or one per ``batch`` requests); return how many were renewed.
-        A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``."""
+        A lease found lost stays held, so that the call finishing it raises ``LeaseExpired``. The dones kept
+        for later (``before_renewal``) are sent first."""
         self._check()
+        if self.before_renewal is not None:
+            self.before_renewal()
         with self._lock:
             held = [(shard, seq, rid, token) for seq, (_r, rid, token, shard) in self._held.items()
                     if seq not in self._lost]
@@ -240,8 +259,7 @@ class Leases:
                 seq = getattr(request, "_seq", None)
                 held = self._held.get(seq) if isinstance(seq, int) else None
                 if held is None or held[0] is not request or (seq in self._waiting and what != "release"):
-                    raise NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the "
-                                      f"Request object pop() returned, once")
+                    raise not_held(what, request)
                 out.append((held[1], held[2], held[3]))
         return out
 
@@ -289,29 +307,75 @@ class Leases:
         return f"<Leases of {self.client_id}: {len(self._held)} held>"
 
 
+def not_held(what: str, request: Request) -> NotInFlight:
+    """The error of ``what`` given ``request``, which this client does not hold."""
+    return NotInFlight(f"{what}() was given {request!r}, which this client does not hold: pass the Request object "
+                       f"pop() returned, once")
+
+
 class Renewal:
     """A daemon thread renewing every lease of ``leases`` for ``lease`` seconds, every ``lease / 3``.
 
     It holds ``leases`` by a weak reference, and ends when the leases are gone, the frontier is
     closed, or ``stop`` is called. An error of the server is logged once and tried again at the next turn.
+    ``send``: what a ``nudge`` has it do ``grace`` seconds later (send the dones no step has taken yet).
     """
 
-    def __init__(self, leases: Leases, lease: float, name: str) -> None:
+    def __init__(self, leases: Leases, lease: float, name: str, send: Callable[[], None] | None = None,
+                 grace: float = 0.0) -> None:
         self.lease = lease
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._send, self._grace = send, grace
         self._thread = threading.Thread(target=self._loop, args=(weakref.ref(leases),), name=name, daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """True until ``stop`` is called (or the thread ended)."""
+        return not self._stop.is_set() and self._thread.is_alive()
+
+    def nudge(self) -> None:
+        """Have the thread ``send`` in ``grace`` seconds (once, however many nudges come meanwhile)."""
+        if not self._wake.is_set():
+            self._wake.set()
 
     def stop(self) -> None:
         """End the thread (and wait for a renewal under way)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
+
+    def _sent(self, ref: weakref.ref[Leases]) -> bool:
+        """``send`` after the grace, unless the thread is stopped meanwhile (then False)."""
+        self._wake.clear()
+        if self._stop.wait(self._grace) or ref() is None:
+            return False
+        try:
+            if self._send is not None:
+                self._send()
+        except (FrontierClosed, ReferenceError):
+            return False
+        except FrontierError as exc:
+            log.warning("dones not sent yet could not be sent (%s); their requests come back when their leases "
+                        "run out", exc)
+        return True
 
     def _loop(self, ref: weakref.ref[Leases]) -> None:
         every = self.lease / 3
         failing = ""
-        while not self._stop.wait(every):
+        beat = time.monotonic() + every
+        while True:
+            self._wake.wait(max(0.0, beat - time.monotonic()))
+            if self._stop.is_set():
+                return
+            if self._wake.is_set():
+                if not self._sent(ref):
+                    return
+                if time.monotonic() < beat:
+                    continue
+            beat = time.monotonic() + every
             leases = ref()
             if leases is None:
                 return

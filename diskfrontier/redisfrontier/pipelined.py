@@ -1,5 +1,6 @@
-"""``ScriptChannel``: a client's scripts on one connection of its own, where an acknowledgement is sent
-without waiting for its reply (``ack="pipelined"``).
+"""``ScriptChannel``: a client's scripts on one connection of its own (on a plain server: a call is a write and
+a read, without a pool to take the connection from each time), where an acknowledgement may be sent without
+waiting for its reply (``ack="pipelined"``).
 
 A pipelined ``done`` writes its ``FINISH`` to the connection and returns once a kill of the process can no
 longer keep it from the server (see ``_wait_sent``); its reply is read by the next

@@ -12,6 +12,7 @@ from .seen import DEFAULT_ERROR_RATE, check_dedupe
 from .shards import check_shards
 
 BATCH = 500  # requests a script call takes at most (push_many, done_many, a renewal, a prefetch)
+ACKS = ("deferred", "wait", "pipelined")  # how a done is acknowledged (RedisFrontier's ack)
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class ClientOptions:
     lease: float = 30.0
     renew: bool = True
     prefetch: int = 1
-    ack: str = "wait"
+    ack: str = "deferred"
     shards: int | None = None
     cluster: bool | None = None
     wait_replicas: int = 0
@@ -35,8 +36,8 @@ class ClientOptions:
         if prefetch > 1 and not self.renew:
             raise ValueError("prefetch needs renew=True: requests leased ahead wait in this client, and only the "
                              "background renewal keeps their leases")
-        if ack not in ("wait", "pipelined"):
-            raise ValueError(f"ack must be 'wait' or 'pipelined', got {ack!r}")
+        if ack not in ACKS:
+            raise ValueError(f"ack must be 'deferred', 'wait' or 'pipelined', got {ack!r}")
         if ack == "pipelined" and (wait_replicas or cluster):
             raise ValueError("ack='pipelined' does not go with wait_replicas or a Redis Cluster (each step is waited "
                              "for there)")

@@ -1,8 +1,9 @@
 """``Transport``: one of the crawl's scripts run on one of its shards, the way this client talks to Redis.
 
-A script goes on the shard's ``meta`` key (which routes it to the master holding the shard), over the
-client's own connection of pipelined acknowledgements when it has one (``ack="pipelined"``,
-``pipelined.py``), or with ``wait_replicas=k`` followed by ``WAIT`` on the same connection: the step is
+A script goes on the shard's ``meta`` key (which routes it to the master holding the shard), after the dones of
+that shard this client has not sent yet (``ack="deferred"``, ``deferred.py``: a ``POP`` carries them itself), over the
+client's own connection on a plain server (``pipelined.py``: also where ``ack="pipelined"`` sends its
+acknowledgements), or with ``wait_replicas=k`` followed by ``WAIT`` on the same connection: the step is
 then known to have reached k replicas, or ``NotReplicated`` says it is only on the master. In a Redis
 Cluster a redirect (the slot moved, as after a failover: the step did not run) has the cluster's layout
 read again and the step sent again, twice at most.
@@ -14,7 +15,9 @@ from typing import Any
 
 from ..core.errors import FrontierError
 from .connection import NotReplicated, log, node_client, shown_url, talking
+from .deferred import DeferredAcks, finish_args
 from .pipelined import ScriptChannel
+from .settings import BATCH
 from .shards import Shard
 
 
@@ -27,18 +30,47 @@ class Transport:
         self.cluster = cluster
         self.wait_replicas, self.wait_timeout = wait_replicas, wait_timeout
         self.channel: ScriptChannel | None = None
+        self.deferred: DeferredAcks | None = None  # the dones not sent yet (ack="deferred")
 
     def open_channel(self) -> ScriptChannel:
-        """Run the scripts from now on over a connection of their own, where a step may be sent without waiting
-        for its reply (``ack="pipelined"``; not with a Redis Cluster)."""
+        """Run the scripts from now on over a connection of their own, where a step may also be sent without
+        waiting for its reply (``ack="pipelined"``); not with a Redis Cluster."""
         if self.cluster:
-            raise ValueError("ack='pipelined' does not go with a Redis Cluster (each step is waited for there)")
+            raise ValueError("a connection of the client's own does not go with a Redis Cluster (each step goes "
+                             "to the node of its shard there)")
         with talking(self.url, "open"):
             self.channel = ScriptChannel(self.redis, self.scripts)
         return self.channel
 
     def run(self, what: str, name: str, args: list[Any], shard: int = 0) -> Any:
-        """Script ``name`` on ``shard`` with ``args``; its reply (``what``: the call, for errors)."""
+        """Script ``name`` on ``shard`` with ``args``, after the dones of ``shard`` not sent yet (a ``POP``
+        takes them in its own arguments: ``Fanout``); its reply (``what``: the call, for errors)."""
+        deferred = self.deferred
+        if deferred is not None and deferred.waiting and name != "POP":
+            self.send_acks(shard)
+        return self._run(what, name, args, shard)
+
+    def send_acks(self, shard: int | None = None) -> None:
+        """Send the dones not sent yet of ``shard`` (None: of every shard), ``BATCH`` a ``FINISH``, and see to
+        their replies. Those a failed call took are counted as failed (they come back when their leases run
+        out), and the error is raised."""
+        deferred = self.deferred
+        if deferred is None or not deferred.unsettled:
+            return
+        with deferred.sending:  # a caller that finds another thread sending waits until those are applied
+            groups = deferred.take_all() if shard is None else {shard: deferred.take(shard)}
+            left = [(at, taken[start:start + BATCH]) for at, taken in groups.items()
+                    for start in range(0, len(taken), BATCH)]
+            for position, (at, chunk) in enumerate(left):
+                try:
+                    reply = self._run("done", "FINISH", finish_args(chunk), at)
+                except BaseException:
+                    for _at, lost in left[position:]:
+                        deferred.settle(lost, None)
+                    raise
+                deferred.settle(chunk, reply)
+
+    def _run(self, what: str, name: str, args: list[Any], shard: int) -> Any:
         meta = self.shards[shard].meta
         # the client's entry written at open and removed at close is bookkeeping a failover may lose
         bookkeeping = name == "LEAVE" or (name == "BEAT" and what == "open")

@@ -35,7 +35,7 @@ def _cycles(frontier: RedisFrontier, start: int, count: int) -> None:
 def test_a_redis_crawl_holds_what_is_pending_and_seen_whatever_its_age(redis_url):
     client = redis.Redis.from_url(redis_url)
     cycles = 20_000
-    aged = RedisFrontier(redis_url, crawl="aged")
+    aged = RedisFrontier(redis_url, crawl="aged", ack="wait")  # its keys are read at once by another connection
     aged.push_many(Request(f"https://h{n % 20}.example/{n}") for n in range(500))
     _cycles(aged, 500, 2_000)  # every structure made once
     keys_before = sorted(k.decode() for k in client.scan_iter("df:{aged}:*") if b":k:" not in k)

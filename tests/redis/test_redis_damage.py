@@ -56,7 +56,7 @@ def run(*args: str):
 # ------------------------------------------------------------------ eviction switched on after open
 @pytest.mark.parametrize("step", ["push", "pop", "done", "finished", "retry"])
 def test_an_eviction_policy_set_after_open_is_refused_at_the_next_step(crawl, client, step):
-    f = crawl()
+    f = crawl(ack="wait")  # done() itself meets the refusal (by default the next step carries it)
     pushed(f)
     leased = f.pop()
     client.config_set("maxmemory-policy", "allkeys-lru")
@@ -147,7 +147,7 @@ def test_a_deleted_host_queue_with_requests_waiting_for_a_time_is_named_when_not
 
 @pytest.mark.slow
 def test_a_deleted_wait_set_is_named_and_repaired(crawl, client, crawl_name, redis_url):
-    f = crawl()
+    f = crawl(ack="wait")  # the done is applied before the key is deleted
     f.set_delay("a.example", 0.3)
     pushed(f, URLS[:2])
     first = f.pop()
@@ -178,7 +178,7 @@ def test_a_deleted_delayed_set_is_named_and_repaired(crawl, client, crawl_name, 
 
 def test_a_deleted_lease_set_is_named_and_repair_makes_the_leased_requests_pending(
         crawl, client, crawl_name, redis_url):
-    f = crawl()
+    f = crawl(ack="wait")  # done() itself answers LeaseExpired (by default the next step counts it)
     pushed(f)
     leased = [f.pop(), f.pop()]
     client.delete(key(crawl_name, "lease"))

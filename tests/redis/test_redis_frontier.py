@@ -119,7 +119,7 @@ def test_changed_crawl_settings_apply_at_once_to_hosts_already_placed(open_crawl
     faster = open_crawl(delay=0.0)  # a lowered delay wakes them now, not a minute later
     held += [faster.pop() for _ in range(3)]
     assert all(held) and faster.pop() is None  # two in flight each
-    widest = open_crawl(per_host=3)  # a raised per_host frees them without waiting for a done
+    widest = open_crawl(per_host=3, ack="wait")  # a raised per_host frees them without waiting for a done
     held += [widest.pop() for _ in range(3)]
     assert all(held) and widest.pop() is None
     open_crawl(per_host=4)  # every host ready again, keyed by priority: LIFO puts h2's request first
@@ -267,7 +267,7 @@ def test_an_outage_raises_redis_unavailable_and_nothing_acknowledged_is_lost(tmp
     server = RedisServer(str(tmp_path / "r"), aof=True, fsync="always")
     server.start()
     try:
-        f = RedisFrontier(server.url, crawl="c")
+        f = RedisFrontier(server.url, crawl="c", ack="wait")  # done() itself meets the outage
         f.push_many(Request(f"https://a.example/{i}") for i in range(10))
         held = f.pop()
         assert held is not None

@@ -133,7 +133,8 @@ def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_pa
         f.close()
 
     def worker():
-        f = RedisFrontier(url, crawl=crawl, lease=1.0)
+        # ack="wait": a done that returned is in Redis (by default it is sent with the next step)
+        f = RedisFrontier(url, crawl=crawl, lease=1.0, ack="wait")
         while not stop.is_set():
             try:
                 request = f.pop()

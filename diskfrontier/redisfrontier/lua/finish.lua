@@ -1,5 +1,5 @@
 -- FINISH: end or renew leases (done, retry, refetch, fail, extend, the close's release).
--- uses: common
+-- uses: common, leases
 --
 -- ARGV: what ('done', 'retry', 'refetch', 'release', 'extend', 'fail'; 'refetch+FLAGS' for a page
 -- revisited: r a revisit, c that found it changed, n answered 304, each counted in the meta), seconds, count, then per
@@ -16,22 +16,14 @@ local done, moved, back, requeued, failed = 0, 0, 0, 0, 0
 local seq = nil
 for k = 0, n - 1 do
   local id, token, body = ARGV[4 + k * 3], ARGV[5 + k * 3], ARGV[6 + k * 3]
-  if call('HGET', OWNER, id) ~= token then
+  if not holds_lease(id, token, what ~= 'extend') then
     out[k + 1] = 0
-  elseif not call('ZSCORE', LEASE, id) then
-    damaged(LEASE .. ' has no lease for request ' .. id .. ' (' .. OWNER .. ' has its token)')
   elseif what == 'extend' then
     call('ZADD', LEASE, now + seconds, id)
     out[k + 1] = 1
   else
     out[k + 1] = 1
-    local old = call('HGET', REQ, id)
-    local priority, host = head(old, id)
-    local hk = P .. 'h:' .. host
-    call('ZREM', LEASE, id)
-    call('HDEL', OWNER, id)
-    call('HINCRBY', hk, 'i', -1)
-    touched[host] = true
+    local old, priority, host, hk = end_lease(id, touched)
     if what == 'release' then
       call('ZADD', P .. 'q:' .. host, -priority, id)
       call('HINCRBY', hk, 'p', 1)
@@ -42,30 +34,28 @@ for k = 0, n - 1 do
       call('HSET', P .. 'failinfo', id, body)
       call('HINCRBY', hk, 'd', 1)
       failed = failed + 1
-    else
+    elseif what == 'retry' then
       call('HDEL', REQ, id)
-      if what ~= 'retry' then
-        call('HINCRBY', hk, 'd', 1)
-        call('HDEL', hk, 'f')  -- a done ends the host's failure streak
-        done = done + 1
+    else
+      forget_finished(id, hk)
+      done = done + 1
+    end
+    if what == 'retry' or what == 'refetch' then
+      if seq == nil then seq = num(call('HGET', META, 'seq'), META .. ' field seq') end
+      seq = seq + 1
+      local new = id_of(seq, cs.lifo)
+      local due = 0
+      if seconds > 0 then due = now + seconds end
+      local stored = string.sub(body, 1, 7) .. struct.pack('>d', due) .. string.sub(body, 16)
+      local new_priority, new_host = head(stored, new)
+      if call('HSET', REQ, new, stored) == 0 then
+        damaged(REQ .. ' already holds request ' .. new .. ': ' .. META .. ' field seq is behind')
       end
-      if what ~= 'done' then
-        if seq == nil then seq = num(call('HGET', META, 'seq'), META .. ' field seq') end
-        seq = seq + 1
-        local new = id_of(seq, cs.lifo)
-        local due = 0
-        if seconds > 0 then due = now + seconds end
-        local stored = string.sub(body, 1, 7) .. struct.pack('>d', due) .. string.sub(body, 16)
-        local new_priority, new_host = head(stored, new)
-        if call('HSET', REQ, new, stored) == 0 then
-          damaged(REQ .. ' already holds request ' .. new .. ': ' .. META .. ' field seq is behind')
-        end
-        enqueue(new, new_host, new_priority, due, now, touched)
-        call('HINCRBY', P .. 'h:' .. new_host, 'p', 1)
-        if new_host ~= host then call('SADD', HOSTS, new_host) end
-        requeued = requeued + 1
-        if what == 'retry' then moved = moved + 1 end
-      end
+      enqueue(new, new_host, new_priority, due, now, touched)
+      call('HINCRBY', P .. 'h:' .. new_host, 'p', 1)
+      if new_host ~= host then call('SADD', HOSTS, new_host) end
+      requeued = requeued + 1
+      if what == 'retry' then moved = moved + 1 end
     end
   end
 end

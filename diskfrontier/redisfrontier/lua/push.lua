@@ -4,9 +4,9 @@
 -- ARGV: count, then per request: seen key ('' for dont_filter), seen field, host, priority,
 -- body, not_before. Returns 1 (queued) or 0 (a duplicate) per request.
 
-local cs = crawl_settings()
+local cs = crawl_settings(SEEN_FIELDS)
 local now = cs.now
-seen_open()
+seen_open(cs.extra)
 local n = tonumber(ARGV[1])
 local out, touched, added, dups = {}, {}, 0, 0
 local seq = cs.seq
@@ -31,10 +31,10 @@ for k = 0, n - 1 do
     out[k + 1] = 0
   end
 end
-if added > 0 then
-  call('HSET', META, 'seq', seq, 'pending', cs.pending + added, 'pushed', cs.pushed + added)
-end
-seen_close()
+local fields = {}
+if added > 0 then fields = {'seq', seq, 'pending', cs.pending + added, 'pushed', cs.pushed + added} end
+seen_close(fields)
+if #fields > 0 then call('HSET', META, unpack(fields)) end
 if dups > 0 then call('HINCRBY', META, 'duplicates', dups) end
 place_all(touched, now, cs)
 return out

@@ -60,10 +60,12 @@ end
 
 -- The crawl's settings, after the checks every step makes: the crawl exists, its sentinel is
 -- there (the first key an evicting server drops), its counters are numbers and agree with the
--- sizes of the keys they count.
-local function crawl_settings()
+-- sizes of the keys they count. ``extra``: more meta fields the step reads, in the same HMGET
+-- (their values in ``extra`` of the answer, in that order).
+local SETTINGS = 11  -- the fields crawl_settings reads for itself
+local function crawl_settings(extra)
   local s = call('HMGET', META, 'order', 'delay', 'per_host', 'prefer', 'pending', 'inflight', 'delayed', 'seq',
-                 'policy_at', 'paused', 'pushed')
+                 'policy_at', 'paused', 'pushed', unpack(extra or {}))
   local now = clock()
   -- (a crawl whose meta is gone: the policy is checked first, and its time written nowhere)
   local checked = check_policy(s[9] or (s[1] and '0'), now)
@@ -101,9 +103,11 @@ local function crawl_settings()
   if checked then call('HSET', META, 'policy_at', tostring(now)) end
   local per_host = num(s[3], META .. ' field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
+  local more = {}
+  for k = 1, #(extra or {}) do more[k] = s[SETTINGS + k] end
   return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
-          idle = s[4] == 'idle', pending = pending, now = now, paused = s[10] ~= false, seq = seq,
-          pushed = num(s[11], META .. ' field pushed', true) or 0}
+          idle = s[4] == 'idle', pending = pending, inflight = inflight, now = now, paused = s[10] ~= false,
+          seq = seq, pushed = num(s[11], META .. ' field pushed', true) or 0, extra = more}
 end
 
 local function id_of(seq, lifo)
@@ -144,11 +148,20 @@ end
 
 -- Put a host in the ready set or the waiting set as its state calls for (or in neither,
 -- when it has nothing pending or a count holds it back). A host already where it belongs is
--- left there (a done, or a push behind its head, changes nothing of its place).
-local function place(host, now, cs)
+-- left there (a done, or a push behind its head, changes nothing of its place). ``popped``: one of
+-- its requests was just handed out (taken from its queue): one more leased, one fewer pending, its
+-- last hand-out now, written with its ready entry in one HSET.
+local function place(host, now, cs, popped)
   local hk = P .. 'h:' .. host
   local q = P .. 'q:' .. host
   local h = call('HMGET', hk, 'r', 'i', 'd', 'dl', 'b', 'bu', 't', 'p')
+  local fields = {}
+  if popped then
+    h[2] = (num(h[2], hk .. ' field i', true) or 0) + 1
+    h[8] = (num(h[8], hk .. ' field p', true) or 0) - 1
+    h[7] = tostring(now)
+    fields = {'i', h[2], 'p', h[8], 't', h[7]}
+  end
   if delayed_now == 0 then  -- nothing waits for a time: a host's pending count is its queue's length
     local queued, pending = call('ZCARD', q), num(h[8], hk .. ' field p', true) or 0
     if queued ~= pending then
@@ -156,27 +169,36 @@ local function place(host, now, cs)
     end
   end
   local member, score, wake = target(host, h, hk, q, now, cs)
+  local stays = false  -- already where it belongs
   if h[1] then  -- ready (and so not waiting)
     if h[1] == member then
       local was = call('ZSCORE', READY, member)
       if not was then damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)') end
-      if tonumber(was) == score then return end
+      stays = tonumber(was) == score
     end
-    if call('ZREM', READY, h[1]) == 0 then
-      damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
+    if not stays then
+      if call('ZREM', READY, h[1]) == 0 then
+        damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)')
+      end
+      if not member then call('HDEL', hk, 'r') end  -- (else written below)
     end
-    call('HDEL', hk, 'r')
-  elseif wake then
-    local was = call('ZSCORE', WAIT, host)
-    if was and tonumber(was) == wake then return end
+  else
+    if wake then
+      local was = call('ZSCORE', WAIT, host)
+      stays = was and tonumber(was) == wake
+    end
+    if not stays then call('ZREM', WAIT, host) end  -- only a host not ready may be waiting
   end
-  call('ZREM', WAIT, host)
-  if member then
-    call('ZADD', READY, score, member)
-    call('HSET', hk, 'r', member)
-  elseif wake then
-    call('ZADD', WAIT, wake, host)
+  if not stays then
+    if member then
+      call('ZADD', READY, score, member)
+      fields[#fields + 1] = 'r'
+      fields[#fields + 1] = member
+    elseif wake then
+      call('ZADD', WAIT, wake, host)
+    end
   end
+  if #fields > 0 then call('HSET', hk, unpack(fields)) end
 end
 
 local function place_all(touched, now, cs)

@@ -26,9 +26,13 @@ local function bloom_filter(i, text, offset)
           offset = offset}
 end
 
-local function seen_open()
-  local s = call('HMGET', META, 'seen_layout', 'seen_level', 'seen_split', 'seen_fill', 'seen',
-                 'bloom_rate', 'bloom_filters', 'bloom_last', 'v', 'seen_map')
+-- The meta fields seen_open reads (a step may read them with its settings: crawl_settings(SEEN_FIELDS)).
+local SEEN_FIELDS = {'seen_layout', 'seen_level', 'seen_split', 'seen_fill', 'seen', 'bloom_rate', 'bloom_filters',
+                     'bloom_last', 'v', 'seen_map'}
+
+-- ``read``: the values of SEEN_FIELDS if the step read them already.
+local function seen_open(read)
+  local s = read or call('HMGET', META, unpack(SEEN_FIELDS))
   if not s[1] and s[9] and string.sub(s[9], 1, 1) ~= '1' then
     damaged(META .. ' field seen_layout is missing (a crawl of format ' .. s[9] .. ' names the layout of its seen set)')
   end
@@ -239,10 +243,16 @@ end
 
 -- After the adds of a step: the seen counter, and (set64) the buckets split while they are over
 -- their fill on average, a bounded number a step (the rest in later steps); (bloom) the last
--- filter's count.
-local function seen_close()
+-- filter's count. ``fields``: a list of meta fields and values the step writes in one HSET, where
+-- the seen counter goes instead of a write of its own.
+local function seen_close(fields)
   if SEEN.fresh == 0 then return end
-  call('HINCRBY', META, 'seen', SEEN.fresh)
+  if fields then
+    fields[#fields + 1] = 'seen'
+    fields[#fields + 1] = SEEN.count + SEEN.fresh
+  else
+    call('HINCRBY', META, 'seen', SEEN.fresh)
+  end
   if SEEN.layout == 'set64' then
     local count = SEEN.count + SEEN.fresh
     local limit = 2 + math.floor(SEEN.fresh / SEEN.fill)
