@@ -20,8 +20,7 @@ local moved = (cs.per_host or cs.idle) and touched or {}
 for k = 0, (tonumber(ARGV[4]) or 0) - 1 do
   local id = ARGV[5 + 2 * k]
   if holds_lease(id, ARGV[6 + 2 * k], true) then
-    local _, _, _, hk = end_lease(id, moved)
-    forget_finished(id, hk)
+    end_done(id, moved)
     acked = acked + 1
     acks[k + 1] = 1
   else
@@ -44,7 +43,7 @@ local out = {0, ''}
 local got = 0
 local leases = num(cs.extra[2], META, 'field leases', true) or 0
 while not cs.paused and got < want do
-  local best = call('ZRANGE', READY, 0, 0)
+  local best = call('ZPOPMIN', READY)
   if #best == 0 then break end
   local member = best[1]
   local id, host = string.sub(member, 1, 12), string.sub(member, 13)
@@ -54,7 +53,7 @@ while not cs.paused and got < want do
   if call('ZREM', P .. 'q:' .. host, id) == 0 then
     damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
   end
-  place(host, now, cs, true)
+  place(host, now, cs, member)
   local expiry = now + lease
   leases = leases + 1
   local token = client .. ':' .. leases

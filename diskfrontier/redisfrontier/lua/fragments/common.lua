@@ -150,8 +150,9 @@ end
 -- Put a host in the ready set or the waiting set as its state calls for (or in neither,
 -- when it has nothing pending or a count holds it back). A host already where it belongs is
 -- left there (a done, or a push behind its head, changes nothing of its place). ``popped``: one of
--- its requests was just handed out (taken from its queue): one more leased, one fewer pending, its
--- last hand-out now, written with its ready entry in one HSET.
+-- its requests was just handed out (taken from its queue, and its ready entry, this member, taken from the
+-- ready set): one more leased, one fewer pending, its last hand-out now, written with its ready entry in
+-- one HSET.
 local function place(host, now, cs, popped)
   local hk = P .. 'h:' .. host
   local q = P .. 'q:' .. host
@@ -171,7 +172,13 @@ local function place(host, now, cs, popped)
   end
   local member, score, wake = target(host, h, hk, q, now, cs)
   local stays = false  -- already where it belongs
-  if h[1] then  -- ready (and so not waiting)
+  if popped then  -- it was ready, under the entry the pop took (and so not waiting)
+    if h[1] ~= popped then
+      damaged(READY .. ' named ' .. popped .. ' for ' .. host .. ', but ' .. hk .. ' field r names '
+              .. tostring(h[1]))
+    end
+    if not member then call('HDEL', hk, 'r') end  -- (else written below)
+  elseif h[1] then  -- ready (and so not waiting)
     if h[1] == member then
       local was = call('ZSCORE', READY, member)
       if not was then damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)') end
