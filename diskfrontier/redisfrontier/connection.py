@@ -128,14 +128,13 @@ class talking:  # noqa: N801 - used as a function: ``with talking(url, what):``
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any) -> None:
         if exc is None:
-            return False
+            return
         import redis.exceptions as rx
 
         if isinstance(exc, rx.RedisError):
             raise_redis_error(self.url, self.what, exc)
-        return False
 
 
 def raise_redis_error(url: str, what: str, exc: BaseException) -> NoReturn:

@@ -30,10 +30,17 @@ from typing import Any
 
 from .connection import log, script_error
 
-try:
-    from hiredis import pack_command as _pack
-except ImportError:  # redis-py's own packer then
-    _pack = None
+
+def _packer() -> Callable[[tuple[Any, ...]], bytes] | None:
+    """hiredis's packer of a command, or None without hiredis (redis-py's own packer then)."""
+    try:
+        import hiredis
+    except ImportError:
+        return None
+    return hiredis.pack_command
+
+
+_pack = _packer()
 
 _SIOCOUTQNSD = 0x894B  # Linux ioctl: the bytes of a TCP socket's send queue not transmitted yet
 Sent = tuple[str, str, list[Any]]  # a command sent: script name, its one key (the shard's meta), its arguments
