@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from ..core.errors import CrawlDamaged, FrontierError
 
@@ -118,41 +116,57 @@ def node_client(client: Any, key: str) -> Any:
     return client.get_redis_connection(client.get_node_from_key(key))
 
 
-@contextlib.contextmanager
-def talking(url: str, what: str) -> Iterator[None]:
-    """Turn the errors of a Redis call into ``RedisUnavailable`` / ``FrontierError``."""
+class talking:  # noqa: N801 - used as a function: ``with talking(url, what):``
+    """Turn the errors of a Redis call into ``RedisUnavailable`` / ``FrontierError`` (a class rather than a
+    generator: it is entered on every call, and only an error costs more than a few attribute writes)."""
+
+    __slots__ = ("url", "what")
+
+    def __init__(self, url: str, what: str) -> None:
+        self.url, self.what = url, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: Any) -> None:
+        if exc is None:
+            return
+        import redis.exceptions as rx
+
+        if isinstance(exc, rx.RedisError):
+            raise_redis_error(self.url, self.what, exc)
+
+
+def raise_redis_error(url: str, what: str, exc: BaseException) -> NoReturn:
+    """Raise ``exc`` (a redis-py error of ``what``, at ``url``) as what it means to diskfrontier."""
     import redis.exceptions as rx
 
-    try:
-        yield
-    except (rx.ConnectionError, rx.TimeoutError) as exc:
-        loading = isinstance(exc, rx.BusyLoadingError)
-        state = "is loading its data" if loading else "could not be reached"
+    if isinstance(exc, (rx.ConnectionError, rx.TimeoutError)):
+        state = "is loading its data" if isinstance(exc, rx.BusyLoadingError) else "could not be reached"
         raise RedisUnavailable(f"{what}: Redis at {shown_url(url)} {state} ({exc}); the call may not have been "
                                f"applied: try it again when Redis is back") from None
-    except rx.NoPermissionError as exc:
+    if isinstance(exc, rx.NoPermissionError):
         raise FrontierError(f"{what}: Redis at {shown_url(url)} refused the command ({exc}); the user needs "
                             f"EVALSHA, HSET, ZADD, TIME and INFO on the crawl's keys") from None
-    except rx.ResponseError as exc:
-        text, place = script_error(str(exc))
-        if "DFNOCRAWL" in text:
-            raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {shown_url(url)} (deleted or evicted "
-                                f"while this client had it open)") from None
-        if text.startswith("DFDAMAGED "):
-            key, _, problem = text[len("DFDAMAGED "):].partition(" ")
-            raise damaged(url, key, f"{problem} (found by {what})") from None
-        if text.startswith("DFEVICTION "):
-            raise evicting(url, text[len("DFEVICTION "):], what) from None
-        if text.startswith("WRONGTYPE"):
-            raise CrawlDamaged("a key of the crawl", f"is of a type diskfrontier never made ({what}: {text})",
-                               hint="run 'diskfrontier verify URL --crawl NAME' to find it") from None
-        if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
-            raise FrontierError(f"{what}: Redis at {shown_url(url)} is out of memory ({text}); nothing was "
-                                f"changed: raise maxmemory or free memory") from None
-        at = f" (in {place})" if place and not text.startswith(place) else ""
-        raise FrontierError(f"{what}: Redis at {shown_url(url)} answered with an error: {text}{at}") from None
-    except rx.RedisError as exc:
+    if not isinstance(exc, rx.ResponseError):
         raise FrontierError(f"{what}: Redis at {shown_url(url)}: {type(exc).__name__}: {exc}") from None
+    text, place = script_error(str(exc))
+    if "DFNOCRAWL" in text:
+        raise FrontierError(f"{what}: the crawl's keys are gone from Redis at {shown_url(url)} (deleted or evicted "
+                            f"while this client had it open)") from None
+    if text.startswith("DFDAMAGED "):
+        key, _, problem = text[len("DFDAMAGED "):].partition(" ")
+        raise damaged(url, key, f"{problem} (found by {what})") from None
+    if text.startswith("DFEVICTION "):
+        raise evicting(url, text[len("DFEVICTION "):], what) from None
+    if text.startswith("WRONGTYPE"):
+        raise CrawlDamaged("a key of the crawl", f"is of a type diskfrontier never made ({what}: {text})",
+                           hint="run 'diskfrontier verify URL --crawl NAME' to find it") from None
+    if isinstance(exc, rx.OutOfMemoryError) or text.startswith("OOM"):
+        raise FrontierError(f"{what}: Redis at {shown_url(url)} is out of memory ({text}); nothing was "
+                            f"changed: raise maxmemory or free memory") from None
+    at = f" (in {place})" if place and not text.startswith(place) else ""
+    raise FrontierError(f"{what}: Redis at {shown_url(url)} answered with an error: {text}{at}") from None
 
 
 def script_error(text: str) -> tuple[str, str | None]:

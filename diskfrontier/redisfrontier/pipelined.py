@@ -30,6 +30,18 @@ from typing import Any
 
 from .connection import log, script_error
 
+
+def _packer() -> Callable[[tuple[Any, ...]], bytes] | None:
+    """hiredis's packer of a command, or None without hiredis (redis-py's own packer then)."""
+    try:
+        import hiredis
+    except ImportError:
+        return None
+    return hiredis.pack_command
+
+
+_pack = _packer()
+
 _SIOCOUTQNSD = 0x894B  # Linux ioctl: the bytes of a TCP socket's send queue not transmitted yet
 Sent = tuple[str, str, list[Any]]  # a command sent: script name, its one key (the shard's meta), its arguments
 
@@ -73,7 +85,18 @@ class ScriptChannel:
 
     def _send(self, sent: Sent) -> None:
         name, key, args = sent
-        self._conn.send_command("EVALSHA", self._scripts[name].sha, 1, key, *args)
+        command = ("EVALSHA", self._scripts[name].sha, 1, key, *args)
+        if _pack is not None:
+            # bytes, str and numbers are written as redis-py's encoder writes them (a str as UTF-8, a number as
+            # its repr), without a call of the encoder for each; anything else is left to redis-py (its error)
+            try:
+                packed = _pack(command)
+            except TypeError:
+                pass
+            else:
+                self._conn.send_packed_command([packed], check_health=False)
+                return
+        self._conn.send_command(*command)
 
     # ------------------------------------------------------------------ calls
     def call(self, name: str, key: str, args: list[Any]) -> Any:

@@ -41,7 +41,7 @@ for k = 0, n - 1 do
       done = done + 1
     end
     if what == 'retry' or what == 'refetch' then
-      if seq == nil then seq = num(call('HGET', META, 'seq'), META .. ' field seq') end
+      if seq == nil then seq = num(call('HGET', META, 'seq'), META, 'field seq') end
       seq = seq + 1
       local new = id_of(seq, cs.lifo)
       local due = 0

@@ -20,7 +20,7 @@ local steps = failures - after
 if steps > 64 then steps = 64 end
 local seconds = backoff * 2 ^ steps
 if seconds > most then seconds = most end
-local blocked = num(call('HGET', hk, 'b'), hk .. ' field b', true) or 0
+local blocked = num(call('HGET', hk, 'b'), hk, 'field b', true) or 0
 local til = cs.now + seconds
 if til > blocked then
   call('HSET', hk, 'b', string.format('%.17g', til))

@@ -9,7 +9,7 @@
 -- waits for a time; paused 1 if the crawl is paused, 0 if not). A paused crawl hands out nothing
 -- (leases that ran out are still taken back, and what is due still released).
 
-local cs = crawl_settings()
+local cs = crawl_settings({'done', 'leases'})
 local now = cs.now
 local want, lease, client = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local touched = {}
@@ -20,25 +20,30 @@ local moved = (cs.per_host or cs.idle) and touched or {}
 for k = 0, (tonumber(ARGV[4]) or 0) - 1 do
   local id = ARGV[5 + 2 * k]
   if holds_lease(id, ARGV[6 + 2 * k], true) then
-    local _, _, _, hk = end_lease(id, moved)
-    forget_finished(id, hk)
+    end_done(id, moved)
     acked = acked + 1
     acks[k + 1] = 1
   else
     acks[k + 1] = 0
   end
 end
+local inflight = cs.inflight - acked
 if acked > 0 then  -- counted at once: a script stopped by damage further on keeps what it wrote
-  call('HINCRBY', META, 'inflight', -acked)
-  call('HINCRBY', META, 'done', acked)
+  call('HSET', META, 'inflight', inflight, 'done', (num(cs.extra[1], META, 'field done', true) or 0) + acked)
 end
-reclaim(now, 1000, touched)
+-- (nothing leased nor delayed, as the counters checked against the keys say: nothing to take back or release)
+if inflight > 0 then
+  local back = reclaim(now, 1000, touched)
+  inflight = inflight - back
+  cs.pending = cs.pending + back
+end
 release(now, 1000, touched)
 place_all(touched, now, cs)
 local out = {0, ''}
 local got = 0
+local leases = num(cs.extra[2], META, 'field leases', true) or 0
 while not cs.paused and got < want do
-  local best = call('ZRANGE', READY, 0, 0)
+  local best = call('ZPOPMIN', READY)
   if #best == 0 then break end
   local member = best[1]
   local id, host = string.sub(member, 1, 12), string.sub(member, 13)
@@ -48,9 +53,10 @@ while not cs.paused and got < want do
   if call('ZREM', P .. 'q:' .. host, id) == 0 then
     damaged(READY .. ' names request ' .. id .. ' of ' .. host .. ', which is not in ' .. P .. 'q:' .. host)
   end
-  place(host, now, cs, true)
+  place(host, now, cs, member)
   local expiry = now + lease
-  local token = client .. ':' .. call('HINCRBY', META, 'leases', 1)
+  leases = leases + 1
+  local token = client .. ':' .. leases
   call('ZADD', LEASE, expiry, id)
   call('HSET', OWNER, id, token)
   got = got + 1
@@ -60,8 +66,7 @@ while not cs.paused and got < want do
   out[#out + 1] = tostring(expiry)
 end
 if got > 0 then
-  call('HINCRBY', META, 'pending', -got)
-  call('HINCRBY', META, 'inflight', got)
+  call('HSET', META, 'pending', cs.pending - got, 'inflight', inflight + got, 'leases', leases)
 end
 out[1] = got
 for k = 1, #acks do out[#out + 1] = acks[k] end

@@ -8,7 +8,7 @@
 local cs = crawl_settings()
 seen_open()
 local n = tonumber(ARGV[1])
-local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
+local seq = num(call('HGET', META, 'seq'), META, 'field seq')
 local touched = {}
 for k = 0, n - 1 do
   local key, field, body, info = ARGV[2 + k * 4], ARGV[3 + k * 4], ARGV[4 + k * 4], ARGV[5 + k * 4]

@@ -15,7 +15,7 @@ for k = 1, #info, 2 do
   order[#order + 1] = {id = info[k], at = at}
 end
 table.sort(order, function(a, b) return a.at < b.at end)
-local seq = num(call('HGET', META, 'seq'), META .. ' field seq')
+local seq = num(call('HGET', META, 'seq'), META, 'field seq')
 local touched, count = {}, 0
 for _, entry in ipairs(order) do
   if limit > 0 and count >= limit then break end

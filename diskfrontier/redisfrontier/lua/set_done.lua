@@ -5,7 +5,7 @@
 
 local cs = crawl_settings()
 local hk = P .. 'h:' .. ARGV[1]
-local before = num(call('HGET', hk, 'd'), hk .. ' field d', true) or 0
+local before = num(call('HGET', hk, 'd'), hk, 'field d', true) or 0
 call('HSET', hk, 'd', ARGV[2])
 call('SADD', HOSTS, ARGV[1])
 call('HINCRBY', META, 'done', tonumber(ARGV[2]) - before)

@@ -28,14 +28,15 @@ local function call(...)
   return r
 end
 
--- A number read from a key; damage if it is not one (nil stays nil when optional).
-local function num(value, where, optional)
+-- A number read from ``key`` (``what``: 'field F', 'score'); damage if it is not one (nil stays nil when
+-- optional). The place is named only when it is damage: a step reads many numbers.
+local function num(value, key, what, optional)
   if value == false or value == nil then
     if optional then return nil end
-    damaged(where .. ' is missing')
+    damaged(key .. ' ' .. what .. ' is missing')
   end
   local n = tonumber(value)
-  if n == nil or n ~= n then damaged(where .. ' is ' .. string.format('%q', value) .. ', not a number') end
+  if n == nil or n ~= n then damaged(key .. ' ' .. what .. ' is ' .. string.format('%q', value) .. ', not a number') end
   return n
 end
 
@@ -79,10 +80,10 @@ local function crawl_settings(extra)
   if call('EXISTS', SENTINEL) == 0 then
     damaged(SENTINEL .. ' is gone: Redis evicted keys of the crawl or something deleted them')
   end
-  local pending = num(s[5], META .. ' field pending')
-  local inflight = num(s[6], META .. ' field inflight')
-  delayed_now = num(s[7], META .. ' field delayed')
-  local seq = num(s[8], META .. ' field seq')
+  local pending = num(s[5], META, 'field pending')
+  local inflight = num(s[6], META, 'field inflight')
+  delayed_now = num(s[7], META, 'field delayed')
+  local seq = num(s[8], META, 'field seq')
   local leased = call('ZCARD', LEASE)
   if leased ~= inflight then
     damaged(LEASE .. ' holds ' .. leased .. ' leases but ' .. META .. ' counts ' .. inflight .. ' in flight')
@@ -101,13 +102,13 @@ local function crawl_settings(extra)
     damaged(DELAYED .. ' holds ' .. waiting .. ' requests but ' .. META .. ' counts ' .. delayed_now .. ' delayed')
   end
   if checked then call('HSET', META, 'policy_at', tostring(now)) end
-  local per_host = num(s[3], META .. ' field per_host', true) or 0
+  local per_host = num(s[3], META, 'field per_host', true) or 0
   if per_host <= 0 then per_host = nil end
   local more = {}
   for k = 1, #(extra or {}) do more[k] = s[SETTINGS + k] end
-  return {lifo = s[1] == 'lifo', delay = num(s[2], META .. ' field delay', true) or 0, per_host = per_host,
+  return {lifo = s[1] == 'lifo', delay = num(s[2], META, 'field delay', true) or 0, per_host = per_host,
           idle = s[4] == 'idle', pending = pending, inflight = inflight, now = now, paused = s[10] ~= false,
-          seq = seq, pushed = num(s[11], META .. ' field pushed', true) or 0, extra = more}
+          seq = seq, pushed = num(s[11], META, 'field pushed', true) or 0, extra = more}
 end
 
 local function id_of(seq, lifo)
@@ -131,17 +132,17 @@ end
 local function target(host, h, hk, q, now, cs)
   local top = call('ZRANGE', q, 0, 0, 'WITHSCORES')
   if #top == 0 then return nil end
-  local inflight = num(h[2], hk .. ' field i', true) or 0
+  local inflight = num(h[2], hk, 'field i', true) or 0
   if cs.per_host and inflight >= cs.per_host then return nil end
-  local budget = num(h[6], hk .. ' field bu', true)
-  if budget and (num(h[3], hk .. ' field d', true) or 0) + inflight >= budget then return nil end
-  local delay = num(h[4], hk .. ' field dl', true) or cs.delay
+  local budget = num(h[6], hk, 'field bu', true)
+  if budget and (num(h[3], hk, 'field d', true) or 0) + inflight >= budget then return nil end
+  local delay = num(h[4], hk, 'field dl', true) or cs.delay
   local wake = 0
-  if h[7] and delay > 0 then wake = num(h[7], hk .. ' field t') + delay end
-  local blocked = num(h[5], hk .. ' field b', true) or 0
+  if h[7] and delay > 0 then wake = num(h[7], hk, 'field t') + delay end
+  local blocked = num(h[5], hk, 'field b', true) or 0
   if blocked > wake then wake = blocked end
   if wake > now then return nil, nil, wake end
-  local score = num(top[2], q .. ' score')
+  local score = num(top[2], q, 'score')
   if cs.idle then score = inflight * 8589934592 + score + 2147483648 end
   return top[1] .. host, score, nil
 end
@@ -149,28 +150,35 @@ end
 -- Put a host in the ready set or the waiting set as its state calls for (or in neither,
 -- when it has nothing pending or a count holds it back). A host already where it belongs is
 -- left there (a done, or a push behind its head, changes nothing of its place). ``popped``: one of
--- its requests was just handed out (taken from its queue): one more leased, one fewer pending, its
--- last hand-out now, written with its ready entry in one HSET.
+-- its requests was just handed out (taken from its queue, and its ready entry, this member, taken from the
+-- ready set): one more leased, one fewer pending, its last hand-out now, written with its ready entry in
+-- one HSET.
 local function place(host, now, cs, popped)
   local hk = P .. 'h:' .. host
   local q = P .. 'q:' .. host
   local h = call('HMGET', hk, 'r', 'i', 'd', 'dl', 'b', 'bu', 't', 'p')
   local fields = {}
   if popped then
-    h[2] = (num(h[2], hk .. ' field i', true) or 0) + 1
-    h[8] = (num(h[8], hk .. ' field p', true) or 0) - 1
+    h[2] = (num(h[2], hk, 'field i', true) or 0) + 1
+    h[8] = (num(h[8], hk, 'field p', true) or 0) - 1
     h[7] = tostring(now)
     fields = {'i', h[2], 'p', h[8], 't', h[7]}
   end
   if delayed_now == 0 then  -- nothing waits for a time: a host's pending count is its queue's length
-    local queued, pending = call('ZCARD', q), num(h[8], hk .. ' field p', true) or 0
+    local queued, pending = call('ZCARD', q), num(h[8], hk, 'field p', true) or 0
     if queued ~= pending then
       damaged(q .. ' holds ' .. queued .. ' requests but ' .. hk .. ' counts ' .. pending .. ' pending')
     end
   end
   local member, score, wake = target(host, h, hk, q, now, cs)
   local stays = false  -- already where it belongs
-  if h[1] then  -- ready (and so not waiting)
+  if popped then  -- it was ready, under the entry the pop took (and so not waiting)
+    if h[1] ~= popped then
+      damaged(READY .. ' named ' .. popped .. ' for ' .. host .. ', but ' .. hk .. ' field r names '
+              .. tostring(h[1]))
+    end
+    if not member then call('HDEL', hk, 'r') end  -- (else written below)
+  elseif h[1] then  -- ready (and so not waiting)
     if h[1] == member then
       local was = call('ZSCORE', READY, member)
       if not was then damaged(READY .. ' lost ' .. host .. ' (its entry ' .. h[1] .. ' is gone)') end
@@ -245,7 +253,8 @@ end
 
 -- Requests whose not_before has come join their host's queue; hosts whose time has come wake.
 local function release(now, limit, touched)
-  local ids = call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit)
+  local ids = {}  -- (nothing delayed, as the checked count says: nothing to read)
+  if delayed_now > 0 then ids = call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, limit) end
   for _, id in ipairs(ids) do
     local priority, host = head(call('HGET', REQ, id), id)
     call('ZREM', DELAYED, id)
@@ -265,10 +274,10 @@ end
 local function held_for_ever(host)
   local hk = P .. 'h:' .. host
   local h = call('HMGET', hk, 'b', 'bu', 'd', 'i')
-  if (num(h[1], hk .. ' field b', true) or 0) >= FOREVER then return true end
-  local budget = num(h[2], hk .. ' field bu', true)
-  return budget ~= nil and (num(h[4], hk .. ' field i', true) or 0) == 0
-         and (num(h[3], hk .. ' field d', true) or 0) >= budget
+  if (num(h[1], hk, 'field b', true) or 0) >= FOREVER then return true end
+  local budget = num(h[2], hk, 'field bu', true)
+  return budget ~= nil and (num(h[4], hk, 'field i', true) or 0) == 0
+         and (num(h[3], hk, 'field d', true) or 0) >= budget
 end
 
 -- The due time of the first request waiting for a time whose host waiting alone can free
@@ -312,7 +321,7 @@ local function audit(pending)
   for _, host in ipairs(call('SMEMBERS', HOSTS)) do
     local q, hk = P .. 'q:' .. host, P .. 'h:' .. host
     local n = call('ZCARD', q)
-    local counted = num(call('HGET', hk, 'p'), hk .. ' field p', true) or 0
+    local counted = num(call('HGET', hk, 'p'), hk, 'field p', true) or 0
     if delayed_now == 0 and n ~= counted then
       damaged(q .. ' holds ' .. n .. ' requests but ' .. hk .. ' counts ' .. counted .. ' pending')
     end

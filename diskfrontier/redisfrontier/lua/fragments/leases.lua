@@ -34,3 +34,18 @@ local function forget_finished(id, hk)
   call('HINCRBY', hk, 'd', 1)
   call('HDEL', hk, 'f')
 end
+
+-- Request ``id`` done (its lease ended and it is finished, as end_lease then forget_finished do), with its
+-- host's counts read once and written in one HSET: for the dones a POP applies first.
+local function end_done(id, touched)
+  local priority, host = head(call('HGET', REQ, id), id)
+  local hk = P .. 'h:' .. host
+  if call('ZREM', LEASE, id) == 0 then lease_missing(id) end
+  call('HDEL', OWNER, id)
+  call('HDEL', REQ, id)
+  local h = call('HMGET', hk, 'i', 'd', 'f')
+  call('HSET', hk, 'i', (num(h[1], hk, 'field i', true) or 0) - 1, 'd', (num(h[2], hk, 'field d', true) or 0) + 1)
+  if h[3] then call('HDEL', hk, 'f') end
+  touched[host] = true
+  return priority, host
+end

@@ -36,16 +36,16 @@ local function seen_open(read)
   if not s[1] and s[9] and string.sub(s[9], 1, 1) ~= '1' then
     damaged(META .. ' field seen_layout is missing (a crawl of format ' .. s[9] .. ' names the layout of its seen set)')
   end
-  SEEN = {layout = s[1] or 'hash', count = num(s[5], META .. ' field seen'), fresh = 0, checked = {},
+  SEEN = {layout = s[1] or 'hash', count = num(s[5], META, 'field seen'), fresh = 0, checked = {},
           mapped = s[10] ~= false}
   if SEEN.layout == 'set64' then
-    SEEN.level = num(s[2], META .. ' field seen_level')
-    SEEN.split = num(s[3], META .. ' field seen_split')
-    SEEN.fill = num(s[4], META .. ' field seen_fill')
+    SEEN.level = num(s[2], META, 'field seen_level')
+    SEEN.split = num(s[3], META, 'field seen_split')
+    SEEN.fill = num(s[4], META, 'field seen_fill')
   elseif SEEN.layout == 'bloom' then
-    SEEN.rate = num(s[6], META .. ' field bloom_rate')
-    SEEN.n = num(s[7], META .. ' field bloom_filters')
-    SEEN.last = num(s[8], META .. ' field bloom_last')
+    SEEN.rate = num(s[6], META, 'field bloom_rate')
+    SEEN.n = num(s[7], META, 'field bloom_filters')
+    SEEN.last = num(s[8], META, 'field bloom_last')
     SEEN.f = {}
     if SEEN.n > 0 then
       local names = {}
