@@ -24,8 +24,9 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     now_ double precision := now_s();
-    crawl_delay double precision := setting_delay();
-    crawl_per_host integer := setting_per_host();
+    crawl_delay double precision;
+    crawl_per_host integer;
+    paused boolean;
     h record;
     r record;
     l bigint;
@@ -37,7 +38,13 @@ DECLARE
     br bigint := p_bound_rank;
     recheck double precision := NULL;
 BEGIN
-    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+    -- the crawl's settings and whether it is paused, in one read
+    SELECT (max(m.value #>> '{}') FILTER (WHERE m.name = 'delay'))::double precision,
+           (max(m.value #>> '{}') FILTER (WHERE m.name = 'per_host'))::integer,
+           coalesce(bool_or(m.value <> 'null'::jsonb) FILTER (WHERE m.name = 'paused_since'), false)
+      INTO crawl_delay, crawl_per_host, paused
+      FROM meta m WHERE m.name IN ('delay', 'per_host', 'paused_since');
+    IF paused THEN
         RETURN;
     END IF;
     IF p_maintain AND reclaim(p_fifo, 100) + wake(p_fifo, 100) > 0 THEN
@@ -124,12 +131,18 @@ CREATE OR REPLACE FUNCTION next_ready() RETURNS double precision
 LANGUAGE plpgsql AS $$
 DECLARE
     now_ double precision := now_s();
-    crawl_delay double precision := setting_delay();
-    crawl_per_host integer := setting_per_host();
+    crawl_delay double precision;
+    crawl_per_host integer;
+    paused boolean;
     best double precision;
     t double precision;
 BEGIN
-    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+    SELECT (max(m.value #>> '{}') FILTER (WHERE m.name = 'delay'))::double precision,
+           (max(m.value #>> '{}') FILTER (WHERE m.name = 'per_host'))::integer,
+           coalesce(bool_or(m.value <> 'null'::jsonb) FILTER (WHERE m.name = 'paused_since'), false)
+      INTO crawl_delay, crawl_per_host, paused
+      FROM meta m WHERE m.name IN ('delay', 'per_host', 'paused_since');
+    IF paused THEN
         RETURN now_ + 0.25;
     END IF;
     SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0))) INTO best
