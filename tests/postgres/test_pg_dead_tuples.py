@@ -91,7 +91,7 @@ def _row_changes(url: str, schema: str, table: str) -> tuple[int, int, int]:
     return found
 
 
-def test_the_counters_take_rows_and_change_none_while_vacuum_is_held_back(postgres_url, crawl_name):
+def test_the_counters_take_rows_and_change_none_while_vacuum_is_held_back(postgres_url, crawl_name, sql):
     """Under a held horizon a counter changed in place gains a version at each step, and each step's lookup of
     it walks them all; here a step inserts, and only a fold (a client's beat) deletes, in bulk."""
     count = 300
@@ -116,6 +116,5 @@ def test_the_counters_take_rows_and_change_none_while_vacuum_is_held_back(postgr
     assert updated == 0, f"{updated} counter rows were changed in place"
     with PostgresFrontier(postgres_url, crawl=crawl_name, renew=False) as again:  # its open's beat folds them
         assert again.stats()["done"] == count
-    with psycopg.connect(postgres_url) as conn:
-        rows = conn.execute(f'SELECT count(*), count(DISTINCT name) FROM "{schema}".counters').fetchone()
+    [rows] = sql("SELECT count(*), count(DISTINCT name) FROM counters")
     assert rows[0] == rows[1], f"{rows[0]} rows for {rows[1]} counters after a fold"
