@@ -15,8 +15,9 @@ from ..core.errors import FormatError, FrontierError
 from . import sql
 from .connection import Database, shown_url
 
-FORMAT = 1
-"""The format of a crawl's tables this version makes and reads."""
+FORMAT = 2
+"""The format of a crawl's tables this version makes and reads (2: ``counters`` rows are inserted, never
+changed; a crawl of format 1 is brought to 2 at open, ``_upgrade``)."""
 ORDERS = ("lifo", "fifo")
 
 
@@ -74,6 +75,8 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
             raise FormatError(f"crawl {db.crawl!r} at {shown_url(db.url)} is of format {found}, made by a later "
                               f"version of diskfrontier; this version reads up to format {FORMAT}: upgrade "
                               f"diskfrontier (pip install -U 'diskfrontier[postgres]')")
+        if found < FORMAT:
+            _upgrade(conn, schema, found)
         if meta.get("code") != sql.code_version():
             conn.execute(psql.SQL("SET LOCAL search_path TO {}, public").format(schema))
             older = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = "
@@ -97,6 +100,15 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
                              (_json(value), name))
                 meta[name] = value
     return Opened(order, float(meta.get("delay") or 0.0), int(meta.get("per_host") or 0), made)
+
+
+def _upgrade(conn: Any, schema: Any, found: int) -> None:
+    """Bring a crawl's tables from format ``found`` to ``FORMAT`` (in the open's transaction, under its lock)."""
+    from psycopg import sql as psql
+
+    if found < 2:  # 1 -> 2: counters take a row a step, so their key goes
+        conn.execute(psql.SQL("ALTER TABLE {}.counters DROP CONSTRAINT IF EXISTS counters_pkey").format(schema))
+    conn.execute(psql.SQL("UPDATE {}.meta SET value = %s WHERE name = 'format'").format(schema), (_json(FORMAT),))
 
 
 def _json(value: Any) -> Any:

@@ -2,7 +2,8 @@
 indexes, dead, until the oldest snapshot ends, and an index read from its front walks all of them at every pop
 (the loss of SKIP LOCKED queues under a held horizon). A pop here reads a host's queue from the host's best
 request and the next best from below the one it took, and looks for a host from where its client's last pop
-took one: the index entries a pop reads stay a few however many dead ones lie in front of them."""
+took one: the index entries a pop reads stay a few however many dead ones lie in front of them. The counters
+take a row a step and change none, so that no step walks a counter's older versions."""
 
 from __future__ import annotations
 
@@ -80,3 +81,40 @@ def test_a_pop_reads_a_few_entries_of_the_hosts_order_however_many_dead_ones_lie
           f"the first quarter, {last * 1e6:.0f} us in the last ({last / first:.2f}x)")
     # a pop from the front would read every host's dead entries: about count / 2 a pop on average
     assert reads["hosts_best"] <= count / 15, f"{reads['hosts_best']:.0f} entries a pop: the dead ones were walked"
+
+
+def _row_changes(url: str, schema: str, table: str) -> tuple[int, int, int]:
+    """(rows inserted, updated, deleted) in ``table`` of ``schema`` (the server's statistics)."""
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables "
+                             "WHERE schemaname = %s AND relname = %s", (schema, table)).fetchone()
+    return found
+
+
+def test_the_counters_take_rows_and_change_none_while_vacuum_is_held_back(postgres_url, crawl_name, sql):
+    """Under a held horizon a counter changed in place gains a version at each step, and each step's lookup of
+    it walks them all; here a step inserts, and only a fold (a client's beat) deletes, in bulk."""
+    count = 300
+    schema = f"df_{crawl_name}"
+    frontier = PostgresFrontier(postgres_url, crawl=crawl_name, renew=False)
+    frontier.push_many(Request(f"https://h{i % 5}.example/{i}") for i in range(count))
+    with psycopg.connect(postgres_url) as holder:  # the long transaction
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT txid_current()")
+        for _ in range(count):
+            request = frontier.pop()
+            assert request is not None
+            frontier.done(request)
+        frontier.close()
+        holder.rollback()
+    deadline = time.monotonic() + 10
+    while sum(_row_changes(postgres_url, schema, "counters")[:2]) < count:
+        assert time.monotonic() < deadline, "the server's statistics never showed the dones' counters"
+        time.sleep(0.1)
+    inserted, updated, deleted = _row_changes(postgres_url, schema, "counters")
+    print(f"\n{count} pops and dones: {inserted} counter rows inserted, {updated} updated, {deleted} deleted")
+    assert updated == 0, f"{updated} counter rows were changed in place"
+    with PostgresFrontier(postgres_url, crawl=crawl_name, renew=False) as again:  # its open's beat folds them
+        assert again.stats()["done"] == count
+    [rows] = sql("SELECT count(*), count(DISTINCT name) FROM counters")
+    assert rows[0] == rows[1], f"{rows[0]} rows for {rows[1]} counters after a fold"

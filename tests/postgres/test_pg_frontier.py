@@ -118,8 +118,27 @@ def test_renewed_leases_outlive_their_length(open_crawl):
 def test_a_crawl_of_a_later_format_is_refused_by_name(open_crawl, sql):
     open_crawl().close()
     sql("UPDATE meta SET value = '99' WHERE name = 'format'")
-    with pytest.raises(FormatError, match=r"format 99.*reads up to format 1: upgrade diskfrontier"):
+    with pytest.raises(FormatError, match=r"format 99.*reads up to format 2: upgrade diskfrontier"):
         open_crawl()
+
+
+def test_a_crawl_of_format_1_is_brought_to_format_2_at_open_with_its_counts(open_crawl, sql):
+    f = open_crawl()
+    f.push_many(Request(f"https://a.example/{i}") for i in range(3))
+    f.done(f.pop())
+    f.close()
+    # format 1's counters: one row a counter and part, added to in place under this key
+    sql("SELECT fold_counters()")
+    sql("ALTER TABLE counters ADD PRIMARY KEY (name, part)")
+    sql("UPDATE meta SET value = '1' WHERE name = 'format'")
+    sql("UPDATE meta SET value = '\"older\"' WHERE name = 'code'")
+    f = open_crawl()
+    assert sql("SELECT value FROM meta WHERE name = 'format'") == [(2,)]
+    assert sql("SELECT count(*) FROM pg_constraint WHERE conrelid = 'counters'::regclass") == [(0,)]
+    f.done(f.pop())
+    f.done(f.pop())
+    stats = f.stats()
+    assert (stats["pushed"], stats["done"], stats["seen"]) == (3, 3, 3)
 
 
 def test_an_open_installs_this_versions_functions_once(open_crawl, sql):

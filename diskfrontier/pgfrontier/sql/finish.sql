@@ -26,13 +26,15 @@ BEGIN
         END LOOP;
         RETURN out;
     END IF;
-    FOR i IN
-        SELECT t.o FROM unnest(p_ids, p_lease_nos) WITH ORDINALITY AS t(v, n, o)
-          LEFT JOIN leases x ON x.id = t.v AND x.lease_no = t.n
-         ORDER BY CASE WHEN p_kind = 'release' THEN x.lease_no END, x.host, t.o
+    -- the leases ended, in one statement; then each host's row changed in the order every step locks them in
+    FOR l IN
+        WITH gone AS (
+            DELETE FROM leases x USING unnest(p_ids, p_lease_nos) WITH ORDINALITY AS t(v, n, o)
+             WHERE x.id = t.v AND x.lease_no = t.n
+            RETURNING x.*, t.o)
+        SELECT * FROM gone g ORDER BY CASE WHEN p_kind = 'release' THEN g.lease_no END, g.host, g.o
     LOOP
-        DELETE FROM leases WHERE id = p_ids[i] AND lease_no = p_lease_nos[i] RETURNING * INTO l;
-        CONTINUE WHEN NOT FOUND;
+        i := l.o;
         out[i] := 1;
         ok := ok + 1;
         IF p_counters IS NOT NULL AND p_counters[i] <> '' THEN

@@ -12,17 +12,32 @@ LANGUAGE sql STABLE AS $$ SELECT (value #>> '{}')::double precision FROM meta WH
 CREATE OR REPLACE FUNCTION setting_per_host() RETURNS integer
 LANGUAGE sql STABLE AS $$ SELECT (value #>> '{}')::integer FROM meta WHERE name = 'per_host' $$;
 
--- Add p_values to the counters p_names, in this backend's part.
+-- Add p_values to the counters p_names: rows inserted, none changed (tables.sql). In plpgsql, so that the
+-- INSERT's plan is made once a connection (a LANGUAGE sql function that is not inlined plans its body again
+-- at every call).
 CREATE OR REPLACE FUNCTION bump(p_names text[], p_values double precision[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO counters (name, part, value)
     SELECT t.n, (pg_backend_pid() % 16)::smallint, sum(t.v)
       FROM unnest(p_names, p_values) AS t(n, v)
      WHERE t.v <> 0
-     GROUP BY t.n
-     ORDER BY t.n
-    ON CONFLICT (name, part) DO UPDATE SET value = counters.value + excluded.value
-$$;
+     GROUP BY t.n;
+END $$;
+
+-- Replace the counters' rows by one row a counter, their sum; how many rows were folded. Two folds at once
+-- each take the rows the other did not (a row is deleted once): the sums stay whole.
+CREATE OR REPLACE FUNCTION fold_counters() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH gone AS (DELETE FROM counters RETURNING name, value),
+         summed AS (INSERT INTO counters (name, part, value)
+                    SELECT g.name, 0, sum(g.value) FROM gone g GROUP BY g.name)
+    SELECT count(*) INTO n FROM gone;
+    RETURN n;
+END $$;
 
 -- The id of host p_name, made if it is new.
 CREATE OR REPLACE FUNCTION host_id(p_name text) RETURNS integer

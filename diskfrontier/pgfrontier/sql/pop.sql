@@ -24,8 +24,9 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     now_ double precision := now_s();
-    crawl_delay double precision := setting_delay();
-    crawl_per_host integer := setting_per_host();
+    crawl_delay double precision;
+    crawl_per_host integer;
+    paused boolean;
     h record;
     r record;
     l bigint;
@@ -36,8 +37,35 @@ DECLARE
     bp integer := p_bound_priority;
     br bigint := p_bound_rank;
     recheck double precision := NULL;
+    -- The best ready host (from a bound, or from the front), locked. Cursors without a LIMIT, each read for one
+    -- row: their cached plans read the hosts' order from its index whatever the plan cache estimates of the
+    -- filters (a generic plan of "ORDER BY ... LIMIT 1" under those estimates read every host and sorted them).
+    bounded CURSOR (b_priority integer, b_rank bigint, t double precision, d double precision, ph integer) FOR
+        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid FROM hosts x
+         WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (b_priority, b_rank)
+           AND x.last_out + coalesce(x.delay, d) <= t
+           AND (x.blocked_until IS NULL OR x.blocked_until <= t)
+           AND (ph = 0 OR x.in_flight < ph)
+           AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
+         ORDER BY x.top_priority DESC, x.top_rank DESC
+         FOR UPDATE SKIP LOCKED;
+    front CURSOR (t double precision, d double precision, ph integer) FOR
+        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid FROM hosts x
+         WHERE x.ready_n > 0
+           AND x.last_out + coalesce(x.delay, d) <= t
+           AND (x.blocked_until IS NULL OR x.blocked_until <= t)
+           AND (ph = 0 OR x.in_flight < ph)
+           AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
+         ORDER BY x.top_priority DESC, x.top_rank DESC
+         FOR UPDATE SKIP LOCKED;
 BEGIN
-    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+    -- the crawl's settings and whether it is paused, in one read
+    SELECT (max(m.value #>> '{}') FILTER (WHERE m.name = 'delay'))::double precision,
+           (max(m.value #>> '{}') FILTER (WHERE m.name = 'per_host'))::integer,
+           coalesce(bool_or(m.value <> 'null'::jsonb) FILTER (WHERE m.name = 'paused_since'), false)
+      INTO crawl_delay, crawl_per_host, paused
+      FROM meta m WHERE m.name IN ('delay', 'per_host', 'paused_since');
+    IF paused THEN
         RETURN;
     END IF;
     IF p_maintain AND reclaim(p_fifo, 100) + wake(p_fifo, 100) > 0 THEN
@@ -47,16 +75,10 @@ BEGIN
     WHILE n < p_count LOOP
         got := false;
         IF bp IS NOT NULL THEN
-            SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid INTO h FROM hosts x
-             WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
-               AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
-               AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
-               AND (crawl_per_host = 0 OR x.in_flight < crawl_per_host)
-               AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
-             ORDER BY x.top_priority DESC, x.top_rank DESC
-             LIMIT 1
-             FOR UPDATE SKIP LOCKED;
+            OPEN bounded(bp, br, now_, crawl_delay, crawl_per_host);
+            FETCH bounded INTO h;
             got := FOUND;
+            CLOSE bounded;
             IF got THEN  -- the hosts passed over that time holds back: when the first is ready again
                 recheck := least(recheck, (
                     SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
@@ -67,16 +89,11 @@ BEGIN
             END IF;
         END IF;
         IF NOT got THEN  -- no bound, or nothing from it: from the front
-            SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid INTO h FROM hosts x
-             WHERE x.ready_n > 0
-               AND x.last_out + coalesce(x.delay, crawl_delay) <= now_
-               AND (x.blocked_until IS NULL OR x.blocked_until <= now_)
-               AND (crawl_per_host = 0 OR x.in_flight < crawl_per_host)
-               AND (x.budget IS NULL OR x.done + x.in_flight < x.budget)
-             ORDER BY x.top_priority DESC, x.top_rank DESC
-             LIMIT 1
-             FOR UPDATE SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
+            OPEN front(now_, crawl_delay, crawl_per_host);
+            FETCH front INTO h;
+            got := FOUND;
+            CLOSE front;
+            EXIT WHEN NOT got;
             -- the hosts in front of it that time holds back: when the first of them is ready again
             recheck := least(recheck, (
                 SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
@@ -124,12 +141,18 @@ CREATE OR REPLACE FUNCTION next_ready() RETURNS double precision
 LANGUAGE plpgsql AS $$
 DECLARE
     now_ double precision := now_s();
-    crawl_delay double precision := setting_delay();
-    crawl_per_host integer := setting_per_host();
+    crawl_delay double precision;
+    crawl_per_host integer;
+    paused boolean;
     best double precision;
     t double precision;
 BEGIN
-    IF (SELECT m.value <> 'null'::jsonb FROM meta m WHERE m.name = 'paused_since') THEN
+    SELECT (max(m.value #>> '{}') FILTER (WHERE m.name = 'delay'))::double precision,
+           (max(m.value #>> '{}') FILTER (WHERE m.name = 'per_host'))::integer,
+           coalesce(bool_or(m.value <> 'null'::jsonb) FILTER (WHERE m.name = 'paused_since'), false)
+      INTO crawl_delay, crawl_per_host, paused
+      FROM meta m WHERE m.name IN ('delay', 'per_host', 'paused_since');
+    IF paused THEN
         RETURN now_ + 0.25;
     END IF;
     SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0))) INTO best

@@ -40,12 +40,14 @@ BEGIN
     RETURN n;
 END $$;
 
--- Every client says it is there (BEAT), with the leases it renews for p_seconds: per lease 1, or 0 if lost.
+-- Every client says it is there (BEAT), with the leases it renews for p_seconds: per lease 1, or 0 if lost; and
+-- the counters' rows are folded into their sums.
 CREATE OR REPLACE FUNCTION beat(p_client text, p_info jsonb, p_ids bigint[], p_lease_nos bigint[],
                                 p_seconds double precision) RETURNS integer[]
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO clients (id, info, seen_at) VALUES (p_client, p_info, now_s())
     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at;
+    PERFORM fold_counters();
     RETURN finish('extend', p_ids, p_lease_nos, p_seconds, NULL, NULL, NULL, NULL, false);
 END $$;

@@ -1,4 +1,4 @@
--- The tables of one crawl, format 1 (docs/format.md, "PostgreSQL"). They live in the crawl's own schema,
+-- The tables of one crawl, format 2 (docs/format.md, "PostgreSQL"). They live in the crawl's own schema,
 -- df_<crawl>, which every connection of the crawl has as its search_path.
 
 -- What the crawl is: its format, its settings (order, delay, per_host), a pause, the code installed.
@@ -7,13 +7,14 @@ CREATE TABLE meta (
     value jsonb NOT NULL
 );
 
--- Counters added to by every client: each backend adds to its own part (its pid modulo 16), so that
--- clients finishing requests at once do not wait for one row; a read sums the parts.
+-- Counters added to by every client: a step inserts what it adds, one row a counter, and changes no row, so
+-- that clients finishing requests at once wait for no row, and no step walks a row's older versions while a
+-- long transaction holds vacuum back; a read sums the rows. fold_counters() (each client's beat) replaces
+-- them by their sums, in bulk. part: the backend that added (its pid modulo 16; 0 for a sum).
 CREATE TABLE counters (
     name text NOT NULL,
     part smallint NOT NULL,
-    value double precision NOT NULL,
-    PRIMARY KEY (name, part)
+    value double precision NOT NULL
 );
 
 -- The seen set: each fingerprint's 64-bit key (the key the job directory and Redis keep).
