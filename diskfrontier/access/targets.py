@@ -34,7 +34,17 @@ from ..pgfrontier import is_postgres_url
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
 
-__all__ = ["CrawlView", "HostCopy", "is_postgres_target", "is_redis_target", "open_target", "open_view"]
+__all__ = [
+    "CrawlView",
+    "HostCopy",
+    "backend_name",
+    "backend_of",
+    "is_postgres_target",
+    "is_redis_target",
+    "is_server_target",
+    "open_target",
+    "open_view",
+]
 
 
 def is_redis_target(target: str | os.PathLike[str]) -> bool:
@@ -47,11 +57,30 @@ def is_postgres_target(target: str | os.PathLike[str]) -> bool:
     return is_postgres_url(target)
 
 
+def backend_of(target: str | os.PathLike[str]) -> str:
+    """Which backend ``target`` names: ``"redis"``, ``"postgres"`` (a server's URL, whose crawls are named apart)
+    or ``"jobdir"`` (a job directory's path). The one place that tells them apart."""
+    if is_redis_target(target):
+        return "redis"
+    if is_postgres_target(target):
+        return "postgres"
+    return "jobdir"
+
+
+def is_server_target(target: str | os.PathLike[str]) -> bool:
+    """True if ``target`` is a server's URL (Redis or PostgreSQL), which takes a crawl's name beside it."""
+    return backend_of(target) != "jobdir"
+
+
+def backend_name(target: str | os.PathLike[str]) -> str:
+    """The backend of ``target`` as a message names it: "Redis", "PostgreSQL" or "job directory"."""
+    return {"redis": "Redis", "postgres": "PostgreSQL"}.get(backend_of(target), "job directory")
+
+
 def _check_crawl(target: str | os.PathLike[str], crawl: str | None) -> None:
-    if is_redis_target(target) or is_postgres_target(target):
+    if is_server_target(target):
         if crawl is None:
-            kind = "Redis" if is_redis_target(target) else "PostgreSQL"
-            raise ValueError(f"a {kind} URL names a server: give the crawl's name as crawl=")
+            raise ValueError(f"a {backend_name(target)} URL names a server: give the crawl's name as crawl=")
     elif crawl is not None:
         raise ValueError(f"crawl= names a crawl in Redis or PostgreSQL, and {os.fspath(target)} is a job directory")
 
