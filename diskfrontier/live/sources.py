@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..access.targets import backend_of, backend_name, is_server_target, open_target, open_view
+from ..access.targets import backend_name, backend_of, is_server_target, open_target, open_view
 from ..contract.protocol import FrontierProtocol
 from ..contract.snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, host_rank, snapshot
 from ..contract.values import FailedRequest, HostInfo
