@@ -12,6 +12,7 @@ directory (``peek``, ``export``) loads neither.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from ..jobdir.reader import (
 from ..pgfrontier import is_postgres_url
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
+
+log = logging.getLogger("diskfrontier")
 
 __all__ = [
     "CrawlView",
@@ -111,10 +114,34 @@ def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
     if is_postgres_target(url):
         from ..pgfrontier.frontier import PostgresFrontier
 
-        return PostgresFrontier(url, crawl=crawl, **options)
+        return PostgresFrontier(url, crawl=crawl, **_postgres_options(options))
     from ..redisfrontier.frontier import RedisFrontier
 
     return RedisFrontier(url, crawl=crawl, **options)
+
+
+# The options of RedisFrontier that a PostgreSQL crawl has no use for, and the value at which each asks for
+# nothing: given so, they are left out (a caller that opens either backend passes them as it is); given other
+# values, the open is refused. ``prefer`` is a preference, not a promise: "idle" (the Scrapy scheduler's choice
+# under Scrapy's default queue) is left out and logged.
+_REDIS_ONLY = {"prefer": ("priority", None), "shards": (None, 1), "wait_replicas": (0, None)}
+
+
+def _postgres_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for ``PostgresFrontier``: those of a Redis crawl that ask for nothing left out; ValueError for
+    one that asks for what a PostgreSQL crawl does not do."""
+    kept = dict(options)
+    for name, neutral in _REDIS_ONLY.items():
+        if name in kept:
+            value = kept.pop(name)
+            if name == "prefer" and value == "idle":
+                log.info("prefer='idle' does not apply to a PostgreSQL crawl: it hands out the best request of a "
+                         "ready host")
+            elif value not in neutral:
+                raise ValueError(f"{name}={value!r} is a setting of a Redis crawl; a PostgreSQL crawl has no such "
+                                 f"setting (it hands out the best request of a ready host, from one server): leave "
+                                 f"{name} out")
+    return kept
 
 
 # ------------------------------------------------------------------ read-only views
