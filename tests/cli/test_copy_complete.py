@@ -11,7 +11,15 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from diskfrontier import FailedRequest, Frontier, FrontierError, IncompleteCopy, PostgresFrontier, RedisFrontier, Request
+from diskfrontier import (
+    FailedRequest,
+    Frontier,
+    FrontierError,
+    IncompleteCopy,
+    PostgresFrontier,
+    RedisFrontier,
+    Request,
+)
 from diskfrontier.cli import main
 from diskfrontier.jobdir.reader import pending_requests
 from diskfrontier.transfer.copy import copy_crawl

@@ -1,8 +1,8 @@
 """Kill campaign: ``diskfrontier copy`` killed with SIGKILL at many points, job directory -> Redis,
-Redis -> job directory, job directory -> job directory, and to and from PostgreSQL. Every destination either does not open as
-a crawl (absent, or refused as an unfinished copy) or opens with exactly the source's pending and
-failed requests and seen set; after each kill the same command run again (itself killed once in a
-while first) finishes the copy, whatever the kill left."""
+Redis -> job directory, job directory -> job directory, and to and from PostgreSQL. Every destination
+either does not open as a crawl (absent, refused as an unfinished copy, or only its build left) or
+opens with exactly the source's pending and failed requests and seen set; after each kill the same
+command run again (itself killed once in a while first) finishes the copy, whatever the kill left."""
 
 from __future__ import annotations
 
