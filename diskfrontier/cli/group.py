@@ -1,11 +1,12 @@
 """The ``diskfrontier`` command: one click group, with the commands of each family added to it.
 
 Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
-or a PostgreSQL URL (``postgresql://``, ``postgres://``) with ``--crawl NAME``; the commands that work on a job directory's files refuse one. The families:
-``inspect`` (inspect, peek, hosts, failed), ``write`` (push, import, requeue-failed, host),
-``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume,
-drop), ``crawls`` (crawls, clients, release, delete: the crawls of a Redis server or a PostgreSQL database), ``demo`` and ``serve``
-(a live dashboard, ``live/``).
+or a PostgreSQL URL (``postgresql://``, ``postgres://``) with ``--crawl NAME``; the commands that
+work on a job directory's files refuse one. The families: ``inspect`` (inspect, peek, hosts,
+failed), ``write`` (push, import, requeue-failed, host), ``maintain`` (verify, compact,
+adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume, drop), ``crawls`` (crawls,
+clients, release, delete: the crawls of a Redis server or a PostgreSQL database), ``demo`` and
+``serve`` (a live dashboard, ``live/``).
 
 A family's module is imported when one of its commands is looked up (to run it, or for ``--help``),
 not when the group is: ``diskfrontier peek`` does not load the Redis backend, ``crawl()``, the

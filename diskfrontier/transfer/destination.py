@@ -236,8 +236,14 @@ class PostgresBuild:
             if settings.get("prefer", "priority") != "priority":
                 self.notes.append(f"the source's prefer={settings['prefer']!r} is not kept by a PostgreSQL crawl "
                                   f"(it hands out the best request of a ready host)")
-        self.frontier: PostgresFrontier = PostgresFrontier(url, crawl=self.build, create=True, new_order=order,
-                                                           order=order, delay=delay, per_host=per_host, renew=False)
+        try:  # a Ctrl-C once the build is made still drops it
+            self.frontier: PostgresFrontier = PostgresFrontier(url, crawl=self.build, create=True, new_order=order,
+                                                               order=order, delay=delay, per_host=per_host,
+                                                               renew=False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                building.drop(url, self.build)
+            raise
 
     def finish(self) -> None:
         """Close the build and move it into place."""
