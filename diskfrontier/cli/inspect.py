@@ -64,7 +64,7 @@ def inspect(jobdir: str, crawl: str | None, revisits: bool | None, as_json: bool
     """
     name = redis_crawl(jobdir, crawl)
     if name is not None:
-        _inspect_redis(jobdir, name, revisits, as_json)
+        _inspect_server(jobdir, name, revisits, as_json)
         return
     require_jobdir(jobdir)
     live = published_status(jobdir)
@@ -229,7 +229,7 @@ def _seen_layout(stats: dict[str, Any]) -> str:
     return f"{kind} in {stats.get('seen_buckets', 0):,} buckets"
 
 
-def _inspect_redis(url: str, crawl: str, revisits: bool | None, as_json: bool) -> None:
+def _inspect_server(url: str, crawl: str, revisits: bool | None, as_json: bool) -> None:
     with open_crawl(url, crawl) as frontier:
         stats = frontier.stats()
         ready = frontier.next_ready()
