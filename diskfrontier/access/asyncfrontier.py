@@ -1,4 +1,4 @@
-"""``AsyncFrontier``: either frontier (a job directory or a Redis crawl) for asyncio code.
+"""``AsyncFrontier``: any frontier (a job directory, or a crawl in Redis or PostgreSQL) for asyncio code.
 
 Every call of the frontier runs on a small thread pool that the ``AsyncFrontier`` owns, never on
 the event loop: a job directory's disk writes and a Redis round trip both leave the loop free.
@@ -44,8 +44,9 @@ class AsyncFrontier:
     """A frontier for asyncio code: every method of the contract as a coroutine, run off the loop.
 
     ``AsyncFrontier(target, crawl=None, **options)`` opens the frontier at ``target`` when entered
-    (``async with``) or at ``await open()``: a job directory's path, or a Redis URL with the crawl's
-    name as ``crawl`` (the options are those of ``Frontier`` or ``RedisFrontier``); leaving the
+    (``async with``) or at ``await open()``: a job directory's path, or a Redis or PostgreSQL URL with the
+    crawl's name as ``crawl`` (the options are those of ``Frontier``, ``RedisFrontier`` or
+    ``PostgresFrontier``); leaving the
     ``async with`` closes it. ``AsyncFrontier(frontier)`` wraps a frontier already open, which
     stays the caller's: closing the ``AsyncFrontier`` then only stops its threads.
 

@@ -12,6 +12,7 @@ directory (``peek``, ``export``) loads neither.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +35,19 @@ from ..pgfrontier import is_postgres_url
 from ..redisfrontier import is_redis_url
 from ..request.model import Request
 
-__all__ = ["CrawlView", "HostCopy", "is_postgres_target", "is_redis_target", "open_target", "open_view"]
+log = logging.getLogger("diskfrontier")
+
+__all__ = [
+    "CrawlView",
+    "HostCopy",
+    "backend_name",
+    "backend_of",
+    "is_postgres_target",
+    "is_redis_target",
+    "is_server_target",
+    "open_target",
+    "open_view",
+]
 
 
 def is_redis_target(target: str | os.PathLike[str]) -> bool:
@@ -47,11 +60,30 @@ def is_postgres_target(target: str | os.PathLike[str]) -> bool:
     return is_postgres_url(target)
 
 
+def backend_of(target: str | os.PathLike[str]) -> str:
+    """Which backend ``target`` names: ``"redis"``, ``"postgres"`` (a server's URL, whose crawls are named apart)
+    or ``"jobdir"`` (a job directory's path). The one place that tells them apart."""
+    if is_redis_target(target):
+        return "redis"
+    if is_postgres_target(target):
+        return "postgres"
+    return "jobdir"
+
+
+def is_server_target(target: str | os.PathLike[str]) -> bool:
+    """True if ``target`` is a server's URL (Redis or PostgreSQL), which takes a crawl's name beside it."""
+    return backend_of(target) != "jobdir"
+
+
+def backend_name(target: str | os.PathLike[str]) -> str:
+    """The backend of ``target`` as a message names it: "Redis", "PostgreSQL" or "job directory"."""
+    return {"redis": "Redis", "postgres": "PostgreSQL"}.get(backend_of(target), "job directory")
+
+
 def _check_crawl(target: str | os.PathLike[str], crawl: str | None) -> None:
-    if is_redis_target(target) or is_postgres_target(target):
+    if is_server_target(target):
         if crawl is None:
-            kind = "Redis" if is_redis_target(target) else "PostgreSQL"
-            raise ValueError(f"a {kind} URL names a server: give the crawl's name as crawl=")
+            raise ValueError(f"a {backend_name(target)} URL names a server: give the crawl's name as crawl=")
     elif crawl is not None:
         raise ValueError(f"crawl= names a crawl in Redis or PostgreSQL, and {os.fspath(target)} is a job directory")
 
@@ -82,10 +114,34 @@ def open_shared(url: str, crawl: str, **options: Any) -> SharedFrontierProtocol:
     if is_postgres_target(url):
         from ..pgfrontier.frontier import PostgresFrontier
 
-        return PostgresFrontier(url, crawl=crawl, **options)
+        return PostgresFrontier(url, crawl=crawl, **_postgres_options(options))
     from ..redisfrontier.frontier import RedisFrontier
 
     return RedisFrontier(url, crawl=crawl, **options)
+
+
+# The options of RedisFrontier that a PostgreSQL crawl has no use for, and the value at which each asks for
+# nothing: given so, they are left out (a caller that opens either backend passes them as it is); given other
+# values, the open is refused. ``prefer`` is a preference, not a promise: "idle" (the Scrapy scheduler's choice
+# under Scrapy's default queue) is left out and logged.
+_REDIS_ONLY = {"prefer": ("priority", None), "shards": (None, 1), "wait_replicas": (0, None)}
+
+
+def _postgres_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for ``PostgresFrontier``: those of a Redis crawl that ask for nothing left out; ValueError for
+    one that asks for what a PostgreSQL crawl does not do."""
+    kept = dict(options)
+    for name, neutral in _REDIS_ONLY.items():
+        if name in kept:
+            value = kept.pop(name)
+            if name == "prefer" and value == "idle":
+                log.info("prefer='idle' does not apply to a PostgreSQL crawl: it hands out the best request of a "
+                         "ready host")
+            elif value not in neutral:
+                raise ValueError(f"{name}={value!r} is a setting of a Redis crawl; a PostgreSQL crawl has no such "
+                                 f"setting (it hands out the best request of a ready host, from one server): leave "
+                                 f"{name} out")
+    return kept
 
 
 # ------------------------------------------------------------------ read-only views

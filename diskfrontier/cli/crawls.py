@@ -1,5 +1,5 @@
-"""Commands that manage the crawls of a Redis server: crawls (list them), clients (of one crawl),
-release (give a client's leases back now) and delete (one crawl, whole)."""
+"""Commands that manage the crawls of a server (Redis or PostgreSQL): crawls (list them), clients (of one
+crawl), release (give a client's leases back now) and delete (one crawl, whole)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import Any
 
 import click
 
-from ..access.targets import open_shared
+from ..access.servers import crawl_clients, crawl_summaries, release_leases
+from ..access.targets import backend_of, open_shared
 from ..core.errors import FrontierError
-from ..redisfrontier.connection import is_redis_url, shown_url
-from ..redisfrontier.management import ClientInfo, summaries
-from ..redisfrontier.management import clients as client_list
-from ..redisfrontier.management import release as release_leases
+from ..redisfrontier.connection import shown_url
+from ..redisfrontier.management import ClientInfo
 from .jsonout import echo_json
 from .support import JSON_OPTION, check_crawl_option, human_bytes, one_line_errors, redis_call_errors
 
@@ -21,9 +20,10 @@ CRAWL = click.option("--crawl", required=True, metavar="NAME", callback=check_cr
 
 
 def _redis_only(url: str) -> None:
-    if not is_redis_url(url):
-        raise click.BadParameter(f"{url} is not a Redis URL (redis://host:6379/0); a job directory is a folder: "
-                                 f"inspect it, or remove the folder", param_hint="URL")
+    if backend_of(url) == "jobdir":
+        raise click.BadParameter(f"{url} is not a Redis URL (redis://host:6379/0) or a PostgreSQL URL "
+                                 f"(postgresql://user@host:5432/db); a job directory is a folder: inspect it, or "
+                                 f"remove the folder", param_hint="URL")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -36,18 +36,21 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 @click.command()
 @click.argument("url")
-@click.option("--no-memory", is_flag=True, help="Do not measure each crawl's memory (a SCAN of all its keys).")
+@click.option("--no-memory", is_flag=True, help="Do not measure each crawl's memory (Redis: a SCAN of all its keys; "
+                                                "PostgreSQL: the size of its tables).")
 @JSON_OPTION
 @one_line_errors
 def crawls(url: str, no_memory: bool, as_json: bool) -> None:
-    """List the crawls on the Redis server at URL: pending, in flight, done, failed, seen, the live
-    clients, and the memory of their keys.
+    """List the crawls on the Redis server or in the PostgreSQL database at URL: pending, in flight, done,
+    failed, seen, the live clients, and the memory of their keys (PostgreSQL: the disk their tables and
+    indexes take).
 
     Example: diskfrontier crawls redis://localhost:6379/0
+             diskfrontier crawls postgresql://crawler@db:5432/crawls
     """
     _redis_only(url)
     with redis_call_errors():
-        found = summaries(url, memory=not no_memory)
+        found = crawl_summaries(url, memory=not no_memory)
     if as_json:
         echo_json([{**{k: v for k, v in crawl.to_dict().items() if k != "memory"}, "memory_bytes": crawl.memory}
                    for crawl in found])
@@ -55,7 +58,8 @@ def crawls(url: str, no_memory: bool, as_json: bool) -> None:
     if not found:
         click.echo(f"no crawls on {shown_url(url)}")
         return
-    header = ("crawl", "pending", "in flight", "done", "failed", "seen", "clients", "memory")
+    header = ("crawl", "pending", "in flight", "done", "failed", "seen", "clients",
+              "disk" if backend_of(url) == "postgres" else "memory")
     rows = [(c.name + (" (paused)" if c.paused else ""), f"{c.pending:,}", f"{c.in_flight:,}", f"{c.done:,}",
              f"{c.failed:,}", f"{c.seen:,}", f"{c.clients:,}", "-" if c.memory is None else human_bytes(c.memory))
             for c in found]
@@ -74,10 +78,11 @@ def clients(url: str, crawl: str, as_json: bool) -> None:
     without renewal: within its lease).
 
     Example: diskfrontier clients redis://localhost:6379/0 --crawl news
+             diskfrontier clients postgresql://crawler@db:5432/crawls --crawl news
     """
     _redis_only(url)
     with redis_call_errors():
-        found = client_list(url, crawl)
+        found = crawl_clients(url, crawl)
     if as_json:
         echo_json([_client_document(client) for client in found])
         return
@@ -112,6 +117,7 @@ def release(url: str, crawl: str, client: str | None, expired: bool, force: bool
     or hangs; a live client is refused unless --force); --expired: every lease that has run out.
 
     Example: diskfrontier release redis://localhost:6379/0 --crawl news --client 3f9a1c0b2d4e-4242
+             diskfrontier release postgresql://crawler@db:5432/crawls --crawl news --expired
     """
     _redis_only(url)
     if (client is None) == (not expired):
@@ -141,9 +147,11 @@ def _leases(count: int) -> str:
 @one_line_errors
 def delete(url: str, crawl: str, yes: bool, as_json: bool) -> None:
     """Delete the crawl NAME from the Redis server at URL: every key of it (SCAN and UNLINK in batches,
-    never KEYS), its requests, leases, seen set and hosts. Asks first, unless --yes.
+    never KEYS), its requests, leases, seen set and hosts. Asks first, unless --yes. In PostgreSQL:
+    its schema (df_NAME), every table of it, at once.
 
     Example: diskfrontier delete redis://localhost:6379/0 --crawl old-news --yes
+             diskfrontier delete postgresql://crawler@db:5432/crawls --crawl old-news --yes
     """
     _redis_only(url)
     with redis_call_errors():
@@ -155,5 +163,7 @@ def delete(url: str, crawl: str, yes: bool, as_json: bool) -> None:
         deleted = frontier.drop_crawl()
     if as_json:
         echo_json({"crawl": crawl, "deleted_keys": deleted})
+    elif backend_of(url) == "postgres":
+        click.echo(f"deleted crawl {crawl!r}: its schema and {deleted:,} tables and sequences")
     else:
         click.echo(f"deleted crawl {crawl!r}: {deleted:,} keys")

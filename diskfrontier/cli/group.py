@@ -1,11 +1,12 @@
 """The ``diskfrontier`` command: one click group, with the commands of each family added to it.
 
 Where a command takes JOBDIR it also takes a Redis URL (``redis://``, ``rediss://``, ``unix://``)
-with ``--crawl NAME``; the commands that work on a job directory's files refuse one. The families:
-``inspect`` (inspect, peek, hosts, failed), ``write`` (push, import, requeue-failed, host),
-``maintain`` (verify, compact, adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume,
-drop), ``crawls`` (crawls, clients, release, delete: the crawls of a Redis server), ``demo`` and ``serve``
-(a live dashboard, ``live/``).
+or a PostgreSQL URL (``postgresql://``, ``postgres://``) with ``--crawl NAME``; the commands that
+work on a job directory's files refuse one. The families: ``inspect`` (inspect, peek, hosts,
+failed), ``write`` (push, import, requeue-failed, host), ``maintain`` (verify, compact,
+adopt-scrapy), ``transfer`` (export, copy), ``steer`` (pause, resume, drop), ``crawls`` (crawls,
+clients, release, delete: the crawls of a Redis server or a PostgreSQL database), ``demo`` and
+``serve`` (a live dashboard, ``live/``).
 
 A family's module is imported when one of its commands is looked up (to run it, or for ``--help``),
 not when the group is: ``diskfrontier peek`` does not load the Redis backend, ``crawl()``, the
@@ -103,10 +104,11 @@ class LazyCommands(MutableMapping[str, click.Command]):
 @click.version_option(package_name="diskfrontier")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the frontier does (recovery, compaction).")
 def main(verbose: bool) -> None:
-    """Inspect, verify, seed and compact diskfrontier job directories, and Redis crawls.
+    """Inspect, verify, seed and compact diskfrontier job directories, and Redis and PostgreSQL crawls.
 
     Where a command takes JOBDIR, a Redis URL with --crawl NAME names a crawl of the Redis
-    backend instead (diskfrontier inspect redis://localhost:6379/0 --crawl news).
+    backend instead (diskfrontier inspect redis://localhost:6379/0 --crawl news), and a
+    PostgreSQL URL one of the PostgreSQL backend (postgresql://user@host:5432/db --crawl news).
 
     Example: diskfrontier demo crawls/demo && diskfrontier inspect crawls/demo
     """

@@ -14,12 +14,13 @@ from typing import Any
 
 import click
 
+from ..access.servers import crawl_clients
+from ..access.targets import backend_of
 from ..core.errors import JobDirCorrupt
 from ..jobdir.hostmeta import HEALTH_NAME, read_health
 from ..jobdir.inbox import Survey, survey
 from ..jobdir.layout import FORMAT_VERSION
 from ..jobdir.reader import failed_requests, inspect_jobdir, published_status
-from ..redisfrontier.management import clients as client_list
 from ..request.model import Request, retries_text
 from ..request.revisit import RevisitSummary, overdue
 from ..transfer.jsonlines import request_to_json
@@ -53,16 +54,17 @@ from .support import (
 def inspect(jobdir: str, crawl: str | None, revisits: bool | None, as_json: bool) -> None:
     """Show the state of JOBDIR without changing it (safe on a live crawl).
 
-    With a Redis URL and --crawl: the crawl's counts and settings, its hosts and what
-    waits for a time (leases that ran out are given back, as any client's call does).
+    With a Redis or PostgreSQL URL and --crawl: the crawl's counts and settings, its hosts and
+    what waits for a time (leases that ran out are given back, as any client's call does).
 
     \b
     Example: diskfrontier inspect crawls/shop --json
              diskfrontier inspect redis://localhost:6379/0 --crawl news
+             diskfrontier inspect postgresql://crawler@db:5432/crawls --crawl news
     """
     name = redis_crawl(jobdir, crawl)
     if name is not None:
-        _inspect_redis(jobdir, name, revisits, as_json)
+        _inspect_server(jobdir, name, revisits, as_json)
         return
     require_jobdir(jobdir)
     live = published_status(jobdir)
@@ -218,30 +220,33 @@ def _checkpoint_row(at: int | None, written: float | None) -> str:
 
 
 def _seen_layout(stats: dict[str, Any]) -> str:
-    """How a Redis crawl keeps its seen set, in a few words."""
+    """How a Redis or PostgreSQL crawl keeps its seen set, in a few words."""
+    if stats.get("backend") == "postgres":
+        return "64-bit keys in the seen table"
     if stats.get("seen_layout") == "bloom":
         return f"Bloom filters: {stats.get('bloom_filters', 0)}; a new URL may be taken for seen"
     kind = "64-bit keys" if stats.get("seen_layout") == "set64" else "whole fingerprints, earlier layout"
     return f"{kind} in {stats.get('seen_buckets', 0):,} buckets"
 
 
-def _inspect_redis(url: str, crawl: str, revisits: bool | None, as_json: bool) -> None:
+def _inspect_server(url: str, crawl: str, revisits: bool | None, as_json: bool) -> None:
     with open_crawl(url, crawl) as frontier:
         stats = frontier.stats()
         ready = frontier.next_ready()
         failing = dict(sorted(((h.host, h.failures) for h in frontier.hosts() if h.failures),
                               key=lambda item: (-item[1], item[0])))
-    live_clients = sum(1 for client in client_list(url, crawl) if client.live)
+    live_clients = sum(1 for client in crawl_clients(url, crawl) if client.live)
     for own in ("leased_here", "lease", "prefetched", "acks_lost", "acks_failed"):  # this command's own client
         stats.pop(own, None)
     counted = _revisits(url, crawl, revisits, stats["pending"])
     if as_json:
         echo_json(redis_document(url, crawl, stats, ready, live_clients, failing, counted))
         return
-    per_host = "no limit" if stats["per_host"] is None else f"{stats['per_host']:,}"
+    per_host = "no limit" if not stats["per_host"] else f"{stats['per_host']:,}"
+    prefer = f", prefer {stats['prefer']}" if "prefer" in stats else ""
     rows: list[tuple[str, Any]] = [
-        ("redis", shown_url(url)), ("crawl", crawl), ("order", stats["order"]),
-        ("settings", f"delay {stats['delay']:g}s, per host {per_host}, prefer {stats['prefer']}"),
+        (backend_of(url), shown_url(url)), ("crawl", crawl), ("order", stats["order"]),
+        ("settings", f"delay {stats['delay']:g}s, per host {per_host}{prefer}"),
         ("pending", f"{stats['pending']:,}"), ("in flight", f"{stats['in_flight']:,} leased by clients"),
         ("done", f"{stats['done']:,}"),
         ("failed", f"{stats['failed']:,}" + (f" (diskfrontier failed {shown_url(url)} --crawl {crawl} lists them)"
@@ -282,9 +287,9 @@ def peek(jobdir: str, crawl: str | None, count: int, priority: int | None, due: 
     with its time). It is the pop order while no host rule holds a request back; a delay,
     per_host, a block or a budget may hand them out in another order (see `hosts`).
 
-    A Redis crawl (a URL and --crawl) hands out the best request of a host that is ready,
-    so its pending requests (not those leased) are shown by priority, highest first,
-    which is not always the order they are handed out in.
+    A Redis or PostgreSQL crawl (a URL and --crawl) hands out the best request of a host
+    that is ready, so its pending requests (not those leased) are shown by priority,
+    highest first, which is not always the order they are handed out in.
 
     Example: diskfrontier peek crawls/shop -n 5 --priority 10
              diskfrontier peek crawls/news --due -n 10
@@ -379,7 +384,8 @@ def _peek_redis(url: str, crawl: str, count: int, priority: int | None, as_json:
         return
     if not shown:
         return
-    click.echo(f"{len(shown):,} of {matching:,} pending, by priority (highest first): a Redis crawl hands out the "
+    kind = "a PostgreSQL" if backend_of(url) == "postgres" else "a Redis"
+    click.echo(f"{len(shown):,} of {matching:,} pending, by priority (highest first): {kind} crawl hands out the "
                f"best request of a ready host, so this is not always pop order")
     _show_requests(shown)
 
@@ -404,7 +410,7 @@ def hosts(jobdir: str, crawl: str | None, sort: str, count: int, revisits: bool,
     """List the hosts of JOBDIR: pending and done requests, delay, budget, consecutive failures and block
     (read-only).
 
-    With a Redis URL and --crawl, the JSON form also gives each host's requests in flight.
+    With a Redis or PostgreSQL URL and --crawl, the JSON form also gives each host's requests in flight.
 
     Example: diskfrontier hosts crawls/shop --sort done -n 10
     """
@@ -468,6 +474,7 @@ def failed_command(jobdir: str, crawl: str | None, count: int, as_json: bool) ->
     \b
     Example: diskfrontier failed crawls/shop -n 50 --json
              diskfrontier failed redis://localhost:6379/0 --crawl shop
+             diskfrontier failed postgresql://crawler@db:5432/crawls --crawl shop
     """
     name = redis_crawl(jobdir, crawl)
     failed: Any

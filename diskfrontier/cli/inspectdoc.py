@@ -118,16 +118,18 @@ def live_document(path: str, live: dict[str, Any], state_text: str, failing: dic
 
 def redis_document(url: str, crawl: str, stats: dict[str, Any], ready: float | None, live_clients: int,
                    failing: dict[str, int], counted: RevisitSummary | None) -> dict[str, Any]:
-    """A Redis crawl, from its ``stats()``, ``next_ready()`` and the clients that are live."""
+    """A Redis or PostgreSQL crawl, from its ``stats()``, ``next_ready()`` and the clients that are live."""
     state = "running" if live_clients else "idle"
     text = f"{live_clients:,} live client{'s' * (live_clients != 1)}" if live_clients else "no live client"
     return _document(
-        backend="redis", target=shown_url(url), crawl=crawl, state=state, state_text=text, pid=None, machine=None,
+        backend=stats.get("backend", "redis"), target=shown_url(url), crawl=crawl, state=state, state_text=text,
+        pid=None, machine=None,
         status_at=time.time(), format_version=None, order=stats["order"], created_at=None,
         paused=stats["paused_since"] is not None, paused_at=stats["paused_since"], pending=stats["pending"],
         pending_by_priority=_by_priority(stats.get("pending_by_priority") or {}), in_flight=stats["in_flight"],
         done=stats["done"], failed=stats["failed"], seen=stats["seen"],
         seen_exact=stats.get("seen_layout") != "bloom", delayed=stats["delayed"], dropped=stats["dropped"],
         hosts=stats["hosts"], hosts_ready=stats["ready_hosts"], next_ready_at=ready, next_due_at=None,
-        settings={"delay": stats["delay"], "per_host": stats["per_host"], "prefer": stats["prefer"]},
+        settings={"delay": stats["delay"], "per_host": stats["per_host"] or None,
+                  "prefer": stats.get("prefer", "priority")},
         storage=None, run=None, failing_hosts=failing, inbox=None, revisits=_revisits(counted))

@@ -7,15 +7,14 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import NoReturn
 
 import click
 
+from ..access.checking import Verified, verify_target
 from ..jobdir.frontier import Frontier
 from ..jobdir.maintenance.compaction import Compacted
-from ..jobdir.maintenance.verify import verify
 from ..jobdir.replay import Progress
-from ..redisfrontier.verify import verify_crawl
+from ..redisfrontier.connection import shown_url
 from ..transfer.adopt import adopt_scrapy
 from .jsonout import echo_json
 from .options import EXISTING_JOBDIR
@@ -47,7 +46,8 @@ def compact_jobdir(path: str | os.PathLike[str],
 @EXISTING_JOBDIR
 @CRAWL_OPTION
 @click.option("--repair", is_flag=True, help="Rewrite damaged files keeping every intact record (Redis: rebuild "
-                                             "the crawl's indexes from its stored requests).")
+                                             "the crawl's indexes from its stored requests; PostgreSQL: set its "
+                                             "counts and orders again from its rows).")
 @JSON_OPTION
 @one_line_errors
 def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) -> None:
@@ -58,44 +58,46 @@ def verify_command(jobdir: str, crawl: str | None, repair: bool, as_json: bool) 
     requests (stop the crawl's clients first) and sets aside, in the crawl's 'bad' hash, what
     cannot be decoded.
 
+    A PostgreSQL crawl: check each host's counts and best request, each request's rank, every
+    stored record and the failed counter against its rows, in one read-only snapshot; --repair
+    sets the counts, ranks and counter again from the rows (in one transaction that holds the
+    clients' writes meanwhile: stop them first) and names what the rows cannot tell (a record
+    that does not decode, a row whose host is gone), which it leaves in place.
+
     Example: diskfrontier verify crawls/shop --repair
              diskfrontier verify redis://localhost:6379/0 --crawl news --repair
+             diskfrontier verify postgresql://crawler@db:5432/crawls --crawl news --repair
     """
     name = redis_crawl(jobdir, crawl)
-    if name is not None:
-        _verify_redis(jobdir, name, repair, as_json)
-    require_jobdir(jobdir)
-    with progress_bar("verifying") as progress:
-        report = verify(jobdir, repair=repair, progress=progress)
-    if as_json:
-        echo_json({
-            "backend": "jobdir", "sound": report.sound, "checked": report.records, "repaired": report.repaired,
-            "dropped_bytes": report.dropped_bytes, "kept": None, "notes": report.notes, "set_aside": report.set_aside,
-            "findings": [{"where": f.file, "offset": f.offset, "problem": f.problem} for f in report.findings],
-        })
+    if name is None:
+        require_jobdir(jobdir)
+        with progress_bar("verifying") as progress:
+            report = verify_target(jobdir, repair=repair, progress=progress)
     else:
-        _echo_report(report.findings, report.notes, report.sound, report.repaired,
-                     f"sound: {report.records:,} journal records checked",
-                     f"repaired: kept every intact record, dropped {report.dropped_bytes:,} damaged bytes; "
-                     f"the queues are rebuilt at the next open")
+        report = verify_target(jobdir, name, repair=repair)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        _echo_report(report.findings, report.notes, report.sound, report.repaired, *_verdicts(report))
     sys.exit(0 if report.sound else 1)
 
 
-def _verify_redis(url: str, crawl: str, repair: bool, as_json: bool) -> NoReturn:
-    report = verify_crawl(url, crawl, repair=repair)
-    if as_json:
-        echo_json({
-            "backend": "redis", "sound": report.sound, "checked": report.requests, "repaired": report.repaired,
-            "dropped_bytes": None, "kept": report.kept, "notes": report.notes, "set_aside": report.set_aside,
-            "findings": [{"where": f.key, "offset": None, "problem": f.problem} for f in report.findings],
-        })
-    else:
+def _verdicts(report: Verified) -> tuple[str, str]:
+    """The lines ``verify`` ends with when the crawl is sound, and when it was repaired."""
+    if report.backend == "jobdir":
+        return (f"sound: {report.checked:,} journal records checked",
+                f"repaired: kept every intact record, dropped {report.dropped_bytes or 0:,} damaged bytes; "
+                f"the queues are rebuilt at the next open")
+    if report.backend == "redis":
         aside = f"; set aside: {', '.join(report.set_aside)}" if report.set_aside else ""
-        _echo_report(report.findings, report.notes, report.sound, report.repaired,
-                     f"sound: {report.requests:,} stored requests checked",
-                     f"repaired: rebuilt the indexes and counts of crawl {crawl!r} from its "
-                     f"{report.kept:,} stored requests{aside}")
-    sys.exit(0 if report.sound else 1)
+        return (f"sound: {report.checked:,} stored requests checked",
+                f"repaired: rebuilt the indexes and counts of crawl {report.crawl!r} from its "
+                f"{report.kept or 0:,} stored requests{aside}")
+    left = sum(1 for note in report.notes if note.startswith("not repaired"))
+    rest = f"; {left:,} problem{'s' * (left != 1)} left (see the notes)" if left else ""
+    return (f"sound: {report.checked:,} rows of crawl {report.crawl!r} at {shown_url(report.target)} checked",
+            f"repaired: set the counts, ranks and counters of crawl {report.crawl!r} again from its "
+            f"{report.checked:,} rows{rest}")
 
 
 def _echo_report(findings: Iterable[object], notes: Iterable[str], sound: bool, repaired: bool, sound_line: str,
@@ -119,12 +121,15 @@ def _echo_report(findings: Iterable[object], notes: Iterable[str], sound: bool, 
 def compact(jobdir: str, crawl: str | None, as_json: bool) -> None:
     """Rewrite the journal and queues to hold only what is pending (atomic).
 
-    A job directory only: a Redis crawl keeps no journal (a done request's keys are deleted at once).
+    A job directory only: a Redis or PostgreSQL crawl keeps no journal (a done request's keys or row
+    are deleted at once).
 
     Example: diskfrontier compact crawls/shop
     """
     refuse_redis(jobdir, "compact rewrites the journal of a job directory, and a Redis crawl has none (it deletes "
-                         "a done request's keys at once)")
+                         "a done request's keys at once)",
+                 "compact rewrites the journal of a job directory, and a PostgreSQL crawl has none (it deletes a "
+                 "done request's row at once, and the server's vacuum reclaims its space)")
     redis_crawl(jobdir, crawl)
     require_jobdir(jobdir)
     result, pending = compact_jobdir(jobdir, lambda: progress_bar("compacting"))

@@ -29,7 +29,7 @@ def _revisited(target: str, crawl: str | None) -> Iterator[Request]:
 
 
 def revisit_summary(target: str, crawl: str | None, now: float | None = None) -> RevisitSummary:
-    """The revisits of the pending requests of a job directory or a Redis crawl."""
+    """The revisits of the pending requests of a job directory or a Redis or PostgreSQL crawl."""
     now = time.time() if now is None else now
     return summarize((request.revisit for request in _revisited(target, crawl)), now)
 

@@ -92,7 +92,7 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> It
 @one_line_errors
 def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: tuple[str, ...],
           allow_control: bool, log: str | None, interval: float, history: float, as_json: bool) -> None:
-    """Serve a live dashboard of TARGET (a job directory, or a Redis URL with --crawl) over HTTP.
+    """Serve a live dashboard of TARGET (a job directory, or a Redis or PostgreSQL URL with --crawl) over HTTP.
 
     The page (/) shows pending, in flight, done, failed and the done rate as charts, the
     busiest hosts, the latest failures, when the next request is ready and whether the
@@ -107,6 +107,7 @@ def serve(target: str, crawl: str | None, host: str, port: int, allowed_hosts: t
     \b
     Example: diskfrontier serve crawls/shop
              diskfrontier serve redis://localhost:6379/0 --crawl news --port 9000
+             diskfrontier serve postgresql://crawler@db:5432/crawls --crawl news
              diskfrontier serve crawls/shop --listen 0.0.0.0 --allow-control --allowed-host crawler.lan
     """
     name = redis_crawl(target, crawl)

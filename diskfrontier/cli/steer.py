@@ -43,7 +43,7 @@ def wait_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def run_command(target: str, crawl: str | None, verb: str, args: dict[str, Any],
                 direct: Callable[[FrontierProtocol], dict[str, Any]], *, no_wait: bool,
                 timeout: float) -> dict[str, Any] | None:
-    """Apply a command: directly (a Redis crawl, or a job directory nobody holds), or through the
+    """Apply a command: directly (a Redis or PostgreSQL crawl, or a job directory nobody holds), or through the
     inbox of the crawl that holds the job directory. Its summary; None with ``no_wait`` (queued)."""
     if crawl is None:
         require_jobdir(target)
@@ -66,7 +66,8 @@ def run_command(target: str, crawl: str | None, verb: str, args: dict[str, Any],
 
 
 def state_command(func: Callable[..., Any]) -> click.Command:
-    """A command of JOBDIR (or a Redis crawl) with no options of its own but --no-wait, --timeout and --json."""
+    """A command of JOBDIR (or a Redis or PostgreSQL crawl) with no options of its own but --no-wait, --timeout
+    and --json."""
     for decorator in (one_line_errors, JSON_OPTION, wait_options, CRAWL_OPTION, EXISTING_JOBDIR):
         func = decorator(func)
     return click.command()(func)

@@ -1,6 +1,6 @@
 """What every ``diskfrontier`` command shares: one-line errors, exit codes, the job directory
-check, Redis targets (a URL and ``--crawl``), tables, sizes, progress bars, output files
-written whole."""
+check, crawls on a server (a Redis or PostgreSQL URL and ``--crawl``), tables, sizes, progress bars,
+output files written whole."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..access.targets import CrawlView, open_target, open_view
+from ..access.targets import CrawlView, backend_name, is_server_target, open_target, open_view
 from ..core.errors import FrontierError
 from ..files.safefs import create_exclusive, unique_temp
-from ..redisfrontier.connection import check_crawl_name, is_redis_url, shown_url
+from ..redisfrontier.connection import check_crawl_name, shown_url
 from ..transfer.destination import MARKER
 
 if TYPE_CHECKING:
@@ -210,9 +210,9 @@ def whole_file(output: str) -> Iterator[IO[str]]:
         raise
 
 
-# ------------------------------------------------------------------ Redis targets
+# ------------------------------------------------------------------ crawls on a server
 class TargetUsageError(click.UsageError):
-    """A Redis URL without its crawl, or a crawl name beside a job directory: bad usage (exit code 2),
+    """A server's URL without its crawl, or a crawl name beside a job directory: bad usage (exit code 2),
     shown as the one line ``Error: ...``."""
 
     def show(self, file: IO[Any] | None = None) -> None:
@@ -220,8 +220,8 @@ class TargetUsageError(click.UsageError):
 
 
 class JobDirOrRedis(click.ParamType):
-    """A job directory (checked as ``click.Path(file_okay=False)`` checks it) or a Redis URL
-    (``redis://``, ``rediss://`` or ``unix://``), taken as it is."""
+    """A job directory (checked as ``click.Path(file_okay=False)`` checks it) or a server's URL: Redis
+    (``redis://``, ``rediss://`` or ``unix://``) or PostgreSQL (``postgresql://``, ``postgres://``), taken as it is."""
 
     name = "jobdir"
 
@@ -229,7 +229,7 @@ class JobDirOrRedis(click.ParamType):
         self.path = click.Path(exists=exists, file_okay=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and is_redis_url(value):
+        if isinstance(value, str) and is_server_target(value):
             return value
         return self.path.convert(value, param, ctx)
 
@@ -246,18 +246,20 @@ def check_crawl_option(ctx: click.Context, param: click.Parameter, value: str | 
 
 CRAWL_OPTION = click.option(
     "--crawl", metavar="NAME", default=None, callback=check_crawl_option,
-    help="The crawl to use when JOBDIR is a Redis URL (redis://host:6379/0); required then.")
+    help="The crawl to use when JOBDIR is a Redis URL (redis://host:6379/0) or a PostgreSQL URL "
+         "(postgresql://user@host:5432/db); required then.")
 # For the commands that work on a job directory's files only: --crawl is accepted so that a
-# Redis URL is refused with the reason, not with "no such option".
+# server's URL is refused with the reason, not with "no such option".
 FILES_ONLY_CRAWL_OPTION = click.option("--crawl", default=None, hidden=True)
 
 
 def redis_crawl(target: str, crawl: str | None) -> str | None:
-    """The crawl to use if ``target`` is a Redis URL, None if it is a job directory;
+    """The crawl to use if ``target`` is a server's URL (Redis or PostgreSQL), None if it is a job directory;
     ``TargetUsageError`` if ``--crawl`` is missing for a URL or given for a directory."""
-    if is_redis_url(target):
+    if is_server_target(target):
         if crawl is None:
-            raise TargetUsageError(f"{shown_url(target)} is a Redis URL: name the crawl in it with --crawl NAME")
+            raise TargetUsageError(f"{shown_url(target)} is a {backend_name(target)} URL: name the crawl in it with "
+                                   f"--crawl NAME")
         return crawl
     if crawl is not None:
         raise TargetUsageError(f"--crawl names a crawl in Redis, and {target} is a job directory; give a Redis "
@@ -265,16 +267,20 @@ def redis_crawl(target: str, crawl: str | None) -> str | None:
     return None
 
 
-def refuse_redis(target: str, why: str) -> None:
-    """FrontierError (one line, exit code 1) if ``target`` is a Redis URL: ``why`` says what the
-    command needs that a Redis crawl does not have."""
-    if is_redis_url(target):
-        raise FrontierError(f"{shown_url(target)} is a Redis URL; {why}")
+def refuse_redis(target: str, why: str, postgres: str | None = None) -> None:
+    """FrontierError (one line, exit code 1) if ``target`` is a server's URL: ``why`` says what the command
+    needs that a Redis crawl does not have, ``postgres`` what a PostgreSQL crawl does not have (None: ``why``,
+    its words "Redis crawl" made "PostgreSQL crawl")."""
+    if is_server_target(target):
+        kind = backend_name(target)
+        if kind == "PostgreSQL":
+            why = postgres if postgres is not None else why.replace("Redis crawl", "PostgreSQL crawl")
+        raise FrontierError(f"{shown_url(target)} is a {kind} URL; {why}")
 
 
 @contextmanager
 def redis_call_errors() -> Iterator[None]:
-    """A ValueError or TypeError of the Redis backend (a setting out of its range) as a FrontierError,
+    """A ValueError or TypeError of a server's backend (a setting out of its range) as a FrontierError,
     so that it ends the command with one line."""
     try:
         yield
@@ -284,9 +290,9 @@ def redis_call_errors() -> Iterator[None]:
 
 def open_crawl(target: str, crawl: str | None, *, create: bool = False, shards: int | None = None) -> FrontierProtocol:
     """The frontier of a command's target: the job directory ``target`` (locked: refused while a crawl
-    holds it) when ``crawl`` is None, else the crawl ``crawl`` at the Redis URL ``target``, keeping its
-    settings; ``create``: a Redis crawl is made if it does not exist (else FrontierError naming it), with
-    ``shards`` shards (None: one; an existing crawl must have that many)."""
+    holds it) when ``crawl`` is None, else the crawl ``crawl`` at the Redis or PostgreSQL URL ``target``, keeping
+    its settings; ``create``: the crawl is made if it does not exist (else FrontierError naming it), a Redis one
+    with ``shards`` shards (None: one; an existing crawl must have that many)."""
     if crawl is None:
         if shards is not None:
             raise TargetUsageError(f"--shards is for a Redis crawl, and {target} is a job directory")
@@ -294,12 +300,15 @@ def open_crawl(target: str, crawl: str | None, *, create: bool = False, shards: 
     with redis_call_errors():
         if shards is None:
             return open_target(target, crawl, create=create)
+        if backend_name(target) != "Redis":
+            raise TargetUsageError(f"--shards is for a Redis crawl, and {shown_url(target)} is a "
+                                   f"{backend_name(target)} URL")
         return open_target(target, crawl, create=create, shards=shards)
 
 
 def open_crawl_view(target: str, crawl: str | None, *, priority: int | None = None,
                     failed: bool = True, pop_order: bool = False) -> CrawlView:
-    """A read-only view of a command's target (a job directory read without its lock, or a Redis crawl),
+    """A read-only view of a command's target (a job directory read without its lock, or a crawl on a server),
     of one ``priority`` if given; ``failed=False``: a job directory's failed requests are read only if
     asked for; ``pop_order``: its pending requests as ``pop`` would take them (``targets.open_view``)."""
     with redis_call_errors():

@@ -65,11 +65,12 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
          no_budget: bool, no_wait: bool, timeout: float, as_json: bool) -> None:
     """Change the settings of one HOST of JOBDIR, while a crawl runs or not; with no option, show them.
 
-    A Redis crawl (a URL and --crawl) takes the change at once, while its clients run.
+    A Redis or PostgreSQL crawl (a URL and --crawl) takes the change at once, while its clients run.
 
     \b
     Example: diskfrontier host crawls/shop shop.example --delay 2 --block-for 600
              diskfrontier host redis://localhost:6379/0 shop.example --crawl news --block
+             diskfrontier host postgresql://crawler@db:5432/crawls shop.example --crawl news --delay 2
     """
     name = redis_crawl(jobdir, crawl)
     if name is None:
@@ -86,7 +87,8 @@ def host(jobdir: str, host: str, crawl: str | None, delay: float | None, default
     if budget is not None and no_budget:
         raise click.UsageError("give --budget or --no-budget, not both")
     if name is not None and budget is not None and budget > REDIS_MAX_BUDGET:
-        raise click.BadParameter(f"{budget} is more than a Redis crawl keeps (2**53 - 1)", param_hint="'--budget'")
+        raise click.BadParameter(f"{budget} is more than a Redis or PostgreSQL crawl keeps (2**53 - 1)",
+                                 param_hint="'--budget'")
     changed = any(blocks) or delay is not None or default_delay or budget is not None or no_budget
     args: dict[str, Any] = {"host": host}
     if delay is not None:
@@ -263,14 +265,15 @@ def push(jobdir: str, urls: tuple[str, ...], crawl: str | None, file: IO[str] | 
 
     URLs are arguments, or one a line of --file; a lone - reads them from stdin. A bad
     line (not a URL, or two words) is reported with its number and the others still go
-    in, unless --strict. Exit code 1 when a line was bad. A Redis crawl (a URL and
-    --crawl) is made if it does not exist. While a crawl holds JOBDIR, the URLs go to it
+    in, unless --strict. Exit code 1 when a line was bad. A Redis or PostgreSQL crawl (a
+    URL and --crawl) is made if it does not exist. While a crawl holds JOBDIR, the URLs go to it
     through its inbox, and are reported once it applied them.
 
     \b
     Example: diskfrontier push crawls/shop https://shop.example/ --priority 10
              cat seeds.txt | diskfrontier push crawls/shop -
              diskfrontier push redis://localhost:6379/0 --crawl news https://news.example/
+             diskfrontier push postgresql://crawler@db:5432/crawls --crawl news https://news.example/
     """
     name = redis_crawl(jobdir, crawl)
     if urls == ("-",):
@@ -368,8 +371,8 @@ def _source_size(source: IO[str]) -> int:
 def import_command(jobdir: str, source: IO[str], crawl: str | None, shards: int | None, as_json: bool) -> None:
     """Push the requests of a JSON-lines file (as written by export); - for stdin.
 
-    JOBDIR is created if missing or empty (a Redis crawl, given as a URL and --crawl, if
-    it does not exist). {"$seen": ...} lines (export --seen) mark
+    JOBDIR is created if missing or empty (a Redis or PostgreSQL crawl, given as a URL and
+    --crawl, if it does not exist). {"$seen": ...} lines (export --seen) mark
     their fingerprint seen and queue nothing. A bad line is reported with its number
     and the others still go in (exit code 1).
 

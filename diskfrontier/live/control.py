@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..access.targets import is_redis_target, open_target
+from ..access.targets import is_server_target, open_target
 from ..contract.checks import MAX_SECONDS, check_host
 from ..core.errors import FrontierError, JobDirLocked
 from ..jobdir.delivery import NotApplied, deliver
@@ -143,18 +143,18 @@ def apply_control(target: str, crawl: str | None, verb: str, args: dict[str, Any
     """
     if verb not in VERBS:
         raise ControlError(400, f"unknown action {verb!r:.40}: one of {', '.join(VERBS)}")
-    redis = is_redis_target(target)
+    server = is_server_target(target)
     host = _host(args) if verb in ("block", "unblock", "delay") else None
     seconds = _seconds(args, "seconds", required=False) if verb in ("block", "delay") else None
     seeds = _seeds(args) if verb == "push" else []
-    if not redis and not os.path.isfile(os.path.join(target, "frontier.json")):
+    if not server and not os.path.isfile(os.path.join(target, "frontier.json")):
         raise ControlError(404, f"{target} is not a diskfrontier job directory (no frontier.json)")
     try:
-        frontier = open_target(target, crawl, create=False) if redis else open_target(target)
+        frontier = open_target(target, crawl, create=False) if server else open_target(target)
     except JobDirLocked:
         return _through_inbox(target, verb, host, seconds, seeds)
     except FrontierError as exc:
-        raise ControlError(404 if redis else 409, str(exc)) from None
+        raise ControlError(404 if server else 409, str(exc)) from None
     answer: dict[str, Any] = {"ok": True, "action": verb}
     try:
         with frontier:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..access.targets import is_redis_target, open_target, open_view
+from ..access.targets import backend_name, backend_of, is_server_target, open_target, open_view
 from ..contract.protocol import FrontierProtocol
 from ..contract.snapshot import LATEST_FAILURES, SNAPSHOT_VERSION, host_rank, snapshot
 from ..contract.values import FailedRequest, HostInfo
@@ -60,7 +60,7 @@ class Reading:
     """One look at a crawl: its snapshot, where it came from, and what it cost."""
 
     snapshot: dict[str, Any]
-    origin: str  # "redis", "status.json" (published by the holder) or "files" (read-only views)
+    origin: str  # "redis", "postgres", "status.json" (published by the holder) or "files" (read-only views)
     holder: int | None = None  # the pid holding a job directory (0: unknown), None if none
     note: str | None = None  # what a person should know about this data
     read_seconds: float = 0.0  # how long the last full read took
@@ -87,12 +87,12 @@ class Source(Protocol):
 
 
 def open_source(target: str, crawl: str | None) -> Source:
-    """The source of ``target``: a Redis crawl (a URL and ``crawl``) or a job directory."""
-    if is_redis_target(target):
+    """The source of ``target``: a crawl in Redis or PostgreSQL (a URL and ``crawl``) or a job directory."""
+    if is_server_target(target):
         if crawl is None:
-            raise ValueError("a Redis URL names a server: give the crawl's name as crawl=")
+            raise ValueError(f"a {backend_name(target)} URL names a server: give the crawl's name as crawl=")
         frontier = open_target(target, crawl, create=False)
-        return FrontierSource(frontier, f"{shown_url(target)} crawl {crawl}", origin="redis")
+        return FrontierSource(frontier, f"{shown_url(target)} crawl {crawl}", origin=backend_of(target))
     if crawl is not None:
         raise ValueError(f"crawl= names a crawl in Redis, and {target} is a job directory")
     return JobDirSource(target)

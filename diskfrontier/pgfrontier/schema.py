@@ -79,8 +79,8 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
             _upgrade(conn, schema, found)
         if meta.get("code") != sql.code_version():
             conn.execute(psql.SQL("SET LOCAL search_path TO {}, public").format(schema))
-            older = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = "
-                                 "%s::regnamespace", (db.schema,)).fetchall()
+            older = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = "
+                                 "p.pronamespace WHERE n.nspname = %s", (db.schema,)).fetchall()
             for (signature,) in older:  # another version's functions, whatever their arguments were
                 conn.execute(psql.SQL("DROP FUNCTION {}").format(psql.SQL(signature)))
             for _name, text in sql.functions():

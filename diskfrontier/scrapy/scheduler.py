@@ -17,8 +17,10 @@ Settings::
     DISKFRONTIER_PER_SLOT = None                # at most this many requests of a slot in flight
     DISKFRONTIER_RETRY = True                   # retries of RetryMiddleware go through Frontier.retry
     DISKFRONTIER_URL = None                     # "redis://host:6379/0": the crawl lives in Redis, shared
-                                                # by every process that names the same crawl (JOBDIR unused)
-    DISKFRONTIER_CRAWL = None                   # the crawl's name in Redis (default: the spider's name)
+                                                # by every process that names the same crawl (JOBDIR unused);
+                                                # "postgresql://user@host:5432/db": in PostgreSQL, likewise
+    DISKFRONTIER_CRAWL = None                   # the crawl's name in Redis or PostgreSQL (default: the
+                                                # spider's name)
     DISKFRONTIER_LEASE = 30                     # seconds a process holds a request before others take it
                                                 # back (renewed while Scrapy works on it)
     DISKFRONTIER_PREFETCH = 16                  # on Redis: requests leased per round trip, and finished
@@ -83,6 +85,10 @@ signalled (``request_dropped``) when its batch is stored. A request is marked do
 every request it produced is stored, so a kill loses none: the parent of a request that was
 still buffered is fetched again, and yields it again.
 
+On PostgreSQL (``DISKFRONTIER_URL = "postgresql://..."``) the scheduler works as on Redis: what is said
+of Redis here holds for it, but for ``DISKFRONTIER_PREFER = "idle"``, ``DISKFRONTIER_SHARDS`` and
+``DISKFRONTIER_WAIT_REPLICAS``, which it refuses (it hands out the best request of a ready host).
+
 On Redis (``DISKFRONTIER_URL``) any number of ``scrapy crawl`` processes share one crawl:
 one seen set, one queue per slot, leases instead of in-flight records. A process killed
 at any moment loses nothing: its requests come back to the others when their leases run
@@ -115,7 +121,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
-from ..access.targets import open_local, open_shared
+from ..access.targets import backend_name, open_local, open_shared
 from ..contract.outcomes import Outcome
 from ..contract.protocol import FrontierProtocol, LocalFrontierProtocol, SharedFrontierProtocol
 from ..core.errors import FrontierError
@@ -371,8 +377,9 @@ class Scheduler(BaseScheduler):
             self._pushes = PushBuffer(self.push_batch)
         stats = self.frontier.stats()
         self._resumed = stats["seen"] > 0
-        logger.info("crawl %r in Redis: %d pending, %d leased by its processes, %d done", crawl,
-                    stats["pending"], stats["in_flight"], stats["done"], extra={"spider": spider})
+        logger.info("crawl %r in %s: %d pending, %d leased by its processes, %d done", crawl,
+                    backend_name(self.url or ""), stats["pending"], stats["in_flight"], stats["done"],
+                    extra={"spider": spider})
 
     def close(self, reason: str) -> None:
         """Mark what the engine finished, checkpoint, and release JOBDIR."""

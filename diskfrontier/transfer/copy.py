@@ -1,4 +1,4 @@
-"""Copying a crawl between a job directory and Redis (either way, or between two of either).
+"""Copying a crawl between a job directory, Redis and PostgreSQL (any two of them, or two of one).
 
 What is copied: every pending request (a job directory's requests in flight at a crash or
 at its close, and a Redis crawl's leased ones, come over as pending) with its priority,
@@ -7,7 +7,8 @@ the whole seen set (the fingerprints of requests already done included); each ho
 delay, block and budget, and its done count.
 
 The source is only read: a job directory through the read-only views of ``jobinfo`` (no
-lock taken, so a live crawl is neither disturbed nor refused), a Redis crawl with scans.
+lock taken, so a live crawl is neither disturbed nor refused), a Redis crawl with scans, a PostgreSQL crawl
+page by page.
 The destination must be new or empty, and appears only when the copy is complete
 (``transfer/destination.py``): a copy stopped at any point is redone by running it again. Pending
 requests are pushed before the rest of the seen set is marked, so that a fingerprint
@@ -22,16 +23,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..access.targets import CrawlView, HostCopy, is_redis_target, open_view
+from ..access.targets import CrawlView, HostCopy, backend_name, is_server_target, open_view
 from ..contract.protocol import FrontierProtocol
 from ..contract.values import FailedRequest
 from ..core.errors import FrontierError
 from ..jobdir.recovery import Progress
 from ..request.model import Request
-from .destination import Build, JobDirBuild, RedisBuild
+from .destination import Build, JobDirBuild, PostgresBuild, RedisBuild
 
 BATCH = 10_000  # requests or fingerprints per push_many / mark_seen call
-REDIS_MAX_BUDGET = 2**53 - 1
+REDIS_MAX_BUDGET = 2**53 - 1  # the largest budget a Redis or PostgreSQL crawl keeps
 
 
 @dataclass
@@ -67,14 +68,14 @@ def describe(target: str, crawl: str | None) -> str:
 
 
 # ------------------------------------------------------------------ the copy
-def _check_hosts(hosts: Iterable[HostCopy], to_redis: bool) -> None:
-    """Refuse, before anything is written, a host setting the destination cannot hold."""
-    if not to_redis:
+def _check_hosts(hosts: Iterable[HostCopy], dst: str) -> None:
+    """Refuse, before anything is written, a host setting the destination ``dst`` cannot hold."""
+    if not is_server_target(dst):
         return
     for h in hosts:
         if h.budget is not None and h.budget > REDIS_MAX_BUDGET:
-            raise FrontierError(f"host {h.host!r} has a budget of {h.budget:,}; Redis keeps budgets up to "
-                                f"2**53 - 1: lower it in the source first (diskfrontier host ... --budget N)")
+            raise FrontierError(f"host {h.host!r} has a budget of {h.budget:,}; {backend_name(dst)} keeps budgets up "
+                                f"to 2**53 - 1: lower it in the source first (diskfrontier host ... --budget N)")
 
 
 def _batches(items: Iterable[Request]) -> Iterator[list[Request]]:
@@ -88,7 +89,7 @@ def _batches(items: Iterable[Request]) -> Iterator[list[Request]]:
         yield batch
 
 
-def _settings_note(report: CopyReport, source: CrawlView, to_jobdir: bool) -> None:
+def _settings_note(report: CopyReport, source: CrawlView, src: str, to_jobdir: bool) -> None:
     settings = source.settings
     if settings is None or not to_jobdir:
         return
@@ -100,8 +101,8 @@ def _settings_note(report: CopyReport, source: CrawlView, to_jobdir: bool) -> No
     if settings["prefer"] != "priority":
         own.append(f"prefer={settings['prefer']!r}")
     if own:
-        report.notes.append(f"the Redis crawl's settings ({', '.join(own)}) are not kept in a job directory: "
-                            f"pass them to Frontier() when the crawl is opened")
+        report.notes.append(f"the {backend_name(src)} crawl's settings ({', '.join(own)}) are not kept in a job "
+                            f"directory: pass them to Frontier() when the crawl is opened")
 
 
 def _copy(source: CrawlView, destination: FrontierProtocol, hosts: list[HostCopy], report: CopyReport,
@@ -167,8 +168,8 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
     FrontierError for a source that cannot be read, a destination that is not empty, or a
     failure while writing.
     """
-    if is_redis_target(src) != (from_crawl is not None) or is_redis_target(dst) != (to_crawl is not None):
-        raise ValueError("give from_crawl exactly when src is a Redis URL, and to_crawl when dst is one")
+    if is_server_target(src) != (from_crawl is not None) or is_server_target(dst) != (to_crawl is not None):
+        raise ValueError("give from_crawl exactly when src is a Redis or PostgreSQL URL, and to_crawl when dst is one")
     source = open_view(src, from_crawl)
     try:
         if source.dedupe == "bloom":
@@ -177,13 +178,18 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
                                 f"crawled again. Export its pending requests instead (diskfrontier export, without "
                                 f"--seen) and import them where you want them")
         hosts = source.host_copies()
-        _check_hosts(hosts, to_crawl is not None)
+        _check_hosts(hosts, dst)
         report = CopyReport(describe(src, from_crawl), describe(dst, to_crawl), source.order)
         build: Build
         if to_crawl is None:
             if shards is not None:
                 raise ValueError(f"shards= is for a Redis destination, and {dst} is a job directory")
             build = JobDirBuild(dst, source.order, report.source)
+        elif backend_name(dst) == "PostgreSQL":
+            if shards is not None:
+                raise ValueError(f"shards= is for a Redis destination, and {report.destination} is in PostgreSQL")
+            build = PostgresBuild(dst, to_crawl, order=source.order, settings=source.settings,
+                                  where=report.destination)
         else:
             expected = 2 * (source.seen_estimate() + source.pending_count())
             build = RedisBuild(dst, to_crawl, order=source.order, source=report.source, settings=source.settings,
@@ -197,10 +203,10 @@ def copy_crawl(src: str, dst: str, *, from_crawl: str | None = None, to_crawl: s
             if not isinstance(exc, (FrontierError, OSError, ValueError, TypeError)):
                 raise
             what = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
-            left = ("nothing of it was left" if to_crawl is None
-                    else "it is marked unfinished: run the same copy again to redo it")
+            left = ("it is marked unfinished: run the same copy again to redo it" if isinstance(build, RedisBuild)
+                    else "nothing of it was left")
             raise FrontierError(f"{what} (the copy to {report.destination} did not finish; {left})") from None
-        _settings_note(report, source, to_crawl is None)
+        _settings_note(report, source, src, to_crawl is None)
         if source.seen_bits is not None and to_crawl is None:
             report.notes.append(f"the source's seen set keeps {source.seen_bits} bits of each fingerprint: those of "
                                 f"requests no longer stored were written to requests.seen as their {source.seen_bits} "

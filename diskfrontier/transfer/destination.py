@@ -13,6 +13,9 @@
   that makes the crawl) until the last step removes the mark. Every open refuses a marked
   crawl (``IncompleteCopy``) but the copy's own; a rerun deletes the marked crawl's keys and
   starts again.
+* A PostgreSQL crawl is built as a crawl of another name (``pgfrontier/building.py``) whose
+  schema is renamed to the crawl's in one transaction at the end; a rerun drops a build left
+  by a copy that was stopped, and starts again.
 
 The frontier classes are imported when a build is made, so that the command line's check for the
 copy's marker (``MARKER``) does not load them.
@@ -34,6 +37,7 @@ from ..jobdir.layout import Layout, probe_lock
 
 if TYPE_CHECKING:
     from ..jobdir.frontier import Frontier
+    from ..pgfrontier.frontier import PostgresFrontier
     from ..redisfrontier.frontier import RedisFrontier
 
 TEMP_SUFFIX = ".diskfrontier-copy"
@@ -211,6 +215,53 @@ def _check_empty(frontier: RedisFrontier, where: str, order: str) -> None:
                             f"source is {order.upper()}: copy into a new crawl name")
 
 
-Build = JobDirBuild | RedisBuild
+class PostgresBuild:
+    """A PostgreSQL crawl built under the name ``building.build_name(crawl)`` and renamed to ``crawl`` by
+    ``finish``, with the source's order and its settings (delay, per-host limit) if it keeps any."""
 
-__all__ = ["MARKER", "TEMP_SUFFIX", "Build", "JobDirBuild", "RedisBuild", "build_path"]
+    def __init__(self, url: str, crawl: str, *, order: str, settings: dict[str, Any] | None, where: str) -> None:
+        from ..pgfrontier import building
+        from ..pgfrontier.frontier import PostgresFrontier
+
+        self.url, self.crawl, self.order, self.where = url, crawl, order, where
+        self.notes: list[str] = []
+        building.check_empty(url, crawl, order, where)
+        self.build = building.build_name(crawl)
+        if building.drop(url, self.build):
+            self.notes.append(f"an unfinished copy to {where} was found (crawl {self.build!r}): it was deleted and "
+                              f"the copy done again")
+        delay = per_host = None
+        if settings is not None:
+            delay, per_host = settings["delay"], settings["per_host"] or 0
+            if settings.get("prefer", "priority") != "priority":
+                self.notes.append(f"the source's prefer={settings['prefer']!r} is not kept by a PostgreSQL crawl "
+                                  f"(it hands out the best request of a ready host)")
+        try:  # a Ctrl-C once the build is made still drops it
+            self.frontier: PostgresFrontier = PostgresFrontier(url, crawl=self.build, create=True, new_order=order,
+                                                               order=order, delay=delay, per_host=per_host,
+                                                               renew=False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                building.drop(url, self.build)
+            raise
+
+    def finish(self) -> None:
+        """Close the build and move it into place."""
+        from ..pgfrontier import building
+
+        self.frontier.close()
+        building.move_into_place(self.url, self.build, self.crawl, self.order, self.where)
+
+    def abandon(self) -> None:
+        """Close and drop the unfinished build (after an error or an interrupt; a kill leaves it to the rerun)."""
+        from ..pgfrontier import building
+
+        with contextlib.suppress(Exception):
+            self.frontier.close()
+        with contextlib.suppress(Exception):
+            building.drop(self.url, self.build)
+
+
+Build = JobDirBuild | RedisBuild | PostgresBuild
+
+__all__ = ["MARKER", "TEMP_SUFFIX", "Build", "JobDirBuild", "PostgresBuild", "RedisBuild", "build_path"]

@@ -113,7 +113,7 @@ def test_ctrl_c_in_any_command_is_aborted_and_130(tmp_path, monkeypatch, command
         raise KeyboardInterrupt
 
     target = {"inspect": "cli.inspect.inspect_jobdir", "peek": "access.targets.pending_requests",
-              "verify": "cli.maintain.verify", "compact": "cli.maintain.compact_jobdir",
+              "verify": "jobdir.maintenance.verify.verify", "compact": "cli.maintain.compact_jobdir",
               "export": "access.targets.pending_requests"}[command]
     monkeypatch.setattr(f"diskfrontier.{target}", interrupted)
     result = CliRunner().invoke(main, [command, job])

@@ -11,13 +11,22 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from diskfrontier import FailedRequest, Frontier, FrontierError, IncompleteCopy, RedisFrontier, Request
+from diskfrontier import (
+    FailedRequest,
+    Frontier,
+    FrontierError,
+    IncompleteCopy,
+    PostgresFrontier,
+    RedisFrontier,
+    Request,
+)
 from diskfrontier.cli import main
 from diskfrontier.jobdir.reader import pending_requests
 from diskfrontier.transfer.copy import copy_crawl
 from diskfrontier.transfer.destination import MARKER, JobDirBuild, build_path
 
-PAIRS = ["job-job", "job-redis", "redis-job", "redis-redis"]
+PAIRS = ["job-job", "job-redis", "redis-job", "redis-redis", "job-postgres", "postgres-job", "redis-postgres",
+         "postgres-redis", "postgres-postgres"]
 
 
 def run(*args: str):
@@ -54,12 +63,12 @@ def failed_of(frontier) -> list[tuple]:
 
 
 class Side:
-    """One end of a copy: a job directory or a Redis crawl, with the arguments that name it."""
+    """One end of a copy: a job directory, a Redis crawl or a PostgreSQL crawl, with the arguments that name it."""
 
-    def __init__(self, kind: str, tmp_path, redis_url: str | None, name: str) -> None:
+    def __init__(self, kind: str, tmp_path, url: str | None, name: str) -> None:
         self.kind = kind
-        target = str(tmp_path / name) if kind == "job" else redis_url
-        assert target is not None, "a Redis side needs the server's URL"
+        target = str(tmp_path / name) if kind == "job" else url
+        assert target is not None, "a server's side needs the server's URL"
         self.target: str = target
         self.crawl = None if kind == "job" else name
 
@@ -68,6 +77,8 @@ class Side:
             if not create and not os.path.exists(os.path.join(self.target, "frontier.json")):
                 raise FrontierError(f"{self.target} is no job directory")
             return Frontier(self.target)
+        if self.kind == "postgres":
+            return PostgresFrontier(self.target, crawl=self.crawl, create=create)
         return RedisFrontier(self.target, crawl=self.crawl, create=create)
 
     def args(self, option: str) -> list[str]:
@@ -76,9 +87,9 @@ class Side:
 
 def sides(pair: str, tmp_path, request, crawl_name: str) -> tuple[Side, Side]:
     src_kind, dst_kind = pair.split("-")
-    redis_url = request.getfixturevalue("redis_url") if "redis" in pair else None
-    return (Side(src_kind, tmp_path, redis_url, crawl_name + "src"),
-            Side(dst_kind, tmp_path, redis_url, crawl_name + "dst"))
+    urls = {kind: request.getfixturevalue(f"{kind}_url") for kind in ("redis", "postgres") if kind in pair}
+    return (Side(src_kind, tmp_path, urls.get(src_kind), crawl_name + "src"),
+            Side(dst_kind, tmp_path, urls.get(dst_kind), crawl_name + "dst"))
 
 
 @pytest.mark.parametrize("pair", PAIRS)
@@ -234,9 +245,9 @@ def test_a_redis_copy_that_fails_says_to_run_it_again(tmp_path, monkeypatch, red
                              f"finish; it is marked unfinished: run the same copy again to redo it)\n")
 
 
-@pytest.mark.parametrize("kind", ["job", "redis"])
+@pytest.mark.parametrize("kind", ["job", "redis", "postgres"])
 def test_record_failed_stores_what_fail_leaves_and_counts_against_a_budget(kind, tmp_path, request, crawl_name):
-    side = Side(kind, tmp_path, request.getfixturevalue("redis_url") if kind == "redis" else None, crawl_name)
+    side = Side(kind, tmp_path, request.getfixturevalue(f"{kind}_url") if kind != "job" else None, crawl_name)
     flaky = Request("https://a.example/x", meta={"k": [1, 2]}, priority=4)
     flaky.attempts = 5
     with side.open() as f:
@@ -298,3 +309,55 @@ def test_a_rerun_recognises_its_build_folder_by_its_marker_whatever_else_is_in_i
     assert f"note: an unfinished copy to {dst} was found ({leftover}): it was removed" in result.output
     assert not os.path.exists(leftover)
     assert sorted(r.url for r in pending_requests(dst)) == sorted(f"https://a.example/{i}" for i in range(10))
+
+
+def test_an_interrupted_copy_to_postgres_leaves_no_crawl_and_a_rerun_finishes(tmp_path, monkeypatch, postgres_url,
+                                                                            crawl_name):
+    from diskfrontier.pgfrontier.building import build_name
+
+    src = str(tmp_path / "src")
+    with Frontier(src) as f:
+        f.push_many([Request(f"https://a.example/{i}") for i in range(50)])
+        f.mark_seen([bytes(20)])
+    with monkeypatch.context() as patch:
+        _interrupt_on(patch, PostgresFrontier, "mark_seen")
+        with pytest.raises(KeyboardInterrupt):
+            copy_crawl(src, postgres_url, to_crawl=crawl_name)
+    with pytest.raises(FrontierError, match="there is no crawl"):
+        PostgresFrontier(postgres_url, crawl=crawl_name, create=False)
+    with pytest.raises(FrontierError, match="there is no crawl"):  # the build was dropped too
+        PostgresFrontier(postgres_url, crawl=build_name(crawl_name), create=False)
+    with monkeypatch.context() as patch:  # a copy killed half-way leaves its build: the rerun drops it
+        patch.setattr("diskfrontier.transfer.destination.PostgresBuild.abandon", lambda self: self.frontier.close())
+        _interrupt_on(patch, PostgresFrontier, "mark_seen")
+        with pytest.raises(KeyboardInterrupt):
+            copy_crawl(src, postgres_url, to_crawl=crawl_name)
+    with PostgresFrontier(postgres_url, crawl=build_name(crawl_name), create=False) as left:
+        assert len(left) == 50
+    result = run("copy", src, postgres_url, "--to-crawl", crawl_name)
+    assert result.exit_code == 0, result.output
+    assert "it was deleted and the copy done again" in result.output
+    with PostgresFrontier(postgres_url, crawl=crawl_name, create=False) as p:
+        assert sorted(x.url for x in p.pending_requests()) == sorted(f"https://a.example/{i}" for i in range(50))
+        assert p.stats()["seen"] == 51
+    with pytest.raises(FrontierError, match="there is no crawl"):
+        PostgresFrontier(postgres_url, crawl=build_name(crawl_name), create=False)
+    result = run("copy", src, postgres_url, "--to-crawl", crawl_name)
+    assert result.exit_code == 1 and "is not empty" in result.output
+
+
+def test_a_copy_into_an_empty_postgres_crawl_replaces_it_and_a_long_name_is_built_apart(tmp_path, postgres_url):
+    from diskfrontier.pgfrontier.building import build_name
+
+    src = str(tmp_path / "src")
+    assert run("push", src, "https://a.example/", "https://b.example/").exit_code == 0
+    long_name = "n" * 60
+    assert len(build_name(long_name)) <= 60 and build_name(long_name) != build_name("n" * 59)
+    PostgresFrontier(postgres_url, crawl=long_name, new_order="lifo").close()  # made, empty
+    result = run("copy", src, postgres_url, "--to-crawl", long_name)
+    assert result.exit_code == 0, result.output
+    with PostgresFrontier(postgres_url, crawl=long_name, create=False) as p:
+        assert len(p) == 2
+    PostgresFrontier(postgres_url, crawl="fifo-one", new_order="fifo").close()
+    result = run("copy", src, postgres_url, "--to-crawl", "fifo-one")
+    assert result.exit_code == 1 and "exists (empty) and is FIFO, and the source is LIFO" in result.output

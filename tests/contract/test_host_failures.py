@@ -9,6 +9,7 @@ import time
 import pytest
 from backends import urls
 
+from diskfrontier.access.checking import verify_target
 from diskfrontier.contract.backoff import host_backoff
 from diskfrontier.contract.checks import MAX_ROBOTS
 from diskfrontier.contract.values import RobotsEntry
@@ -102,15 +103,9 @@ def test_verify_finds_a_crawl_with_failures_and_robots_sound(frontier_factory):
         f.host_failed("bad.example", block_after=2)
     f.set_robots("bad.example", RobotsEntry(200, b"User-agent: *\nDisallow: /\n", 1_700_000_000.0))
     f.close()
-    if frontier_factory.kind == "jobdir":
-        from diskfrontier.jobdir.maintenance.verify import verify
-
-        assert verify(frontier_factory.path).sound
-    elif frontier_factory.kind == "postgres":
-        from diskfrontier.pgfrontier.verify import verify_crawl as verify_postgres
-
-        assert verify_postgres(frontier_factory.url, frontier_factory.crawl).sound
-    else:
-        from diskfrontier.redisfrontier.verify import verify_crawl
-
-        assert verify_crawl(frontier_factory.url, frontier_factory.crawl).sound
+    target = frontier_factory.path if frontier_factory.kind == "jobdir" else frontier_factory.url
+    crawl = None if frontier_factory.kind == "jobdir" else frontier_factory.crawl
+    report = verify_target(target, crawl)
+    assert report.sound, report.findings
+    assert report.backend == frontier_factory.kind.removesuffix("-sharded")
+    assert report.checked > 0

@@ -576,7 +576,8 @@
     const shot = data.snapshot || {};
     const stats = shot.stats || {};
     const facts = [];
-    const origin = { "status.json": "status.json published by the crawl", files: "the job directory's files", redis: "Redis" };
+    const origin = { "status.json": "status.json published by the crawl", files: "the job directory's files", redis: "Redis",
+                     postgres: "PostgreSQL" };
     facts.push(["Read from", origin[data.origin] || "–"]);
     if (data.holder) facts.push(["Held by", `pid ${data.holder}`]);
     else if (data.origin === "files") facts.push(["Held by", data.holder === 0 ? "another process" : "no process"]);
