@@ -91,15 +91,19 @@ def test_the_writing_and_steering_commands_on_a_postgres_crawl(crawl, tmp_path) 
     assert valid("pause", run("pause", url, "--crawl", name, "--json").output)["paused"] is True
     with PostgresFrontier(url, crawl=name, create=False) as f:
         assert f.paused_since is not None and f.pop() is None
-        assert f.host("h2.example").blocked_until is None
+        h2 = f.host("h2.example")
+        assert h2 is not None and h2.blocked_until is None
     assert valid("resume", run("resume", url, "--crawl", name, "--json").output)["paused"] is False
     with PostgresFrontier(url, crawl=name, create=False) as f:
-        before, of_h0 = len(f), f.host("h0.example").pending
+        h0 = f.host("h0.example")
+        assert h0 is not None
+        before, of_h0 = len(f), h0.pending
     dropped = valid("drop", run("drop", url, "--crawl", name, "--host", "h0.example", "--json").output)
     assert dropped["dropped"] == of_h0 > 0 and before == 28 + 1 + 1 + 1
     with PostgresFrontier(url, crawl=name, create=False) as f:
         assert len(f) == before - of_h0
-        assert f.pop().url == "https://imported.example/x"  # the highest priority, and the crawl not paused
+        top = f.pop()
+        assert top is not None and top.url == "https://imported.example/x"  # the highest priority, not paused
 
 
 def test_crawls_and_delete_in_a_postgres_database(crawl) -> None:
@@ -163,7 +167,9 @@ def test_verify_and_repair_of_a_postgres_crawl(crawl, postgres_server) -> None:
     assert result.exit_code == 0, result.output
     with PostgresFrontier(url, crawl=name, create=False) as f:  # the crawl works as before the damage
         assert len(f) == 28 and f.stats()["failed"] == 1
-        of_h0 = f.host("h0.example").pending
+        h0 = f.host("h0.example")
+        assert h0 is not None
+        of_h0 = h0.pending
         popped = []
         while (r := f.pop()) is not None:
             popped.append(r.url)
@@ -281,6 +287,7 @@ def test_a_released_lease_cannot_be_finished_by_its_old_holder(postgres_url, cra
     with PostgresFrontier(postgres_url, crawl=crawl_name, lease=60.0) as f:
         f.push(Request("https://a.example/"))
         held = f.pop()
+        assert held is not None
         result = run("release", postgres_url, "--crawl", crawl_name, "--client", f.client_id, "--force")
         assert result.exit_code == 0 and "released 1 lease of client" in result.output
         assert "was live" in result.stderr

@@ -263,8 +263,8 @@ def campaign(src_args: list[str], target: Target, expected: Expected, tally: dic
                                        "job dir -> PostgreSQL", "PostgreSQL -> job dir", "Redis -> PostgreSQL",
                                        "PostgreSQL -> Redis"])
 def test_a_copy_killed_at_any_point_is_finished_by_running_it_again(tmp_path, request, crawl_name, direction):
-    redis_url = request.getfixturevalue("redis_url") if "Redis" in direction else None
-    postgres_url = request.getfixturevalue("postgres_url") if "PostgreSQL" in direction else None
+    redis_url: str = request.getfixturevalue("redis_url") if "Redis" in direction else ""
+    postgres_url: str = request.getfixturevalue("postgres_url") if "PostgreSQL" in direction else ""
     job = str(tmp_path / "src")
     build_source(job)
     expected = Expected(job)

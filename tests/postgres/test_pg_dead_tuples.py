@@ -88,7 +88,8 @@ def _row_changes(url: str, schema: str, table: str) -> tuple[int, int, int]:
     with psycopg.connect(url) as conn:
         found = conn.execute("SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables "
                              "WHERE schemaname = %s AND relname = %s", (schema, table)).fetchone()
-    return found
+    assert found is not None, f"no statistics for {schema}.{table}"
+    return found[0], found[1], found[2]
 
 
 def test_the_counters_take_rows_and_change_none_while_vacuum_is_held_back(postgres_url, crawl_name, sql):
