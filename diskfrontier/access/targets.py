@@ -278,21 +278,17 @@ class JobDirView:
         self.close()
 
 
-class RedisView:
-    """A Redis crawl, read with scans (its leased requests are read as pending, in no order; with
-    ``pop_order`` they are left out: a pop cannot take them)."""
+class SharedView:
+    """A crawl on a server, read through a client of it opened without taking part (``RedisView``,
+    ``PostgresView``: they differ in how the client is opened and what its settings are)."""
 
-    def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
-        self.priority = priority
-        self.leased = not pop_order
-        from ..redisfrontier.frontier import RedisFrontier
-
-        self.frontier = RedisFrontier(url, crawl=crawl, create=False)
-        self.order = self.frontier.order
-        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
-                                                "prefer": self.frontier.prefer}
-        self.dedupe: str = self.frontier.dedupe
-        self.seen_bits: int | None = 64 if self.frontier.stats()["seen_layout"] == "set64" else None
+    frontier: Any  # the backend's frontier class, opened by the subclass
+    priority: int | None
+    leased: bool
+    order: str
+    settings: dict[str, Any] | None
+    dedupe: str
+    seen_bits: int | None
 
     def pending_count(self) -> int:
         """Every request not done, or not leased (of every priority: counting one priority takes a scan)."""
@@ -329,14 +325,31 @@ class RedisView:
     def close(self) -> None:
         self.frontier.close()
 
-    def __enter__(self) -> RedisView:
+    def __enter__(self) -> SharedView:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class PostgresView:
+class RedisView(SharedView):
+    """A Redis crawl, read with scans (its leased requests are read as pending, in no order; with
+    ``pop_order`` they are left out: a pop cannot take them)."""
+
+    def __init__(self, url: str, crawl: str, *, priority: int | None = None, pop_order: bool = False) -> None:
+        self.priority = priority
+        self.leased = not pop_order
+        from ..redisfrontier.frontier import RedisFrontier
+
+        self.frontier = RedisFrontier(url, crawl=crawl, create=False)
+        self.order = self.frontier.order
+        self.settings: dict[str, Any] | None = {"delay": self.frontier.delay, "per_host": self.frontier.per_host,
+                                                "prefer": self.frontier.prefer}
+        self.dedupe: str = self.frontier.dedupe
+        self.seen_bits: int | None = 64 if self.frontier.stats()["seen_layout"] == "set64" else None
+
+
+class PostgresView(SharedView):
     """A PostgreSQL crawl, read page by page beside running clients (its leased requests are read as pending, in
     no order; with ``pop_order`` they are left out: a pop cannot take them)."""
 
@@ -351,46 +364,6 @@ class PostgresView:
                                                 "per_host": self.frontier.per_host or None, "prefer": "priority"}
         self.dedupe: str = "exact"
         self.seen_bits: int | None = 64  # the seen set keeps each fingerprint's 64-bit key
-
-    def pending_count(self) -> int:
-        stats = self.frontier.stats()
-        return int(stats["pending"]) + (int(stats["in_flight"]) if self.leased else 0)
-
-    def pending_requests(self) -> Iterator[Request]:
-        requests = self.frontier.pending_requests(leased=self.leased)
-        if self.priority is None:
-            return requests
-        return (r for r in requests if r.priority == self.priority)
-
-    def failed(self) -> Iterator[FailedRequest]:
-        return iter(self.frontier.failed())
-
-    def seen_estimate(self) -> int:
-        return int(self.frontier.stats()["seen"])
-
-    def seen_fingerprints(self) -> Iterator[bytes]:
-        return self.frontier.seen_fingerprints()
-
-    def host_copies(self) -> list[HostCopy]:
-        crawl_delay = self.frontier.delay
-        return [HostCopy(info.host, None if info.delay == crawl_delay else info.delay, info.blocked_until,
-                         info.budget, info.done)
-                for info in self.frontier.hosts()]
-
-    def host_rows(self) -> list[HostRow]:
-        crawl_delay = self.frontier.delay
-        return [HostRow(info.host, info.pending, info.done, None if info.delay == crawl_delay else info.delay,
-                        info.blocked_until, info.budget, info.in_flight, info.failures)
-                for info in self.frontier.hosts()]
-
-    def close(self) -> None:
-        self.frontier.close()
-
-    def __enter__(self) -> PostgresView:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_view(target: str, crawl: str | None = None, *, priority: int | None = None,
