@@ -507,7 +507,7 @@ class JournalWriter:
         self.crc = crc  # the crc32 of the file's first ``size`` bytes, when known (a checkpoint keeps it)
         self.fd = open_fd(path, os.O_RDWR) if fd is None else fd  # ``fd``: the file, open already
         self.failed: str | None = None
-        self._block, self._block_at = b"", 0  # the block of the file read last (``read_body``)
+        self._read: tuple[int, bytes] = (0, b"")  # where the block read last starts, and it (``read_body``)
         try:
             check_magic(path, os.pread(self.fd, len(MAGIC), 0), os.fstat(self.fd).st_size)
             if os.fstat(self.fd).st_size != end:
@@ -564,22 +564,24 @@ class JournalWriter:
         block holds only bytes below ``size`` when it was read, which a writer never changes again
         (a failed write is cut back to where it began, past them).
         """
-        at = offset - self._block_at
-        if at < 0 or at + _FRAMED_SIZE > len(self._block):
-            at = self._read_block(offset)
-        body = _request_in(self._block, offset, self.salt, at)
+        start, block = self._read  # one attribute: a reader in another thread sees a block with its start
+        at = offset - start
+        if at < 0 or at + _FRAMED_SIZE > len(block):
+            start, block = self._read_block(offset)
+            at = offset - start
+        body = _request_in(block, offset, self.salt, at)
         if body is None and at:  # perhaps a record running past the block's end: read from its start
-            body = _request_in(self._block, offset, self.salt, self._read_block(offset, aligned=False))
+            body = _request_in(self._read_block(offset, aligned=False)[1], offset, self.salt)
         return body if body is not None else read_record(self.fd, offset, self.path, self.salt)
 
-    def _read_block(self, offset: int, aligned: bool = True) -> int:
-        """Read the block of the journal around ``offset`` (from ``offset`` itself, unless ``aligned``);
-        where ``offset`` is in it."""
+    def _read_block(self, offset: int, aligned: bool = True) -> tuple[int, bytes]:
+        """Read the block of the journal around ``offset`` (from ``offset`` itself, unless ``aligned``) and keep
+        it as the block read last; where it starts, and it."""
         start = offset - offset % READ_BLOCK if aligned else offset
         end = max(start + READ_BLOCK, offset + 512)
-        self._block = os.pread(self.fd, max(0, min(end, self.size) - start), start)
-        self._block_at = start
-        return offset - start
+        block = os.pread(self.fd, max(0, min(end, self.size) - start), start)
+        self._read = (start, block)
+        return start, block
 
     def read_fail(self, offset: int, target: int) -> FailRecord:
         """The FAIL record at ``offset``, checked, which must name ``target``."""
