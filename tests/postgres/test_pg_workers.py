@@ -3,12 +3,12 @@ without a shutdown checkpoint (``pg_ctl restart -m immediate``) under load."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from killcampaign import kill_campaign, start_worker
 from pgserver import PgServer
+from serverload import Load
 
 from diskfrontier import PostgresFrontier, PostgresUnavailable, Request
 
@@ -50,83 +50,30 @@ def test_a_server_restarted_without_a_checkpoint_under_load_loses_nothing_acknow
 
 def _restart_under_load(server: PgServer, url: str) -> None:
     crawl = "durable"
-    acked_push: set[str] = set()
-    acked_done: set[str] = set()
-    uncertain: set[str] = set()  # a done that raised PostgresUnavailable: it may or may not have landed
-    errors: list[str] = []
-    stop = threading.Event()
-
-    def pusher() -> None:
-        f = PostgresFrontier(url, crawl=crawl)
-        n = 0
-        while not stop.is_set():
-            request = Request(f"https://h{n % 5}.example/{n}")
-            try:
-                f.push(request)
-                acked_push.add(request.url)
-                n += 1
-            except PostgresUnavailable:
-                time.sleep(0.01)
-            except Exception as exc:  # anything else is a failure of the test
-                errors.append(repr(exc))
-        f.close()
-
-    def worker() -> None:
-        f = PostgresFrontier(url, crawl=crawl, lease=1.0)
-        while not stop.is_set():
-            try:
-                request = f.pop()
-            except PostgresUnavailable:
-                time.sleep(0.01)
-                continue
-            except Exception as exc:
-                errors.append(repr(exc))
-                continue
-            if request is None:
-                time.sleep(0.001)
-                continue
-            try:
-                f.done(request)
-                acked_done.add(request.url)
-            except PostgresUnavailable:
-                uncertain.add(request.url)
-            except Exception as exc:
-                errors.append(repr(exc))
-        f.close()
-
     with PostgresFrontier(url, crawl=crawl, order="fifo"):
         pass
-    threads = [threading.Thread(target=pusher), threading.Thread(target=worker), threading.Thread(target=worker)]
-    for t in threads:
-        t.start()
+    load = Load(lambda **settings: PostgresFrontier(url, crawl=crawl, **settings), PostgresUnavailable)
+    load.start()
+
     def work_goes_on(since: int) -> None:
         """Wait until 20 more dones were acknowledged since ``since`` of them (the clients reconnect by
         themselves: a call is tried again for up to a minute)."""
         deadline = time.monotonic() + 120
-        while len(acked_done) < since + 20:
-            assert time.monotonic() < deadline and not errors, (len(acked_done), since, errors[:3])
+        while len(load.acked_done) < since + 20:
+            assert time.monotonic() < deadline and not load.errors, (len(load.acked_done), since, load.errors[:3])
             time.sleep(0.05)
 
     before: list[int] = []
     try:
         work_goes_on(0)
         for _ in range(2):  # each restart under load, and work going on after it
-            before.append(len(acked_done))
+            before.append(len(load.acked_done))
             server.restart_immediate()
             work_goes_on(before[-1])
     finally:
-        stop.set()
-        for t in threads:
-            t.join(120)
-    assert not errors, errors[:3]
-    assert len(acked_done) >= before[-1] + 20
+        load.end(120)
+    assert len(load.acked_done) >= before[-1] + 20
     with PostgresFrontier(url, crawl=crawl) as f:
-        stats = f.stats()
-        pending = [r.url for r in f.pending_requests()]  # leased ones included
-        assert len(pending) == len(set(pending)) == stats["pending"] + stats["in_flight"]
-        assert not (set(pending) & acked_done)  # an acknowledged done never comes back
-        lost = acked_push - set(pending) - acked_done - uncertain
-        assert not lost, f"{len(lost)} acknowledged pushes are gone: {sorted(lost)[:3]}"
-        assert len(acked_done) <= stats["done"] <= len(acked_done) + len(uncertain)
-        print(f"\nrestart under load: 2 restarts (-m immediate), {len(acked_push)} pushes and {len(acked_done)} "
-              f"dones acknowledged, {len(uncertain)} dones uncertain, lost 0")
+        load.check_nothing_lost(f)
+        print(f"\nrestart under load: 2 restarts (-m immediate), {len(load.acked_push)} pushes and "
+              f"{len(load.acked_done)} dones acknowledged, {len(load.uncertain)} dones uncertain, lost 0")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from killcampaign import kill_campaign, start_worker
 from redisserver import RedisServer
+from serverload import Load
 
 from diskfrontier import RedisFrontier, RedisUnavailable, Request
 
@@ -36,54 +36,11 @@ def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_pa
     server = RedisServer(str(tmp_path / "redis"), aof=True, fsync="always")
     server.start()
     url, crawl = server.url, "durable"
-    acked_push: set[str] = set()
-    acked_done: set[str] = set()
-    uncertain: set[str] = set()  # a done that raised RedisUnavailable: it may or may not have landed
-    errors: list[str] = []
-    outages = [0, 0]
-    stop = threading.Event()
-
-    def pusher():
-        f = RedisFrontier(url, crawl=crawl)
-        n = 0
-        while not stop.is_set():
-            request = Request(f"https://h{n % 5}.example/{n}")
-            try:
-                f.push(request)
-                acked_push.add(request.url)
-                n += 1
-            except RedisUnavailable:
-                outages[0] += 1
-                time.sleep(0.01)
-        f.close()
-
-    def worker():
-        # ack="wait": a done that returned is in Redis (by default it is sent with the next step)
-        f = RedisFrontier(url, crawl=crawl, lease=1.0, ack="wait")
-        while not stop.is_set():
-            try:
-                request = f.pop()
-            except RedisUnavailable:
-                time.sleep(0.01)
-                continue
-            if request is None:
-                time.sleep(0.001)
-                continue
-            try:
-                f.done(request)
-                acked_done.add(request.url)
-            except RedisUnavailable:
-                outages[1] += 1
-                uncertain.add(request.url)
-                time.sleep(0.01)
-            except Exception as exc:  # anything else is a failure of the test
-                errors.append(repr(exc))
-
     with RedisFrontier(url, crawl=crawl, order="fifo"):
         pass
-    threads = [threading.Thread(target=pusher), threading.Thread(target=worker), threading.Thread(target=worker)]
-    for t in threads:
-        t.start()
+    # the workers' ack="wait": a done that returned is in Redis (by default it is sent with the next step)
+    load = Load(lambda **settings: RedisFrontier(url, crawl=crawl, **settings), RedisUnavailable, ack="wait")
+    load.start()
     try:
         for _ in range(2):
             time.sleep(0.7)
@@ -92,17 +49,9 @@ def test_redis_killed_and_restarted_under_load_loses_nothing_acknowledged(tmp_pa
             server.start()
         time.sleep(0.7)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    assert not errors, errors[:3]
-    assert outages[0] > 0 and len(acked_done) > 50  # the kills fell under load
+        load.end(30)
+    assert not load.errors, load.errors[:3]
+    assert load.outages["push"] > 0 and len(load.acked_done) > 50  # the kills fell under load
     with RedisFrontier(url, crawl=crawl) as f:
-        stats = f.stats()
-        pending = [r.url for r in f.pending_requests()]  # leased ones included
-        assert len(pending) == len(set(pending)) == stats["pending"] + stats["in_flight"]
-        assert not (set(pending) & acked_done)  # an acknowledged done never comes back
-        lost = acked_push - set(pending) - acked_done - uncertain
-        assert not lost, f"{len(lost)} acknowledged pushes are gone: {sorted(lost)[:3]}"
-        assert len(acked_done) <= stats["done"] <= len(acked_done) + len(uncertain)
+        load.check_nothing_lost(f)
     server.stop()
