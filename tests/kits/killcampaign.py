@@ -14,8 +14,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 from paths import KITS
+
+from diskfrontier import Request
 
 CHILD = os.path.join(KITS, "worker_child.py")
 
@@ -162,3 +165,18 @@ def kill_campaign(start: Callable[[str, int], subprocess.Popen], folder: str, *,
         assert worker.returncode == 0, err.decode()[-3000:]
     campaign.read()
     return campaign
+
+
+def polite_campaign(open_crawl: Callable[..., Any], start: Callable[[str, int], subprocess.Popen], folder: str, *,
+                    total: int, hosts: int, delay: float, victim_dones: int, patience: float,
+                    wait: float) -> tuple[Campaign, float]:
+    """``total`` requests of ``hosts`` hosts with a delay of ``delay`` seconds, pushed by ``open_crawl(**settings)``
+    and crawled by the kill campaign of ``kill_campaign`` with a late worker: every check of ``Campaign.check``,
+    and the delay held across processes. The campaign and the least time between two hand-outs of one host."""
+    with open_crawl(delay=delay, lease=2.0, order="fifo") as seed:
+        assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
+    campaign = kill_campaign(start, folder, victim_dones=victim_dones, patience=patience, late=True, wait=wait)
+    campaign.check({f"https://h{i % hosts}.example/{i}" for i in range(total)})
+    closest = campaign.closest_of_one_host()  # politeness across processes
+    assert closest >= delay - 1e-4, f"two hand-outs of one host only {closest:.4f}s apart"
+    return campaign, closest

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from killcampaign import kill_campaign, start_worker
+from killcampaign import polite_campaign, start_worker
 from pgserver import PgServer
 from serverload import Load
 
-from diskfrontier import PostgresFrontier, PostgresUnavailable, Request
+from diskfrontier import PostgresFrontier, PostgresUnavailable
 
 pytestmark = pytest.mark.crash
 
@@ -18,13 +18,10 @@ pytestmark = pytest.mark.crash
 @pytest.mark.slow
 def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(postgres_url, crawl_name, tmp_path):
     total, hosts, delay = 6_000, 100, 0.02
-    with PostgresFrontier(postgres_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:
-        assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
-    campaign = kill_campaign(lambda log, hold: start_worker("postgres", postgres_url, crawl_name, log, hold),
-                             str(tmp_path), victim_dones=150, patience=120, late=True, wait=300)
-    campaign.check({f"https://h{i % hosts}.example/{i}" for i in range(total)})
-    closest = campaign.closest_of_one_host()  # politeness across processes
-    assert closest >= delay - 1e-4, f"two hand-outs of one host only {closest:.4f}s apart"
+    campaign, closest = polite_campaign(
+        lambda **settings: PostgresFrontier(postgres_url, crawl=crawl_name, **settings),
+        lambda log, hold: start_worker("postgres", postgres_url, crawl_name, log, hold), str(tmp_path),
+        total=total, hosts=hosts, delay=delay, victim_dones=150, patience=120, wait=300)
 
     with PostgresFrontier(postgres_url, crawl=crawl_name) as check:
         stats = check.stats()

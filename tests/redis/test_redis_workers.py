@@ -5,25 +5,22 @@ from __future__ import annotations
 import time
 
 import pytest
-from killcampaign import kill_campaign, start_worker
+from killcampaign import polite_campaign, start_worker
 from redisserver import RedisServer
 from serverload import Load
 
-from diskfrontier import RedisFrontier, RedisUnavailable, Request
+from diskfrontier import RedisFrontier, RedisUnavailable
 
 pytestmark = pytest.mark.crash
 
 
 @pytest.mark.slow
 def test_four_workers_one_killed_twice_lose_nothing_and_keep_politeness(redis_url, crawl_name, tmp_path):
-    total, hosts, delay = 12_000, 100, 0.02
-    with RedisFrontier(redis_url, crawl=crawl_name, delay=delay, lease=2.0, order="fifo") as seed:
-        assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
-    campaign = kill_campaign(lambda log, hold: start_worker("redis", redis_url, crawl_name, log, hold),
-                             str(tmp_path), victim_dones=300, patience=60, late=True, wait=180)
-    campaign.check({f"https://h{i % hosts}.example/{i}" for i in range(total)})
-    closest = campaign.closest_of_one_host()  # politeness across processes
-    assert closest >= delay - 1e-4, f"two hand-outs of one host only {closest:.4f}s apart"
+    total = 12_000
+    campaign, _ = polite_campaign(
+        lambda **settings: RedisFrontier(redis_url, crawl=crawl_name, **settings),
+        lambda log, hold: start_worker("redis", redis_url, crawl_name, log, hold), str(tmp_path),
+        total=total, hosts=100, delay=0.02, victim_dones=300, patience=60, wait=180)
 
     with RedisFrontier(redis_url, crawl=crawl_name) as check:
         stats = check.stats()
