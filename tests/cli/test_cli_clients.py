@@ -6,32 +6,17 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 import redis
 from click.testing import CliRunner
+from leaseholders import Workers
 
 from diskfrontier import LeaseExpired, RedisFrontier, Request
 from diskfrontier.cli import main
 
 LEASE = 1.5  # the workers' lease, seconds
-
-# A worker that leases HOLD requests, says its client id, and then works on them for ever (its leases
-# are renewed in the background while it runs).
-HOLDER = textwrap.dedent("""
-    import sys, time
-    from diskfrontier import RedisFrontier
-    f = RedisFrontier(sys.argv[1], crawl=sys.argv[2], lease=float(sys.argv[3]))
-    held = f.pop_many(int(sys.argv[4]))
-    assert len(held) == int(sys.argv[4]), held
-    print(f.client_id, flush=True)
-    time.sleep(3600)
-""")
-
 
 def run(*args: str, input: str | None = None):  # noqa: A002 - the name CliRunner.invoke uses
     return CliRunner().invoke(main, list(args), input=input)
@@ -48,32 +33,9 @@ def seed(url: str, crawl: str, count: int, *, lease: float = LEASE) -> None:
         f.push_many(Request(f"https://h{i}.example/") for i in range(count))
 
 
-class Workers:
-    """Worker processes, each holding leases; every one is killed at the end."""
-
-    def __init__(self, url: str, crawl: str) -> None:
-        self.url, self.crawl = url, crawl
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, hold: int, lease: float = LEASE) -> tuple[subprocess.Popen, str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, self.url, self.crawl, str(lease), str(hold)],
-                                stdout=subprocess.PIPE, text=True)
-        self.procs.append(proc)
-        assert proc.stdout is not None
-        client = proc.stdout.readline().strip()
-        assert client.endswith(f"-{proc.pid}"), client
-        return proc, client
-
-    def end(self) -> None:
-        for proc in self.procs:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def workers(redis_url, crawl_name):
-    started = Workers(redis_url, crawl_name)
+    started = Workers("redis", redis_url, crawl_name)
     yield started
     started.end()
 

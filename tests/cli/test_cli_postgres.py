@@ -7,32 +7,18 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
+from leaseholders import Workers
 from popkit import take
 
 from diskfrontier import LeaseExpired, PostgresFrontier, Request
 from diskfrontier.access.checking import verify_target
 from diskfrontier.cli import main
 from diskfrontier.cli.jsonout import schema_text
-
-# A worker that leases HOLD requests, says its client id, and then works on them for ever (its leases are
-# renewed in the background while it runs).
-HOLDER = textwrap.dedent("""
-    import sys, time
-    from diskfrontier import PostgresFrontier
-    f = PostgresFrontier(sys.argv[1], crawl=sys.argv[2], lease=float(sys.argv[3]))
-    held = f.pop_many(int(sys.argv[4]))
-    assert len(held) == int(sys.argv[4]), held
-    print(f.client_id, flush=True)
-    time.sleep(3600)
-""")
 
 
 def run(*args: str, input: str | None = None):  # noqa: A002 - the name CliRunner.invoke uses
@@ -207,31 +193,9 @@ def test_verify_of_a_missing_postgres_crawl(postgres_url, crawl_name) -> None:
 
 
 # ------------------------------------------------------------------ clients and release
-class Workers:
-    """Worker processes, each holding leases; every one is killed at the end."""
-
-    def __init__(self, url: str, crawl: str) -> None:
-        self.url, self.crawl = url, crawl
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, hold: int, lease: float) -> tuple[subprocess.Popen, str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, self.url, self.crawl, str(lease), str(hold)],
-                                stdout=subprocess.PIPE, text=True)
-        self.procs.append(proc)
-        assert proc.stdout is not None
-        client = proc.stdout.readline().strip()
-        assert client.endswith(f"-{proc.pid}"), client
-        return proc, client
-
-    def end(self) -> None:
-        for proc in self.procs:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def workers(postgres_url, crawl_name):
-    started = Workers(postgres_url, crawl_name)
+    started = Workers("postgres", postgres_url, crawl_name)
     yield started
     started.end()
 

@@ -13,16 +13,12 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 
 import pytest
-from redisserver import _die_with_parent
-
-_PORT_TRIES = 20
+from serverprocess import PORT_TRIES, die_with_parent, free_port, wait_until_up
 
 
 def pg_bindir() -> str | None:
@@ -52,12 +48,6 @@ def require_pg_bindir() -> str:
             pytest.fail("psycopg is not installed (pip install 'diskfrontier[postgres]')")
         pytest.skip("psycopg is not installed (pip install 'diskfrontier[postgres]')")
     return bindir
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_user(user: pwd.struct_passwd | None, then: Callable[[], None] | None) -> Callable[[], None] | None:
@@ -91,7 +81,7 @@ class PgServer:
             os.chown(self.folder, self.user.pw_uid, self.user.pw_gid)
         self.data = os.path.join(self.folder, "data")
         self.log = os.path.join(self.folder, "server.log")
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -116,11 +106,11 @@ class PgServer:
         """Make the cluster if it is not made, start the server and wait until it takes connections."""
         if not os.path.exists(os.path.join(self.data, "PG_VERSION")):
             self._initdb()
-        for _ in range(_PORT_TRIES if self.proc is None else 1):
+        for _ in range(PORT_TRIES if self.proc is None else 1):
             if self._start(timeout):
                 return
-            self.port = _free_port()
-        raise RuntimeError(f"postgres found no free port in {_PORT_TRIES} tries")
+            self.port = free_port()
+        raise RuntimeError(f"postgres found no free port in {PORT_TRIES} tries")
 
     def _start(self, timeout: float) -> bool:
         with open(self.log, "a") as f:
@@ -135,22 +125,12 @@ class PgServer:
         log = open(self.log, "a")  # noqa: SIM115  # the child keeps it
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, cwd=self.folder,
-                                         preexec_fn=_as_user(self.user, _die_with_parent()))
+                                         preexec_fn=_as_user(self.user, die_with_parent()))
         finally:
             log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                with open(self.log) as f:
-                    f.seek(begun)
-                    said = f.read()
-                if "could not bind" in said or "Address already in use" in said:
-                    return False
-                raise RuntimeError(f"postgres exited at start: {said[-2000:]}")
-            if self._answers():
-                return True
-            time.sleep(0.05)
-        raise RuntimeError("postgres did not take connections")
+        return wait_until_up(self.proc, self.log, begun, self._answers,
+                             taken=("could not bind", "Address already in use"), name="postgres",
+                             never="did not take connections", timeout=timeout, poll=0.05)
 
     def _answers(self) -> bool:
         import psycopg

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable
 
 import pytest
+from serverprocess import PORT_TRIES, die_with_parent, free_port, wait_until_up
 
 
 def redis_server_binary() -> str | None:
@@ -30,35 +26,6 @@ def require_redis_server() -> str:
     return binary
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn that has the child killed when this thread ends (Linux's PR_SET_PDEATHSIG),
-    or None where that does not exist. Only for the main thread: the signal comes when the
-    thread that started the child ends, not the process."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent died before the line above
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-_PORT_TRIES = 20  # new ports tried when the one found free was taken before the server bound it
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RedisServer:
     """One redis-server process, killed when the process that started it ends; ``kill()`` is a
     real SIGKILL and ``start()`` brings it back on the same port and folder (its AOF is read
@@ -69,7 +36,7 @@ class RedisServer:
         self.binary = require_redis_server()
         self.folder = folder
         self.aof, self.fsync, self.extra = aof, fsync, extra
-        self._choose_port = choose_port or _free_port  # a free port, each call
+        self._choose_port = choose_port or free_port  # a free port, each call
         self.port = self._choose_port()
         self.proc: subprocess.Popen | None = None
         os.makedirs(folder, exist_ok=True)
@@ -82,11 +49,11 @@ class RedisServer:
         """Start the server and wait until it answers PING. At its first start, a port that another
         process took since it was found free (another test run on this machine, a worker of this
         one) is given up for a new one; a restart keeps its port, as a crashed server would."""
-        for _ in range(_PORT_TRIES if self.proc is None else 1):
+        for _ in range(PORT_TRIES if self.proc is None else 1):
             if self._start(timeout):
                 return
             self.port = self._choose_port()
-        raise RuntimeError(f"redis-server found no free port in {_PORT_TRIES} tries")
+        raise RuntimeError(f"redis-server found no free port in {PORT_TRIES} tries")
 
     def _start(self, timeout: float) -> bool:
         """Start the server on ``self.port``; False if that port was taken."""
@@ -100,20 +67,9 @@ class RedisServer:
         # Killed with this process however it ends, even by SIGKILL (the conftest's watchdog
         # also kills it; this holds where that is not loaded).
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                with open(log) as f:
-                    f.seek(start_of_this_run)
-                    said = f.read()
-                if "Address already in use" in said:
-                    return False
-                raise RuntimeError(f"redis-server exited at start: {said[-2000:]}")
-            if self._answers():
-                return True
-            time.sleep(0.02)
-        raise RuntimeError("redis-server did not answer PING")
+                                     preexec_fn=die_with_parent())
+        return wait_until_up(self.proc, log, start_of_this_run, self._answers, taken=("Address already in use",),
+                             name="redis-server", never="did not answer PING", timeout=timeout, poll=0.02)
 
     def _answers(self) -> bool:
         """Whether the server on ``self.port`` is this one (not another that holds the port) and

@@ -14,6 +14,7 @@ import pytest
 from conftest import DONE, FAILED, PUSHED
 from prometheus_client.parser import text_string_to_metric_families
 from servekit import with_client
+from sharedlive import push_block_pause
 
 from diskfrontier import Frontier, RedisFrontier, Request
 from diskfrontier.live.control import ControlError, apply_control
@@ -234,16 +235,7 @@ def test_control_of_a_redis_crawl(redis_url, crawl_name):
         frontier.push(Request("https://a.example/"))
 
     async def check(client):
-        answer = await client.post("/api/push", json={"urls": ["https://b.example/", "https://a.example/"]},
-                                   headers={TOKEN_HEADER: TOKEN})
-        assert answer.status == 200 and (await answer.json())["queued"] == 1
-        answer = await client.post("/api/host", json={"host": "b.example", "action": "block"},
-                                   headers={TOKEN_HEADER: TOKEN})
-        assert answer.status == 200 and (await answer.json())["host"]["blocked_until"] == "forever"
-        answer = await client.post("/api/pause", headers={TOKEN_HEADER: TOKEN})
-        expected = 200
-        assert answer.status == expected, await answer.text()
-        data = await (await client.get("/api/stats", params={"refresh": "1"})).json()
+        data = await push_block_pause(client, TOKEN, "https://a.example/")
         assert data["origin"] == "redis" and data["snapshot"]["stats"]["pending"] == 2
 
     with_client(server_of(redis_url, crawl_name, token=TOKEN), check)

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
+from crawlclients import crawl_clients
 
-from diskfrontier import FrontierError, RedisFrontier
+from diskfrontier import RedisFrontier
 
 
 @pytest.fixture
 def open_crawl(redis_url, crawl_name):
-    """Open the test's crawl (each call a new client; ``crawl``: another one of the test's, named by
-    this suffix); every client is closed at the end (a crawl a test damaged may refuse the close's
-    step: that is not the test's failure)."""
-    opened = []
-
-    def open_(*, crawl: str = "", **kwargs):
-        frontier = RedisFrontier(redis_url, crawl=crawl_name + crawl, **kwargs)
-        opened.append(frontier)
-        return frontier
-
-    yield open_
-    for frontier in opened:
-        with contextlib.suppress(FrontierError):
-            frontier.close()
+    """Open the test's crawl (each call a new client; ``crawl``: another one of the test's, named by this
+    suffix); every client is closed at the end (a crawl a test damaged may refuse the close's step)."""
+    with crawl_clients(RedisFrontier, redis_url, crawl_name) as open_:
+        yield open_
 
 
 @pytest.fixture(scope="module")

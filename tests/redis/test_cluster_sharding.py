@@ -5,15 +5,10 @@ workers at once."""
 from __future__ import annotations
 
 import collections
-import os
-import signal
-import time
-from collections import defaultdict
-from itertools import pairwise
 
 import pytest
+from killcampaign import kill_campaign, start_worker
 from popkit import take
-from redisworkers import not_begun, outstanding, read_log, start_worker
 
 from diskfrontier import RedisFrontier, Request
 from diskfrontier.redisfrontier.management import crawl_names
@@ -59,58 +54,14 @@ def test_four_workers_on_a_cluster_one_killed_twice_lose_nothing(redis_cluster, 
     url, crawl, total, hosts = redis_cluster.url, "workers", 3000, 60
     with RedisFrontier(url, crawl=crawl, shards=3, lease=2.0, order="fifo") as seed:
         assert seed.push_many(Request(f"https://h{i % hosts}.example/{i}") for i in range(total)) == total
-    logs = {name: str(tmp_path / f"{name}.log") for name in ("a", "b", "c")}
-    workers = [start_worker(url, crawl, logs[name], 2) for name in ("a", "b", "c")]
-    held_at_kill: list[set[str]] = []
-    dead: set[str] = set()
-    reclaimable = 0  # kills that left a request whose done was not begun: its lease must run out and be taken back
-    while reclaimable < 2:  # two kills of the fourth worker that land while it holds leases
-        name = f"victim-{len(dead) + 1}"
-        logs[name] = str(tmp_path / f"{name}.log")
-        victim = start_worker(url, crawl, logs[name], 8)
-        assert victim.stderr is not None
-        deadline = time.monotonic() + 60
-        while True:
-            lines = read_log(logs[name]) if os.path.exists(logs[name]) else []
-            if sum(1 for line in lines if line[0] == "D") >= 100 and not_begun(lines):
-                victim.send_signal(signal.SIGKILL)
-                victim.wait()
-                break
-            assert victim.poll() is None, victim.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the victim never held leases after 100 dones"
-            time.sleep(0.001)
-        dead.add(name)
-        held = outstanding(read_log(logs[name]))
-        reclaimable += bool(not_begun(read_log(logs[name])))  # else it began every done before the kill
-        if held:
-            held_at_kill.append(held)
-        assert len(dead) < 10
-    for worker in workers:
-        _, err = worker.communicate(timeout=180)
-        assert worker.returncode == 0, err.decode()[-3000:]
-
-    pops: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
-    dones: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
-    for name, path in logs.items():
-        for line in read_log(path):
-            if line[0] in "PD":
-                (pops if line[0] == "P" else dones)[line[1]].append((name, float(line[2]), float(line[3])))
+    campaign = kill_campaign(lambda log, hold: start_worker("redis", url, crawl, log, hold),
+                             str(tmp_path), victim_dones=100, patience=60, late=False, wait=180)
     everything = {f"https://h{i % hosts}.example/{i}" for i in range(total)}
-    missing = everything - set(dones)
-    begun = {line[1] for name in dead for line in read_log(logs[name]) if line[0] == "B"}
-    twice = 0
-    for url_, handed in pops.items():  # a live holder's time runs from its pop to its done
-        spans = sorted((start, next((d[2] for d in dones[url_] if d[0] == name), float("inf")))
-                       for name, start, _ in handed if name not in dead)
-        twice += sum(1 for (_, end1), (start2, _) in pairwise(spans) if start2 < end1)
-    reclaimed = sum(len(p) - 1 for p in pops.values())
-    served = collections.Counter(name for handed in pops.values() for name, _, _ in handed)
-    print(f"cluster workers: {total} requests, lost {len(missing - begun)}, handed to two live workers at once "
-          f"{twice}, handed out again after a kill {reclaimed}, pops per worker {dict(served)}")
-    assert missing <= begun, sorted(missing - begun)[:3]  # only a done under way at a kill may lack its line
-    assert all(len(d) == 1 for d in dones.values())
-    assert {u for u, p in pops.items() if len(p) > 1} <= set().union(*held_at_kill)
-    assert twice == 0 and reclaimed >= 1
+    served = collections.Counter(name for handed in campaign.pops.values() for name, _, _ in handed)
+    print(f"cluster workers: {total} requests, lost {len(campaign.lost(everything))}, handed to two live workers "
+          f"at once {len(campaign.held_twice())}, handed out again after a kill {campaign.reclaimed}, "
+          f"pops per worker {dict(served)}")
+    campaign.check(everything)
     with RedisFrontier(url, crawl=crawl) as check:
         stats = check.stats()
         assert check.finished and stats["done"] == total

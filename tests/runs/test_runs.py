@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from paths import KITS
+from sharedruns import check_failures_kept
 
 from diskfrontier import Frontier, Request, crawl
 from diskfrontier.jobdir.reader import pending_requests
@@ -200,25 +201,8 @@ def test_an_async_handler_runs_as_tasks(tmp_path):
 def test_crawl_runs_over_redis_with_failures_kept_there(redis_url, crawl_name):
     from diskfrontier import RedisFrontier
 
-    def handler(request, frontier):
-        if request.url.endswith("/0"):
-            frontier.push_many(Request(f"https://h{i % 4}.example/{i}") for i in range(1, 200))
-        if request.url.endswith("7"):
-            raise TimeoutError("slow host")
-
-    with RedisFrontier(redis_url, crawl=crawl_name, per_host=2) as frontier:
-        frontier.push(Request("https://h0.example/0"))
-        stats = crawl(frontier, handler, workers=8, retries=1, backoff=0.01, progress=False)
-        sevens = [i for i in range(200) if str(i).endswith("7")]
-        assert (stats.failed, stats.retried, stats.done) == (len(sevens), len(sevens), 200 - len(sevens))
-        assert stats.stopped_by == "finished" and frontier.finished
+    check_failures_kept(lambda **settings: RedisFrontier(redis_url, crawl=crawl_name, **settings))
     with RedisFrontier(redis_url, crawl=crawl_name) as frontier:
-        failed = frontier.failed()
-        assert sorted(int(f.request.url.rsplit("/", 1)[1]) for f in failed) == sevens
-        assert {f.error for f in failed} == {"TimeoutError: slow host"} and {f.request.attempts for f in failed} == {1}
-        assert frontier.stats()["failed"] == len(sevens)
-        assert frontier.requeue_failed(limit=3) == 3
-        assert len(frontier) == 3 and len(frontier.failed()) == len(sevens) - 3
         assert {r.attempts for r in frontier.pending_requests()} == {0}
 
 

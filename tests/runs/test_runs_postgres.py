@@ -6,37 +6,18 @@ loopback site."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from sharedruns import check_failures_kept, check_handler_left_behind_given_back
 from test_run_outcomes import _afetch, _check, _fetch, _requests, site  # noqa: F401 - site: a fixture
-from test_stops import GRACE, in_thread, ordinary_run
 
-from diskfrontier import AsyncFrontier, PostgresFrontier, Request, acrawl, crawl
+from diskfrontier import AsyncFrontier, PostgresFrontier, acrawl, crawl
 
 
 def test_crawl_runs_over_postgres_with_failures_kept_there(postgres_url, crawl_name):
-    def handler(request, frontier):
-        if request.url.endswith("/0"):
-            frontier.push_many(Request(f"https://h{i % 4}.example/{i}") for i in range(1, 200))
-        if request.url.endswith("7"):
-            raise TimeoutError("slow host")
-
-    with PostgresFrontier(postgres_url, crawl=crawl_name, per_host=2) as frontier:
-        frontier.push(Request("https://h0.example/0"))
-        stats = crawl(frontier, handler, workers=8, retries=1, backoff=0.01, progress=False)
-        sevens = [i for i in range(200) if str(i).endswith("7")]
-        assert (stats.failed, stats.retried, stats.done) == (len(sevens), len(sevens), 200 - len(sevens))
-        assert stats.stopped_by == "finished" and frontier.finished
-    with PostgresFrontier(postgres_url, crawl=crawl_name) as frontier:
-        failed = frontier.failed()
-        assert sorted(int(f.request.url.rsplit("/", 1)[1]) for f in failed) == sevens
-        assert {f.error for f in failed} == {"TimeoutError: slow host"} and {f.request.attempts for f in failed} == {1}
-        assert frontier.stats()["failed"] == len(sevens)
-        assert frontier.requeue_failed(limit=3) == 3
-        assert len(frontier) == 3 and len(frontier.failed()) == len(sevens) - 3
+    check_failures_kept(lambda **settings: PostgresFrontier(postgres_url, crawl=crawl_name, **settings))
 
 
 def test_crawl_reports_outcomes_on_postgres(postgres_url, crawl_name, site):  # noqa: F811
@@ -66,24 +47,5 @@ def test_acrawl_over_an_async_frontier_opened_from_a_postgres_url(postgres_url, 
 
 
 def test_over_postgres_a_handler_left_behind_is_given_back_at_close(tmp_path, postgres_url, crawl_name):
-    duration, grace, release = 0.3, 0.5, threading.Event()
-    baseline = ordinary_run(tmp_path, "crawl", duration, grace=grace)
-    frontier = PostgresFrontier(postgres_url, crawl=crawl_name)
-    frontier.push_many([Request("https://a.example/stuck"), Request("https://a.example/fine")])
-
-    def stuck(request: Request, f: Any) -> None:
-        if "stuck" in request.url:
-            release.wait()
-
-    thread, box = in_thread(lambda: crawl(frontier, stuck, workers=2, duration=duration, grace=grace, progress=False))
-    try:
-        thread.join(baseline + grace + GRACE)
-        assert "seconds" in box and box["seconds"] <= 2 * baseline + grace
-        assert box["result"].abandoned == 1 and box["result"].done == 1
-        assert [r.url for r in frontier.in_flight] == ["https://a.example/stuck"]  # its lease is kept meanwhile
-    finally:
-        release.set()
-        frontier.close()  # gives back the leases this client holds
-    with PostgresFrontier(postgres_url, crawl=crawl_name) as again:
-        assert again.stats()["in_flight"] == 0 and again.stats()["done"] == 1
-        assert [r.url for r in again.pending_requests()] == ["https://a.example/stuck"]
+    check_handler_left_behind_given_back(tmp_path, lambda **settings: PostgresFrontier(postgres_url, crawl=crawl_name,
+                                                                                        **settings))

@@ -21,20 +21,15 @@ from typing import Any
 
 import pytest
 from paths import KITS
+from sharedruns import check_handler_left_behind_given_back
+from stopbounds import GRACE, in_thread, ordinary_run
 from tricklesite import TrickleSite
 
 from diskfrontier import AsyncFrontier, Frontier, Request, acrawl, crawl
 from diskfrontier.jobdir.reader import pending_requests
 from diskfrontier.run.demo import MultiHostSite, SyntheticSite
 
-GRACE = 10.0  # crawl()'s and acrawl()'s default grace, the documented bound of a stop
 CANCEL_WAIT = 1.0  # how long acrawl() waits for handlers it cancelled (documented)
-
-
-def timed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    started = time.monotonic()
-    result = function(*args, **kwargs)
-    return result, time.monotonic() - started
 
 
 # ------------------------------------------------------------------ a whole crawl in a child, stopped
@@ -124,38 +119,6 @@ def test_a_signal_ends_a_crawl_stuck_in_a_robots_txt_sent_a_byte_every_2s(tmp_pa
 
 
 # ------------------------------------------------------------------ in this process: fetches and handlers that hang
-def in_thread(function: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    """Run ``function`` in a thread (so that the test can give up on it): its result and how long it took."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        started = time.monotonic()
-        box["result"] = function()
-        box["seconds"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, box
-
-
-def ordinary_run(tmp_path, runner: str, duration: float, **options: Any) -> float:
-    """How long a run of ``duration`` over a frontier whose one request waits a long time takes here
-    (``runner``: crawl, crawl-async, a coroutine handler, or acrawl)."""
-    async def handle(request: Request, f: Any) -> None:
-        pass
-
-    with Frontier(tmp_path / f"ordinary-{runner}") as frontier:
-        frontier.push(Request("https://ordinary.example/"), not_before=time.time() + 3600)
-        if runner == "acrawl":
-            stats, seconds = timed(asyncio.run, acrawl(frontier, handle, duration=duration, progress=False,
-                                                       **options))
-        else:
-            handler = handle if runner == "crawl-async" else (lambda r, f: None)
-            stats, seconds = timed(crawl, frontier, handler, duration=duration, progress=False, **options)
-    assert stats.stopped_by == "duration"
-    return seconds
-
-
 @pytest.mark.parametrize("runner", ["crawl", "acrawl"])
 def test_a_stop_does_not_wait_for_a_fetch_robots_that_hangs(tmp_path, runner):
     duration, release = 1.0, threading.Event()
@@ -294,24 +257,5 @@ def test_acrawl_leaves_a_handler_that_swallows_its_cancellation(tmp_path):
 def test_over_redis_a_handler_left_behind_is_given_back_at_close(tmp_path, redis_url, crawl_name):
     from diskfrontier import RedisFrontier
 
-    duration, grace, release = 0.3, 0.5, threading.Event()
-    baseline = ordinary_run(tmp_path, "crawl", duration, grace=grace)
-    frontier = RedisFrontier(redis_url, crawl=crawl_name)
-    frontier.push_many([Request("https://a.example/stuck"), Request("https://a.example/fine")])
-
-    def stuck(request: Request, f: Any) -> None:
-        if "stuck" in request.url:
-            release.wait()
-
-    thread, box = in_thread(lambda: crawl(frontier, stuck, workers=2, duration=duration, grace=grace, progress=False))
-    try:
-        thread.join(baseline + grace + GRACE)
-        assert "seconds" in box and box["seconds"] <= 2 * baseline + grace
-        assert box["result"].abandoned == 1 and box["result"].done == 1
-        assert [r.url for r in frontier.in_flight] == ["https://a.example/stuck"]  # its lease is kept meanwhile
-    finally:
-        release.set()
-        frontier.close()  # gives back the leases this client holds
-    with RedisFrontier(redis_url, crawl=crawl_name) as again:
-        assert again.stats()["in_flight"] == 0 and again.stats()["done"] == 1
-        assert [r.url for r in again.pending_requests()] == ["https://a.example/stuck"]
+    check_handler_left_behind_given_back(tmp_path, lambda **settings: RedisFrontier(redis_url, crawl=crawl_name,
+                                                                                     **settings))
