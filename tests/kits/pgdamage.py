@@ -360,7 +360,9 @@ def run_case(url: str, conn: Any, fx: Fixture, damage: Damage) -> tuple[str, str
         seen = observe(url, fx)
         _compare(fx.model, seen)
     except Wrong as exc:
-        return "silent", "", str(exc) + (" (verify named it)" if verify_named else "")
+        if verify_named:
+            return "verify-named", _repair(url, conn, fx, damage), str(exc)
+        return "silent", "", str(exc)
     except FrontierError as exc:
         how = _names(exc, fx, damage)
         if how != "named":
@@ -393,19 +395,29 @@ def _repair(url: str, conn: Any, fx: Fixture, damage: Damage) -> str:
         seen = observe(url, fx)
     except FrontierError as exc:
         return f"wrong: sound after repair, then {type(exc).__name__}: {exc}"[:300]
-    if not lost:
-        try:
-            _compare(fx.model, seen)
-        except Wrong as exc:
-            return f"wrong: sound after repair, and {exc}"[:300]
-        return "whole"
-    counts = Counter(u for u, _p in seen["handed"])
-    twice = [u for u, n in counts.items() if n > 1]
-    finished = set(fx.known) - {u for u, _p in fx.model["handed"]} - set(fx.model["pending"])
-    again = [u for u, _p in seen["handed"] if u in finished]
-    if twice or again:
-        return f"wrong: after a repair that recorded a loss, handed out {(twice + again)[0]} again"
-    return "recorded"
+    try:
+        _compare_after_repair(fx, seen, lost=bool(lost))
+    except Wrong as exc:
+        return f"wrong: {'a loss recorded' if lost else 'sound'} after repair, and {exc}"[:300]
+    return "recorded" if lost else "whole"
+
+
+def _compare_after_repair(fx: Fixture, seen: dict[str, Any], *, lost: bool) -> None:
+    """What a repair promises: nothing finished or known accepted again, nothing handed out twice or that was
+    not pending, and (unless it recorded a loss) every pending request handed out and the same counts. The order
+    and the host a request is counted under may differ (a request's priority or host column changed)."""
+    urls = [u for u, _p in seen["handed"]]
+    twice = [u for u, n in Counter(urls).items() if n > 1]
+    if twice:
+        raise Wrong(f"handed out twice: {twice[0]}")
+    if seen["known pushed"] or seen["fresh refused"]:
+        raise Wrong(f"dedupe differs: accepted {seen['known pushed'][:2]}, refused {seen['fresh refused'][:2]}")
+    expected = {u for u, _p in fx.model["handed"]}
+    extra = set(urls) - expected
+    if extra:
+        raise Wrong(f"handed out what was not pending: {sorted(extra)[0]}")
+    if not lost and (set(urls) != expected or seen["len after"] != fx.model["len after"]):
+        raise Wrong(f"{len(expected - set(urls))} pending requests were not handed out, {seen['len after']} left")
 
 
 @dataclass
@@ -420,11 +432,11 @@ class Tally:
         self.outcomes[outcome] += 1
         if repair:
             self.repairs[repair.split(":")[0]] += 1
-        if outcome not in ("named", "exact", "not applied") or repair.startswith("wrong"):
+        if outcome not in ("named", "exact", "not applied", "verify-named") or repair.startswith("wrong"):
             self.failures.append(f"{fx.name} {damage.what}: {outcome} {repair} {detail}")
 
     def line(self, title: str) -> str:
-        order = ("named", "exact", "not applied", "silent", "misnamed", "unnamed", "raw", "verify-sound")
+        order = ("named", "exact", "not applied", "verify-named", "silent", "misnamed", "unnamed", "raw", "verify-sound")
         shown = ", ".join(f"{name} {self.outcomes[name]}" for name in order)
         fixed = ", ".join(f"{name} {self.repairs[name]}" for name in ("whole", "recorded", "refused", "wrong"))
         return f"{title:<28} cases {self.cases:4}: {shown}; after verify --repair: {fixed}"
