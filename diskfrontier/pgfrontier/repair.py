@@ -84,6 +84,9 @@ def _repair(conn: Any, db: Database) -> Repaired:
             integrity.install_functions(conn, db.schema)
             done.notes.append("the crawl's functions were dropped or changed: this version's were installed again")
         _settings(conn, done)
+        woken = conn.execute("UPDATE waiting SET due = not_before WHERE due < not_before").rowcount
+        if woken:
+            done.notes.append(f"{woken} requests waiting for a time were due before their not_before: set to it")
         for name, lost in conn.execute(_LOST).fetchall():
             if lost > 0:
                 done.notes.append(f"could not bring back {lost} requests of host {name}: its row counted them, and "
@@ -144,11 +147,17 @@ def _settings(conn: Any, done: Repaired) -> None:
 
 
 def _seen(conn: Any, done: Repaired) -> None:
-    """The key of every stored request added to the seen set; the ``seen`` counter set to the keys held."""
+    """The key of every stored request added to the seen set if keys were lost (the set holds fewer than the
+    ``seen`` counter counted; else a request whose key it lacks is one copied from elsewhere, and is left for
+    verify to name); the ``seen`` counter set to the keys held."""
     from psycopg import sql as psql
 
+    held = int(conn.execute("SELECT count(*) FROM seen").fetchone()[0])
+    counted = conn.execute("SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'seen'").fetchone()[0]
     added = 0
     for table, key in (("requests", "id"), ("waiting", "id"), ("leases", "id"), ("failed", "seq")):
+        if counted <= held:  # no key was lost: a request whose key is not held is not this crawl's (left named)
+            break
         query = psql.SQL(_FINGERPRINTS).format(key=psql.Identifier(key), table=psql.Identifier(table))
         last = -(2**63)
         while rows := conn.execute(query, (last,)).fetchall():
@@ -158,8 +167,7 @@ def _seen(conn: Any, done: Repaired) -> None:
                                   (keys,)).rowcount
     if added:
         done.notes.append(f"{added} keys of stored requests were added to the seen set")
-    held = int(conn.execute("SELECT count(*) FROM seen").fetchone()[0])
-    counted = conn.execute("SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'seen'").fetchone()[0]
+    held += added
     if counted != held:
         if counted > held:
             done.notes.append(f"could not bring back {int(counted) - held} keys of the seen set: the seen "

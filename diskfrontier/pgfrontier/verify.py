@@ -27,6 +27,7 @@ from .schema import FORMAT, ORDERS
 _PAGE = 1000
 _SHOWN = 20  # rows named one by one, of one page
 _UNSEEN = "SELECT k FROM unnest(%s::bigint[]) AS t(k) WHERE NOT EXISTS (SELECT 1 FROM seen WHERE key = k)"
+_EARLY = "SELECT id, due, not_before FROM waiting WHERE due < not_before ORDER BY id LIMIT 100"
 _COUNTERS = "SELECT name, sum(value) FROM counters GROUP BY name"
 _HOST_COLUMNS = ("done", "last_out", "delay", "blocked_until", "budget", "failures")
 _HOST_VALUES = "SELECT name, done, last_out, delay, blocked_until, budget, failures FROM hosts ORDER BY name"
@@ -100,6 +101,8 @@ def _verify(conn: Any, db: Database) -> PostgresReport:
             for problem in integrity.changed_functions(conn, db.schema):
                 report.add("functions", f"{problem} (the next open installs this version's)")
         _check_hosts(conn, report)
+        for row_id, due, not_before in conn.execute(_EARLY).fetchall():
+            report.add(f"waiting row {row_id}", f"is due at {due!r}, before its not_before {not_before!r}")
         _check_robots(conn, report)
         for name, ready_n, waiting_n, in_flight, top_p, top_r, ready, waiting, leased, best in conn.execute(
                 _HOST_COUNTS).fetchall():
