@@ -100,8 +100,9 @@ def test_a_request_row_copied_from_another_crawl_is_named_and_left_by_repair(ope
     ours.push_many(urls("a.example", 2))
     other = open_crawl(crawl="x")
     other.push_many([Request("https://a.example/elsewhere")])
-    sql(f'UPDATE requests r SET fingerprint = o.fingerprint, record = o.record FROM "df_{crawl_name}x".requests o '
-        f"WHERE r.id = (SELECT min(id) FROM requests)")
+    other_rows = f'"df_{crawl_name}x".requests'
+    sql(f"UPDATE requests r SET fingerprint = o.fingerprint, record = o.record FROM {other_rows} o "  # noqa: S608
+        "WHERE r.id = (SELECT min(id) FROM requests)")
     row = sql("SELECT min(id) FROM requests")[0][0]
     found = [(f.where, f.problem) for f in verify_target(postgres_url, crawl_name).findings]
     assert found == [(f"requests row {row}", "is a request whose key the seen set does not hold")]
@@ -115,8 +116,9 @@ def test_a_waiting_request_due_before_its_not_before_is_named_and_set_back(open_
     first.push(Request("https://a.example/later"), not_before=4e9)
     first.close()
     sql("UPDATE waiting SET due = 1")
+    [(row,)] = sql("SELECT id FROM waiting")
     found = [f.where for f in verify_target(postgres_url, crawl_name).findings]
-    assert found == [f"waiting row {sql('SELECT id FROM waiting')[0][0]}"]
+    assert found == [f"waiting row {row}"]
     verify_target(postgres_url, crawl_name, repair=True)
     assert sql("SELECT due FROM waiting") == [(4e9,)]
     assert open_crawl().pop() is None
