@@ -257,7 +257,8 @@ def damages(fx: Fixture, conn: Any, rng: random.Random, count: int) -> list[Dama
                  f"ORDER BY ctid OFFSET %s LIMIT 1", (n,))], free=table in ("robots", "counters", "clients")))
         elif kind == "truncate":
             table = rng.choice(TABLES)
-            out.append(Damage(kind, f"TRUNCATE {table}", (table,), [(f"TRUNCATE {q}.{table}", ())]))
+            out.append(Damage(kind, f"TRUNCATE {table}", (table,), [(f"TRUNCATE {q}.{table}", ())],
+                              free=table in ("robots", "clients")))
         elif kind == "drop table":
             table = rng.choice(TABLES)
             out.append(Damage(kind, f"DROP TABLE {table}", (table,), [(f"DROP TABLE {q}.{table} CASCADE", ())]))
