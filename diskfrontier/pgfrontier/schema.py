@@ -2,8 +2,10 @@
 ``diskfrontier upgrade``). The schema ``df_<crawl>`` holds the tables of ``sql/tables.sql`` and the functions of
 the other files; its ``meta`` table says its format. A crawl of a later format than this version reads is
 refused with ``FormatError``; one of this format whose functions were installed from other text (another
-version of diskfrontier of the same format) has them dropped and this version's installed, in one transaction that also
-holds the crawl's advisory lock, so that two clients opening at once make or upgrade it once.
+version of diskfrontier of the same format), or whose functions were dropped or changed since, has them dropped and
+this version's installed, in one transaction that also holds the crawl's advisory lock, so that two clients opening
+at once make or upgrade it once. A crawl whose tables or ``meta`` rows were dropped or changed is refused with
+``CrawlDamaged`` (``integrity.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import FormatError, FrontierError
-from . import sql
+from ..core.errors import CrawlDamaged, FormatError, FrontierError
+from . import integrity, sql
 from .connection import Database, shown_url
 
 FORMAT = 2
@@ -66,6 +68,10 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
                          "('per_host', '0'), ('paused_since', 'null'), ('code', '\"\"'), "
                          "('made_at', to_jsonb(extract(epoch FROM clock_timestamp())::float8))",
                          (_json(FORMAT), _json(order)))
+        gone = integrity.missing_relations(conn, db.schema)
+        if gone:
+            raise CrawlDamaged(db.schema, f"its {', '.join(gone)} {'are' if len(gone) > 1 else 'is'} gone",
+                               hint=integrity.HINT)
         meta = dict(conn.execute(psql.SQL("SELECT name, value FROM {}.meta").format(schema)).fetchall())
         found = meta.get("format")
         if not isinstance(found, int) or found < 1:
@@ -77,14 +83,13 @@ def _install(conn: Any, db: Database, asked: Settings) -> Opened:
                               f"diskfrontier (pip install -U 'diskfrontier[postgres]')")
         if found < FORMAT:
             _upgrade(conn, schema, found)
-        if meta.get("code") != sql.code_version():
+        wrong = integrity.meta_problems(meta)
+        if wrong:
+            name, problem = wrong[0]
+            raise CrawlDamaged(f"{db.schema}.meta {name}", problem, hint=integrity.HINT)
+        if meta.get("code") != sql.code_version() or integrity.changed_functions(conn, db.schema):
             conn.execute(psql.SQL("SET LOCAL search_path TO {}, public").format(schema))
-            older = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = "
-                                 "p.pronamespace WHERE n.nspname = %s", (db.schema,)).fetchall()
-            for (signature,) in older:  # another version's functions, whatever their arguments were
-                conn.execute(psql.SQL("DROP FUNCTION {}").format(psql.SQL(signature)))
-            for _name, text in sql.functions():
-                conn.execute(text)
+            integrity.install_functions(conn, db.schema)
             conn.execute(psql.SQL("UPDATE {}.meta SET value = %s WHERE name = 'code'").format(schema),
                          (_json(sql.code_version()),))
         order = str(meta.get("order"))
