@@ -24,8 +24,8 @@ from .state import BATCH, Shared
 
 log = logging.getLogger("diskfrontier")
 
-_FINISH = ("SELECT finish(%s, %s::bigint[], %s::bigint[], %s::float8, %s::bytea[], %s::integer[], %s::text[], "
-           "%s::text[], %s)")
+_FINISH = ("SELECT finish(%b, %b::bigint[], %b::bigint[], %b::float8, %b::bytea[], %b::integer[], %b::text[], "
+           "%b::text[], %b)")
 
 
 class Finishing:

@@ -30,7 +30,8 @@ _TABLES = ("meta", "hosts", "requests", "waiting", "leases", "failed", "counters
 _LOST = ("SELECT h.name, (h.ready_n + h.waiting_n + h.in_flight) - ((SELECT count(*) FROM requests q WHERE q.host = "
          "h.id) + (SELECT count(*) FROM waiting w WHERE w.host = h.id) + (SELECT count(*) FROM leases l WHERE l.host "
          "= h.id)) FROM hosts h ORDER BY h.name")
-_FINGERPRINTS = "SELECT {key}, fingerprint FROM {table} WHERE {key} > %s ORDER BY {key} LIMIT 1000"
+_FINGERPRINTS = ("SELECT {key}, fingerprint FROM {table} WHERE {key} > %s AND NOT dont_filter ORDER BY {key} "
+                 "LIMIT 1000")  # a dont_filter request's key is not in the seen set
 _SETTINGS = {  # a host setting no client writes: cleared (its count: 0)
     "delay": "UPDATE hosts SET delay = NULL WHERE NOT (delay >= 0 AND delay < 'Infinity') RETURNING name",
     "blocked_until": "UPDATE hosts SET blocked_until = NULL WHERE NOT (blocked_until >= 0) RETURNING name",

@@ -20,7 +20,7 @@ from ..request.model import Request
 from .records import decode
 from .state import Shared
 
-_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s, %s, %s::integer, %s::bigint, %s::bigint[], %s::bigint[])"
+_POP = "SELECT * FROM pop(%b, %b::integer, %b::float8, %b, %b, %b::integer, %b::bigint, %b::bigint[], %b::bigint[])"
 _FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
 MAINTAIN_EVERY = 0.05  # seconds: how often a client's pops take back leases run out and wake requests due
 REFRESH_EVERY = 0.25  # seconds: how often a client's pops look for hosts from the front (others' changes)

@@ -120,7 +120,7 @@ def _verify(conn: Any, db: Database) -> PostgresReport:
                 keys = {}
                 for row in rows:
                     report.rows += 1
-                    if _check_row(report, table, row, order):
+                    if _check_row(report, table, row, order) and not row[4]:  # dont_filter: not in the seen set
                         keys[key64(bytes(row[5]))] = row[0]
                 unseen = conn.execute(_UNSEEN, (list(keys),)).fetchall()
                 for (key,) in unseen[:_SHOWN]:
