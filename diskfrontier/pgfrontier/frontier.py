@@ -56,6 +56,13 @@ class PostgresFrontier:
     (``stats()['reclaimed']``), and a late ``done`` of the old copy raises ``LeaseExpired`` without touching the
     new one. ``close()`` gives back this client's leased requests at once.
 
+    ``ack="deferred"`` (the default, with the renewal thread): ``done`` returns at once and rides on this
+    client's next step (the next ``pop`` ends the lease in its own transaction: one round trip a pop and done);
+    every other step, read and the close send it first, the renewal thread 50 ms later at the latest. A kill
+    before it is sent loses the done: its request is handed out once more after its lease; a lease found lost
+    then is logged and counted in ``stats()['acks_lost']``. ``ack="wait"``: each ``done`` waits for its answer
+    (and raises ``LeaseExpired`` itself).
+
     Crawl settings (``order``, ``delay``, ``per_host``) belong to the crawl: None keeps what the crawl has (a new
     crawl: ``new_order``, no delay, no limit); a value sets it for the crawl (``order`` is fixed when it is made).
     ``per_host=0`` means no limit; every pop reads the crawl's settings as any client last set them (the
@@ -194,7 +201,9 @@ class PostgresFrontier:
         return self._taking.pop_many(count)
 
     def done(self, request: Request, *, refetch_after: float | None = None) -> None:
-        """``FrontierProtocol.done``; ``LeaseExpired`` if its lease was taken back (nothing is changed)."""
+        """``FrontierProtocol.done``. With ``ack="deferred"`` (and no ``refetch_after``) it rides on the next step
+        (a lease found lost then: ``stats()['acks_lost']``); else one call, ``LeaseExpired`` if its lease was taken
+        back (nothing is changed)."""
         seconds = None if refetch_after is None else checks.check_seconds("refetch_after", refetch_after)
         self._finishing.done(request, seconds)
 

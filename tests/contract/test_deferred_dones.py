@@ -10,7 +10,7 @@ import time
 
 import pytest
 from backends import make_factory
-from deferredkill import run_kills
+from deferredkit import done_frees_its_host, run_kills
 
 from diskfrontier import Request
 from diskfrontier.access.servers import release_leases
@@ -131,17 +131,7 @@ def test_two_threads_of_one_client_pop_and_finish_every_request_once(open_crawl)
 
 
 def test_a_done_carried_by_a_pop_frees_its_host_for_that_pop(open_crawl):
-    f = open_crawl(per_host=1)
-    f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://b.example/1")])
-    held = [f.pop(), f.pop()]  # a.example at its limit, then b.example
-    assert all(held) and {r.slot for r in held if r is not None} == {"a.example", "b.example"}
-    assert f.pop() is None  # a.example holds as many as it may
-    first = next(r for r in held if r is not None and r.slot == "a.example")
-    f.done(first)  # carried by the next pop, which sees a.example free again
-    again = f.pop()
-    assert again is not None and again.slot == "a.example"
-    stats = f.stats()
-    assert (stats["done"], stats["in_flight"]) == (1, len(held))
+    done_frees_its_host(open_crawl(per_host=1), 1)
 
 
 @pytest.mark.slow

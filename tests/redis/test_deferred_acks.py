@@ -8,6 +8,7 @@ import time
 
 import pytest
 import redis
+from deferredkit import done_frees_its_host
 
 from diskfrontier import LeaseExpired, Request
 from diskfrontier.redisfrontier.management import release
@@ -54,17 +55,5 @@ def test_a_lease_a_renewal_found_lost_raises_at_once(open_crawl, redis_url, craw
         worker.done(held)
 
 
-@pytest.mark.parametrize("settings", [{"per_host": 2, "prefer": "idle"}])  # per_host alone: contract/
-def test_a_done_carried_by_a_pop_frees_its_host_for_that_pop(open_crawl, settings):
-    f = open_crawl(**settings)
-    f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://a.example/3"),
-                 Request("https://b.example/1")])
-    held = [f.pop() for _ in range(settings["per_host"] + 1)]  # a.example at its limit, then b.example
-    assert all(held) and {r.slot for r in held if r is not None} == {"a.example", "b.example"}
-    assert f.pop() is None  # a.example holds as many as it may
-    first = next(r for r in held if r is not None and r.slot == "a.example")
-    f.done(first)  # carried by the next pop, which sees a.example free again
-    again = f.pop()
-    assert again is not None and again.slot == "a.example"
-    stats = f.stats()
-    assert (stats["done"], stats["in_flight"]) == (1, len(held))
+def test_a_done_carried_by_a_pop_frees_its_host_for_that_pop_under_prefer_idle(open_crawl):
+    done_frees_its_host(open_crawl(per_host=2, prefer="idle"), 2)  # per_host alone: contract/

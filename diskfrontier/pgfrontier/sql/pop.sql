@@ -47,6 +47,8 @@ DECLARE
     h_allows bigint[];
     want integer;
     got integer;
+    c refcursor;
+    attempt integer;
     t record;
     l bigint;
     next_priority integer;
@@ -108,31 +110,27 @@ BEGIN
     WHILE n < p_count LOOP
         want := p_count - n;
         h_ids := '{}'; h_names := '{}'; h_tops := '{}'; h_ranks := '{}'; h_tids := '{}'; h_allows := '{}';
-        from_bound := bp IS NOT NULL;
-        IF from_bound THEN
-            OPEN bounded(bp, br, now_, crawl_delay, crawl_per_host);
+        FOR attempt IN 1..2 LOOP  -- from the bound; with none, or nothing from it, from the front
+            from_bound := attempt = 1;
+            CONTINUE WHEN from_bound AND bp IS NULL;
+            IF from_bound THEN
+                OPEN bounded(bp, br, now_, crawl_delay, crawl_per_host);
+                c := bounded;
+            ELSE
+                OPEN front(now_, crawl_delay, crawl_per_host);
+                c := front;
+            END IF;
             LOOP
-                FETCH bounded INTO h;
+                FETCH c INTO h;
                 EXIT WHEN NOT FOUND;
                 h_ids := h_ids || h.id; h_names := h_names || h.name; h_tids := h_tids || h.tid;
                 h_tops := h_tops || h.top_priority; h_ranks := h_ranks || h.top_rank; h_allows := h_allows || h.allow;
                 EXIT WHEN cardinality(h_ids) >= want;
             END LOOP;
-            CLOSE bounded;
-        END IF;
-        IF cardinality(h_ids) = 0 THEN  -- no bound, or nothing from it: from the front
-            from_bound := false;
-            OPEN front(now_, crawl_delay, crawl_per_host);
-            LOOP
-                FETCH front INTO h;
-                EXIT WHEN NOT FOUND;
-                h_ids := h_ids || h.id; h_names := h_names || h.name; h_tids := h_tids || h.tid;
-                h_tops := h_tops || h.top_priority; h_ranks := h_ranks || h.top_rank; h_allows := h_allows || h.allow;
-                EXIT WHEN cardinality(h_ids) >= want;
-            END LOOP;
-            CLOSE front;
-            EXIT WHEN cardinality(h_ids) = 0;
-        END IF;
+            CLOSE c;
+            EXIT WHEN cardinality(h_ids) > 0;
+        END LOOP;
+        EXIT WHEN cardinality(h_ids) = 0;
         -- the hosts passed over, in front of the last one read, that time holds back: when the first is ready
         -- (two statements: each reads only its range of the hosts' order)
         IF from_bound THEN

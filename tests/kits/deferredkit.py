@@ -1,5 +1,6 @@
-"""A process killed between a deferred ``done`` and its next step (``ack="deferred"``), on Redis or PostgreSQL:
-``run_kills`` starts a worker that kills itself at a chosen step (a pop, or just after a done returned) beside a
+"""Deferred dones (``ack="deferred"``) on Redis or PostgreSQL. ``done_frees_its_host``: a done carried by a pop
+frees its host's place under ``per_host`` for that very pop. ``run_kills``: a process killed between a ``done``
+and its next step; it starts a worker that kills itself at a chosen step (a pop, or just after a done returned) beside a
 live one, and checks that no request was lost, that none was handed out more than once more, and that one handed
 out again went out only after the killed client's last step (never to two live clients at once)."""
 
@@ -81,3 +82,18 @@ def run_kills(backend: str, url: str, crawl_name: str, open_frontier: Callable[[
         with open_frontier(crawl) as check:
             stats = check.stats()
             assert (stats["done"], stats["pending"], stats["in_flight"]) == (n, 0, 0), (run, stats)
+
+
+def done_frees_its_host(f: Any, per_host: int) -> None:
+    """``f`` (opened with ``per_host``): a done carried by the next pop frees its host for that pop."""
+    f.push_many([Request("https://a.example/1"), Request("https://a.example/2"), Request("https://a.example/3"),
+                 Request("https://b.example/1")])
+    held = [f.pop() for _ in range(per_host + 1)]  # a.example at its limit, then b.example
+    assert all(held) and {r.slot for r in held if r is not None} == {"a.example", "b.example"}
+    assert f.pop() is None  # a.example holds as many as it may
+    first = next(r for r in held if r is not None and r.slot == "a.example")
+    f.done(first)  # carried by the next pop, which sees a.example free again
+    again = f.pop()
+    assert again is not None and again.slot == "a.example"
+    stats = f.stats()
+    assert (stats["done"], stats["in_flight"]) == (1, len(held))
