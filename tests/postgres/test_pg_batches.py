@@ -25,7 +25,7 @@ def take(frontier, count: int) -> list[Request]:
     """``pop_many(count)``; the job directory's ``pop`` that many times (it has no pop_many: one process)."""
     if isinstance(frontier, PostgresFrontier):
         return frontier.pop_many(count)
-    out = []
+    out: list[Request] = []
     while len(out) < count and (r := frontier.pop()) is not None:
         out.append(r)
     return out
