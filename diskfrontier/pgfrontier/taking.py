@@ -51,7 +51,8 @@ class Taking:
         if not shared.leases.begin_pop():
             shared.check()  # closed meanwhile: the close's error
             return []
-        dones = shared.dones.take()  # the dones waiting ride on this pop
+        with shared.dones.sending:  # a flush of the renewal thread under way ends first: this pop sees those dones
+            dones = shared.dones.take()  # applied (a host row they lock would be passed over), and carries the rest
         try:
             try:
                 rows = shared.db.rows("pop", _POP, [

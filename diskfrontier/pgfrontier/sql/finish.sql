@@ -19,6 +19,7 @@ DECLARE
     places integer[];
     host_ids integer[];
     host_counts bigint[];
+    one_host integer;
 BEGIN
     IF p_kind = 'extend' THEN
         FOR i IN SELECT t.o FROM unnest(p_ids) WITH ORDINALITY AS t(v, o) ORDER BY t.v LOOP
@@ -27,6 +28,15 @@ BEGIN
                 out[i] := 1;
             END IF;
         END LOOP;
+        RETURN out;
+    END IF;
+    IF p_kind = 'done' AND p_counters IS NULL AND total = 1 THEN  -- one done, in plain statements
+        DELETE FROM leases x WHERE x.id = p_ids[1] AND x.lease_no = p_lease_nos[1] RETURNING x.host INTO one_host;
+        IF FOUND THEN
+            UPDATE hosts SET in_flight = in_flight - 1, done = done + 1, failures = 0 WHERE id = one_host;
+            PERFORM bump(ARRAY['done'], ARRAY[1::double precision]);
+            out[1] := 1;
+        END IF;
         RETURN out;
     END IF;
     IF p_kind = 'done' AND p_counters IS NULL THEN
