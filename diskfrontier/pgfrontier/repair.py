@@ -85,6 +85,9 @@ def _repair(conn: Any, db: Database) -> Repaired:
             integrity.install_functions(conn, db.schema)
             done.notes.append("the crawl's functions were dropped or changed: this version's were installed again")
         _settings(conn, done)
+        for name, _upcoming, highest in integrity.sequences_behind(conn):
+            conn.execute("SELECT setval(%s, %s)", (name, highest))
+            done.notes.append(f"the sequence {name} was set back: set to {highest}, the highest number its rows hold")
         woken = conn.execute("UPDATE waiting SET due = not_before WHERE due < not_before").rowcount
         if woken:
             done.notes.append(f"{woken} requests waiting for a time were due before their not_before: set to it")
