@@ -151,7 +151,8 @@ class Renewal:
                 self._nudged.clear()
                 if self._stop.wait(GRACE) or not self._call(flush, every):
                     return
-                continue
+                if time.monotonic() < beat_at:  # dones come all the time: the beat still comes when it is due
+                    continue
             self._nudged.clear()
             if not self._call(renew, every):
                 return

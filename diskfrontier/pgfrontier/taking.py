@@ -51,8 +51,13 @@ class Taking:
         if not shared.leases.begin_pop():
             shared.check()  # closed meanwhile: the close's error
             return []
-        with shared.dones.sending:  # a flush of the renewal thread under way ends first: this pop sees those dones
-            dones = shared.dones.take()  # applied (a host row they lock would be passed over), and carries the rest
+        # A flush under way in another thread ends first: this pop sees those dones applied (a host row they
+        # lock would be passed over). A pop that carries dones holds the lock until they are settled, so that a
+        # read in another thread that finds none waiting waits for them to be applied.
+        shared.dones.sending.acquire()
+        dones = shared.dones.take()
+        if not dones:
+            shared.dones.sending.release()
         try:
             try:
                 rows = shared.db.rows("pop", _POP, [
@@ -75,6 +80,8 @@ class Taking:
                 out.append(shared.leases.add(request, row_id, lease_no))
             return out
         finally:
+            if dones:
+                shared.dones.sending.release()
             shared.leases.end_pop()
 
     def pop(self, timeout: float | None) -> Request | None:

@@ -56,6 +56,28 @@ def test_a_done_no_step_follows_is_sent_by_the_renewal_thread(open_crawl):
     assert other.finished
 
 
+def test_leases_are_renewed_while_dones_come_all_the_time(open_crawl):
+    lease = 1.5
+    f = open_crawl(lease=lease)
+    f.push(Request("https://held.example/"))
+    held = f.pop()
+    assert held is not None
+    pushed = 0
+    ends = time.monotonic() + 3 * lease  # a done every few milliseconds, for three leases
+    while time.monotonic() < ends:
+        r = f.pop()
+        if r is None or r.url == held.url:
+            assert r is None, "the request held was handed out again: its lease was not renewed"
+            f.push_many(Request(f"https://h{i % 7}.example/{pushed + i}") for i in range(200))
+            pushed += 200
+            continue
+        f.done(r)
+    stats = f.stats()
+    assert (stats["reclaimed"], stats["acks_lost"]) == (0, 0)
+    assert f.holds(held)
+    f.done(held)
+
+
 def test_without_a_renewal_thread_or_with_ack_wait_a_done_is_applied_before_it_returns(open_crawl):
     other = open_crawl()
     for options in ({"renew": False}, {"ack": "wait"}):

@@ -4,7 +4,9 @@ crawl's functions, and a done that the pop carrying it could not apply is counte
 from __future__ import annotations
 
 import threading
+import time
 
+import psycopg
 import pytest
 
 from diskfrontier import FrontierError, Request
@@ -58,3 +60,27 @@ def test_a_done_whose_pop_failed_is_counted_and_its_request_comes_back(open_craw
     assert again is not None and again.url == held.url
     f.done(again)
     assert f.stats()["reclaimed"] == 1 and f.finished
+
+
+def test_a_read_in_another_thread_waits_for_the_dones_a_pop_carries(open_crawl, postgres_url, crawl_name):
+    f = open_crawl()
+    f.push(Request("https://a.example/"))
+    f.push(Request("https://b.example/"))
+    first = f.pop()
+    assert first is not None
+    f.done(first)  # waits for the next step
+    blocker = psycopg.connect(postgres_url)  # holds the done's host row: the pop carrying it waits there
+    blocker.execute(f'SELECT 1 FROM "df_{crawl_name}".hosts WHERE name = %s FOR UPDATE', (first.slot,))
+    popped: list = []
+    popper = threading.Thread(target=lambda: popped.append(f.pop()))
+    popper.start()
+    deadline = time.monotonic() + 30
+    while not blocker.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                              "query LIKE %s", ("%FROM pop(%",)).fetchone()[0]:
+        assert time.monotonic() < deadline, "the pop never waited for the row"
+        time.sleep(0.01)
+    threading.Timer(0.3, blocker.rollback).start()  # let the pop go on a little later
+    assert f.stats()["done"] == 1  # this thread's read: the done the other thread's pop carries is applied
+    popper.join(timeout=30)
+    assert popped and popped[0] is not None
+    blocker.close()

@@ -209,7 +209,8 @@ BEGIN
                     DELETE FROM requests q USING pick p WHERE q.id = p.cid
                     RETURNING q.*, p.hname, p.htid),
                 lows AS (  -- each host's last request taken, and how many
-                    SELECT DISTINCT ON (k.host) k.host, k.priority, k.rank, count(*) OVER (PARTITION BY k.host) AS took
+                    SELECT DISTINCT ON (k.host) k.host, k.htid, k.priority, k.rank,
+                           count(*) OVER (PARTITION BY k.host) AS took
                       FROM taken k ORDER BY k.host, k.priority, k.rank),
                 leased AS (
                     INSERT INTO leases (id, lease_no, client, expires, host, priority, rank, attempts, dont_filter,
@@ -227,7 +228,7 @@ BEGIN
                           SELECT y.priority, y.rank FROM requests y
                            WHERE y.host = w.host AND (y.priority, y.rank) < (w.priority, w.rank)
                            ORDER BY y.priority DESC, y.rank DESC LIMIT 1) nx ON true
-                     WHERE x.ctid = ANY (h_tids) AND x.id = w.host
+                     WHERE x.ctid = w.htid
                     RETURNING x.id)
                 SELECT k.id AS rid, l.lno, k.hname, k.priority AS rp, k.rank AS rr, k.attempts AS ra, k.dont_filter AS rd,
                        k.fingerprint AS rf, k.not_before AS rn, k.record AS rc,

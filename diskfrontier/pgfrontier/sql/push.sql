@@ -61,7 +61,10 @@ BEGIN
      WHERE NOT g.f OR (g.fresh AND g.nth = 1);
     IF cardinality(kept) > 0 THEN
         -- their hosts, made if new, then locked in id order (the order every step locks hosts in)
-        INSERT INTO hosts (name) SELECT DISTINCT p_hosts[i] FROM unnest(kept) AS i ORDER BY 1
+        INSERT INTO hosts (name)  -- only names not there: an insert that meets its conflict still uses up an id
+        SELECT u.name FROM (SELECT DISTINCT p_hosts[i] AS name FROM unnest(kept) AS i) u
+         WHERE NOT EXISTS (SELECT 1 FROM hosts y WHERE y.name = u.name)
+         ORDER BY u.name
         ON CONFLICT (name) DO NOTHING;
         SELECT array_agg(x.id ORDER BY x.id), array_agg(x.name ORDER BY x.id) INTO host_ids, host_names
           FROM (SELECT y.id, y.name FROM hosts y
