@@ -70,7 +70,8 @@ def test_a_read_in_another_thread_waits_for_the_dones_a_pop_carries(open_crawl, 
     assert first is not None
     f.done(first)  # waits for the next step
     blocker = psycopg.connect(postgres_url)  # holds the done's host row: the pop carrying it waits there
-    blocker.execute(f'SELECT 1 FROM "df_{crawl_name}".hosts WHERE name = %s FOR UPDATE', (first.slot,))
+    blocker.execute(psycopg.sql.SQL("SELECT 1 FROM {}.hosts WHERE name = %s FOR UPDATE").format(
+        psycopg.sql.Identifier(f"df_{crawl_name}")), (first.slot,))
     popped: list = []
     popper = threading.Thread(target=lambda: popped.append(f.pop()))
     popper.start()
