@@ -76,8 +76,8 @@ def test_a_read_in_another_thread_waits_for_the_dones_a_pop_carries(open_crawl, 
     popper = threading.Thread(target=lambda: popped.append(f.pop()))
     popper.start()
     deadline = time.monotonic() + 30
-    while not blocker.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
-                              "query LIKE %s", ("%FROM pop(%",)).fetchone()[0]:
+    while blocker.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                          "query LIKE %s", ("%FROM pop(%",)).fetchall() == [(0,)]:
         assert time.monotonic() < deadline, "the pop never waited for the row"
         time.sleep(0.01)
     threading.Timer(0.3, blocker.rollback).start()  # let the pop go on a little later
