@@ -143,6 +143,10 @@ class Database:
             except self._errors.UndefinedFunction:
                 raise FrontierError(f"crawl {self.crawl!r} at {shown_url(self.url)} has lost its functions: open "
                                     f"it again to install them, or it was deleted") from None
+            except self._errors.UniqueViolation as exc:  # no step makes a key twice unless the crawl was changed
+                raise CrawlDamaged(f"{self.schema}", f"{what}(): a key of its tables is taken twice "
+                                   f"({_first_line(exc)}): a sequence of the crawl was set back, or rows were copied "
+                                   f"in", hint="run diskfrontier verify, or delete the crawl") from None
             except self._errors.Error as exc:
                 if getattr(exc, "sqlstate", None) == DAMAGED:
                     raise CrawlDamaged(f"{self.schema}", _first_line(exc), hint="run diskfrontier verify, or "

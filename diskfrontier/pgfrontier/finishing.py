@@ -24,8 +24,8 @@ from .state import BATCH, Shared
 
 log = logging.getLogger("diskfrontier")
 
-_FINISH = ("SELECT finish(%s, %s::bigint[], %s::bigint[], %s::float8, %s::bytea[], %s::integer[], %s::text[], "
-           "%s::text[], %s)")
+_FINISH = ("SELECT finish(%b, %b::bigint[], %b::bigint[], %b::float8, %b::bytea[], %b::integer[], %b::text[], "
+           "%b::text[], %b)")
 
 
 class Finishing:
@@ -34,12 +34,29 @@ class Finishing:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
 
+    def flush(self) -> None:
+        """Send the dones waiting (``ack="deferred"``) in one call, and settle them."""
+        shared = self.shared
+        with shared.dones.sending:  # a step of another thread sending dones: this one waits for their answer
+            dones = shared.dones.take()
+            if not dones:
+                return
+            ids, nos = [row_id for _, row_id, _ in dones], [lease_no for _, _, lease_no in dones]
+            try:
+                answer = shared.db.value("done", _FINISH, ["done", ids, nos, 0.0, None, None, None, None,
+                                                           shared.fifo])
+            except BaseException as exc:
+                shared.dones.settle(dones, None, error=str(exc) or type(exc).__name__)
+                raise
+            shared.dones.settle(dones, answer, resent=shared.db.retried)
+
     def finish(self, what: str, requests: list[Request], seconds: float = 0.0, *, call: str | None = None,
                errors: list[str] | None = None) -> list[Request]:
         """End (or with "extend", renew) the leases of ``requests``, all checked first (``NotInFlight``); those
-        whose leases were lost."""
+        whose leases were lost. The dones waiting are sent first."""
         shared = self.shared
         shared.check()
+        self.flush()
         taken = shared.leases.take(requests, call or what)
         lost: list[Request] = []
         for start in range(0, len(requests), BATCH):
@@ -76,6 +93,15 @@ class Finishing:
         return None, None, None
 
     def done(self, request: Request, refetch_after: float | None) -> None:
+        shared = self.shared
+        if refetch_after is None and shared.deferred:
+            shared.check()
+            [(row_id, lease_no)] = shared.leases.take([request], "done")
+            shared.leases.forget([request])
+            shared.dones.add(request, row_id, lease_no)
+            shared.signal(frees=shared.per_host > 0)  # a pop waiting in another thread carries it
+            return
+        self.flush()
         kind = "done" if refetch_after is None else "refetch"
         if self.finish(kind, [request], refetch_after or 0.0, call="done"):
             raise LeaseExpired(f"done() of {request!r}: its lease ran out and it was taken back (another client "
@@ -105,6 +131,7 @@ class Finishing:
         """Renew every lease held and say the client is there (``beat``), in one call."""
         shared = self.shared
         shared.check()
+        self.flush()
         ids, nos = shared.leases.pairs()
         info = json.dumps({**shared.leases.info, "lease": shared.lease, "beat": shared.lease / 3})
         shared.db.value("renew", "SELECT beat(%s, %s::jsonb, %s::bigint[], %s::bigint[], %s::float8)",

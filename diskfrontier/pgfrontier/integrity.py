@@ -85,3 +85,24 @@ def meta_problems(meta: dict[str, Any]) -> list[tuple[str, str]]:
 META_DEFAULTS = {"delay": 0, "per_host": 0, "paused_since": None, "code": ""}
 """What repair writes for a ``meta`` row that ``meta_problems`` names (``code`` "": an open installs this version's
 functions again)."""
+
+
+_BEHIND = (  # a sequence, what it gives next, and the highest number the rows hold that it gave
+    ("places", "SELECT last_value + is_called::integer FROM places",
+     "SELECT greatest((SELECT max(id) FROM requests), (SELECT max(id) FROM waiting), (SELECT max(id) FROM leases))"),
+    ("lease_nos", "SELECT last_value + is_called::integer FROM lease_nos", "SELECT max(lease_no) FROM leases"),
+    ("hosts_id_seq", "SELECT last_value + is_called::integer FROM hosts_id_seq", "SELECT max(id) FROM hosts"),
+    ("failed_seq_seq", "SELECT last_value + is_called::integer FROM failed_seq_seq", "SELECT max(seq) FROM failed"),
+)
+
+
+def sequences_behind(conn: Any) -> list[tuple[str, int, int]]:
+    """The sequences of a crawl (in its search path) that would give a number its rows hold already: (name, the
+    next number it gives, the highest held). A step meeting one fails on a key taken twice."""
+    out = []
+    for name, upcoming_query, highest_query in _BEHIND:
+        highest = conn.execute(highest_query).fetchone()[0]
+        upcoming = conn.execute(upcoming_query).fetchone()[0]
+        if highest is not None and upcoming <= highest:
+            out.append((name, int(upcoming), int(highest)))
+    return out

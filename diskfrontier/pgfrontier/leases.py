@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import FrontierClosed, FrontierError, NotInFlight
 from ..request.model import Request
+from .deferred import GRACE
 
 log = logging.getLogger("diskfrontier")
 
@@ -115,40 +116,66 @@ class Leases:
 
 
 class Renewal:
-    """A daemon thread calling ``renew()`` every ``lease / 3`` seconds until ``stop``; an error is logged once and
-    tried again at the next turn. It holds what it renews by a weak reference only."""
+    """A daemon thread calling ``renew()`` every ``lease / 3`` seconds until ``stop``, and ``flush()`` ``GRACE``
+    seconds after each ``nudge`` (a done waits to be sent); an error is logged once and tried again at the next
+    turn. It holds what it calls by weak references only."""
 
-    def __init__(self, renew: Callable[[], object], lease: float, name: str) -> None:
+    def __init__(self, renew: Callable[[], object], lease: float, name: str,
+                 flush: Callable[[], object] | None = None) -> None:
         self.lease = lease
         self._stop = threading.Event()
-        ref = weakref.WeakMethod(renew)
-        self._thread = threading.Thread(target=self._loop, args=(ref,), name=name, daemon=True)
+        self._nudged = threading.Event()
+        self._failing = ""
+        refs = (weakref.WeakMethod(renew), None if flush is None else weakref.WeakMethod(flush))
+        self._thread = threading.Thread(target=self._loop, args=refs, name=name, daemon=True)
         self._thread.start()
+
+    def nudge(self) -> None:
+        """Have ``flush`` called ``GRACE`` seconds from now."""
+        self._nudged.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
 
-    def _loop(self, ref: weakref.WeakMethod) -> None:
+    def _loop(self, renew: weakref.WeakMethod, flush: weakref.WeakMethod | None) -> None:
         every = self.lease / 3
-        failing = ""
-        while not self._stop.wait(every):
-            renew = ref()
-            if renew is None:
+        beat_at = time.monotonic() + every
+        while True:
+            nudged = self._nudged.wait(max(beat_at - time.monotonic(), 0.0))
+            if self._stop.is_set():
                 return
-            started = time.monotonic()
-            try:
-                renew()
-                failing = ""
-            except FrontierClosed:
+            if nudged and flush is not None:
+                self._nudged.clear()
+                if self._stop.wait(GRACE) or not self._call(flush, every):
+                    return
+                if time.monotonic() < beat_at:  # dones come all the time: the beat still comes when it is due
+                    continue
+            self._nudged.clear()
+            if not self._call(renew, every):
                 return
-            except FrontierError as exc:
-                if str(exc) != failing:
-                    log.warning("leases could not be renewed (%s); trying again in %gs", exc, every)
-                    failing = str(exc)
-            finally:
-                del renew
-            if time.monotonic() - started > every:
-                log.warning("renewing the leases took %.1fs, more than a third of the lease (%gs): requests may "
-                            "go to other clients", time.monotonic() - started, self.lease)
+            beat_at = time.monotonic() + every
+
+    def _call(self, ref: weakref.WeakMethod, every: float) -> bool:
+        """Call what ``ref`` holds; False once it is gone or its frontier closed."""
+        call = ref()
+        if call is None:
+            return False
+        started = time.monotonic()
+        try:
+            call()
+            self._failing = ""
+        except FrontierClosed:
+            return False
+        except FrontierError as exc:
+            if str(exc) != self._failing:
+                log.warning("leases could not be renewed (%s); trying again in %gs", exc, every)
+                self._failing = str(exc)
+        finally:
+            del call
+        if time.monotonic() - started > every:
+            log.warning("renewing the leases took %.1fs, more than a third of the lease (%gs): requests may "
+                        "go to other clients", time.monotonic() - started, self.lease)
+        return True

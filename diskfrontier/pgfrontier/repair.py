@@ -30,7 +30,8 @@ _TABLES = ("meta", "hosts", "requests", "waiting", "leases", "failed", "counters
 _LOST = ("SELECT h.name, (h.ready_n + h.waiting_n + h.in_flight) - ((SELECT count(*) FROM requests q WHERE q.host = "
          "h.id) + (SELECT count(*) FROM waiting w WHERE w.host = h.id) + (SELECT count(*) FROM leases l WHERE l.host "
          "= h.id)) FROM hosts h ORDER BY h.name")
-_FINGERPRINTS = "SELECT {key}, fingerprint FROM {table} WHERE {key} > %s ORDER BY {key} LIMIT 1000"
+_FINGERPRINTS = ("SELECT {key}, fingerprint FROM {table} WHERE {key} > %s AND NOT dont_filter ORDER BY {key} "
+                 "LIMIT 1000")  # a dont_filter request's key is not in the seen set
 _SETTINGS = {  # a host setting no client writes: cleared (its count: 0)
     "delay": "UPDATE hosts SET delay = NULL WHERE NOT (delay >= 0 AND delay < 'Infinity') RETURNING name",
     "blocked_until": "UPDATE hosts SET blocked_until = NULL WHERE NOT (blocked_until >= 0) RETURNING name",
@@ -84,6 +85,9 @@ def _repair(conn: Any, db: Database) -> Repaired:
             integrity.install_functions(conn, db.schema)
             done.notes.append("the crawl's functions were dropped or changed: this version's were installed again")
         _settings(conn, done)
+        for name, _upcoming, highest in integrity.sequences_behind(conn):
+            conn.execute("SELECT setval(%s, %s)", (name, highest))
+            done.notes.append(f"the sequence {name} was set back: set to {highest}, the highest number its rows hold")
         woken = conn.execute("UPDATE waiting SET due = not_before WHERE due < not_before").rowcount
         if woken:
             done.notes.append(f"{woken} requests waiting for a time were due before their not_before: set to it")

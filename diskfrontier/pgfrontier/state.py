@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..core.errors import FrontierClosed, FrontierError
 from .connection import Database, shown_url
+from .deferred import DeferredDones
 from .leases import Leases
 
 BATCH = 500
@@ -26,6 +27,8 @@ class Shared:
     per_host: int
     lease: float
     leases: Leases = field(default_factory=Leases)
+    deferred: bool = False  # ack="deferred": a done rides on the client's next step (deferred.py)
+    dones: DeferredDones = field(default_factory=DeferredDones)
     closed: bool = False
     pid: int = field(default_factory=os.getpid)
     wake: threading.Condition = field(default_factory=threading.Condition)

@@ -20,7 +20,7 @@ from ..request.model import Request
 from .records import decode
 from .state import Shared
 
-_POP = "SELECT * FROM pop(%s, %s::integer, %s::float8, %s, %s, %s::integer, %s::bigint)"
+_POP = "SELECT * FROM pop(%b, %b::integer, %b::float8, %b, %b, %b::integer, %b::bigint, %b::bigint[], %b::bigint[])"
 _FIRST_LOOK, _LAST_LOOK = 0.005, 0.25  # seconds between looks of a waiting pop: from, up to
 MAINTAIN_EVERY = 0.05  # seconds: how often a client's pops take back leases run out and wake requests due
 REFRESH_EVERY = 0.25  # seconds: how often a client's pops look for hosts from the front (others' changes)
@@ -51,9 +51,26 @@ class Taking:
         if not shared.leases.begin_pop():
             shared.check()  # closed meanwhile: the close's error
             return []
+        # A flush under way in another thread ends first: this pop sees those dones applied (a host row they
+        # lock would be passed over). A pop that carries dones holds the lock until they are settled, so that a
+        # read in another thread that finds none waiting waits for them to be applied.
+        shared.dones.sending.acquire()
+        dones = shared.dones.take()
+        if not dones:
+            shared.dones.sending.release()
         try:
-            rows = shared.db.rows("pop", _POP, [shared.leases.client_id, count, shared.lease, shared.fifo, maintain,
-                                                *(bound if bound is not None else (None, None))])
+            try:
+                rows = shared.db.rows("pop", _POP, [
+                    shared.leases.client_id, count, shared.lease, shared.fifo, maintain,
+                    *(bound if bound is not None else (None, None)),
+                    *(([row_id for _, row_id, _ in dones], [lease_no for _, _, lease_no in dones]) if dones
+                      else (None, None))])
+            except BaseException as exc:
+                shared.dones.settle(dones, None, error=str(exc) or type(exc).__name__)
+                raise
+            if dones:
+                shared.dones.settle(dones, rows[0][12], resent=shared.db.retried)
+                rows = rows[1:]
             if rows:
                 shared.bound, self._recheck = (rows[-1][9], rows[-1][10]), rows[-1][11]
             out = []
@@ -63,6 +80,8 @@ class Taking:
                 out.append(shared.leases.add(request, row_id, lease_no))
             return out
         finally:
+            if dones:
+                shared.dones.sending.release()
             shared.leases.end_pop()
 
     def pop(self, timeout: float | None) -> Request | None:

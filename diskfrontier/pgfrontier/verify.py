@@ -100,6 +100,8 @@ def _verify(conn: Any, db: Database) -> PostgresReport:
         if meta.get("code") == sql.code_version():  # (another version's functions: the next open installs these)
             for problem in integrity.changed_functions(conn, db.schema):
                 report.add("functions", f"{problem} (the next open installs this version's)")
+        for name, upcoming, highest in integrity.sequences_behind(conn):
+            report.add(f"sequence {name}", f"gives {upcoming} next, and the rows hold up to {highest}: it was set back")
         _check_hosts(conn, report)
         for row_id, due, not_before in conn.execute(_EARLY).fetchall():
             report.add(f"waiting row {row_id}", f"is due at {due!r}, before its not_before {not_before!r}")
@@ -120,7 +122,7 @@ def _verify(conn: Any, db: Database) -> PostgresReport:
                 keys = {}
                 for row in rows:
                     report.rows += 1
-                    if _check_row(report, table, row, order):
+                    if _check_row(report, table, row, order) and not row[4]:  # dont_filter: not in the seen set
                         keys[key64(bytes(row[5]))] = row[0]
                 unseen = conn.execute(_UNSEEN, (list(keys),)).fetchall()
                 for (key,) in unseen[:_SHOWN]:

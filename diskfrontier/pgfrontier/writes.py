@@ -13,8 +13,8 @@ from ..request.model import Request, check_priority
 from .records import PushRows, encode
 from .state import BATCH, Shared
 
-_PUSH = ("SELECT * FROM push(%s::text[], %s::bigint[], %s::boolean[], %s::integer[], %s::integer[], %s::bytea[], "
-         "%s::float8[], %s::bytea[], %s)")
+_PUSH = ("SELECT * FROM push(%b::text[], %b::bigint[], %b::boolean[], %b::integer[], %b::integer[], %b::bytea[], "
+         "%b::float8[], %b::bytea[], %b)")
 _RECORD_FAILED = ("SELECT record_failed(%s::text[], %s::bigint[], %s::integer[], %s::integer[], %s::boolean[], "
                   "%s::bytea[], %s::bytea[], %s::text[], %s::float8[])")
 

@@ -177,9 +177,9 @@ class Damage:
 
 FREE = {  # table: the columns whose values a client call may set to any value of their kind
     "robots": ("host", "status", "body", "fetched_at"), "failed": ("error", "failed_at"),
-    "hosts": ("done", "last_out", "delay", "blocked_until", "budget", "failures"), "waiting": ("due",),
-    "leases": ("client", "expires", "lease_no"), "counters": ("name", "part", "value"), "seen": ("key",),
-    "clients": ("id", "info", "seen_at")}
+    "hosts": ("done", "last_out", "delay", "blocked_until", "budget", "failures"), "waiting": ("due", "priority"),
+    "leases": ("client", "expires", "lease_no", "priority"), "requests": ("priority",),
+    "counters": ("name", "part", "value"), "seen": ("key",), "clients": ("id", "info", "seen_at")}
 """A row of ``robots``, ``counters`` or ``clients`` deleted or copied from elsewhere is free too: robots.txt is
 fetched again, the counters of what was done are history no row tells, clients come and go."""
 KINDS = {"delete row": 25, "change column": 35, "copied row": 12, "truncate": 6, "drop table": 4,

@@ -20,12 +20,12 @@ from diskfrontier import PostgresFrontier, PostgresUnavailable, RedisFrontier
 
 def open_frontier(backend: str, url: str, crawl: str) -> tuple[Any, tuple[type[Exception], ...]]:
     """The worker's frontier, and the errors of a done that it logs as "U" and goes on (any other ends it)."""
+    # ack="wait": a "D" line is written once the done is in the crawl (by default it rides on the next step, and
+    # a kill before that step hands the request out once more, which the tests would count as done twice)
     if backend == "redis":
-        # ack="wait": a "D" line is written once the done is in Redis (by default it rides on the next step, and
-        # a kill before that step hands the request out once more, which the tests would count as done twice)
         return RedisFrontier(url, crawl=crawl, lease=2.0, ack="wait"), ()
     if backend == "postgres":
-        return PostgresFrontier(url, crawl=crawl, lease=2.0), (PostgresUnavailable,)
+        return PostgresFrontier(url, crawl=crawl, lease=2.0, ack="wait"), (PostgresUnavailable,)
     raise SystemExit(f"unknown backend {backend!r}: redis or postgres")
 
 

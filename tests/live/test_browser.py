@@ -22,7 +22,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import publish_status
+from livecrawl import publish_status
 from paths import KITS
 from servekit import CHROMIUM, Lines, Served, script
 

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 from click.testing import CliRunner
-from conftest import DONE
+from livecrawl import DONE
 from servekit import Served
 
 from diskfrontier.cli import main

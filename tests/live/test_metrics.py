@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import DONE, FAILED, PUSHED
+from livecrawl import DONE, FAILED, PUSHED
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import DONE, FAILED, PUSHED
+from livecrawl import DONE, FAILED, PUSHED
 from prometheus_client.parser import text_string_to_metric_families
 from servekit import with_client
 from sharedlive import push_block_pause

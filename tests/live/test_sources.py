@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from conftest import DONE, FAILED, PUSHED, fill, publish_status
+from livecrawl import DONE, FAILED, PUSHED, fill, publish_status
 from popkit import take
 from sharedlive import check_read_while_held, read_while_held
 

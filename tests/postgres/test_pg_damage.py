@@ -137,3 +137,25 @@ def test_counters_and_host_settings_no_client_writes_are_named_and_cleared(open_
     assert len([n for n in repaired.notes if n.startswith("could not bring back")]) == 2
     assert verify_target(postgres_url, crawl_name).sound
     assert len(open_crawl().pop_many(5)) == 2
+
+
+def test_a_sequence_set_back_is_named_by_the_step_that_meets_a_key_taken(open_crawl, sql, crawl_name):
+    first = open_crawl()
+    first.push_many(urls("a.example", 3))
+    sql("SELECT setval('places', 1, false)")
+    with pytest.raises(CrawlDamaged, match=rf"df_{crawl_name}: push\(\): a key of its tables is taken twice"):
+        first.push(Request("https://b.example/"))
+
+
+def test_a_sequence_set_back_is_named_by_verify_and_set_again_by_repair(open_crawl, sql, postgres_url, crawl_name):
+    first = open_crawl()
+    first.push_many(urls("a.example", 3))
+    first.close()
+    sql("SELECT setval('places', 1, false)")
+    report = verify_target(postgres_url, crawl_name)
+    assert [f.where for f in report.findings] == ["sequence places"]
+    repaired = verify_target(postgres_url, crawl_name, repair=True)
+    assert any("the sequence places was set back: set to 3" in note for note in repaired.notes)
+    assert verify_target(postgres_url, crawl_name).sound
+    again = open_crawl()
+    assert again.push(Request("https://b.example/")) and len(again.pop_many(10)) == 4

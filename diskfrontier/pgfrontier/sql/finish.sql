@@ -16,6 +16,10 @@ DECLARE
     l record;
     ok integer := 0;
     names text[] := '{}';
+    places integer[];
+    host_ids integer[];
+    host_counts bigint[];
+    one_host integer;
 BEGIN
     IF p_kind = 'extend' THEN
         FOR i IN SELECT t.o FROM unnest(p_ids) WITH ORDINALITY AS t(v, o) ORDER BY t.v LOOP
@@ -24,6 +28,41 @@ BEGIN
                 out[i] := 1;
             END IF;
         END LOOP;
+        RETURN out;
+    END IF;
+    IF p_kind = 'done' AND p_counters IS NULL AND total = 1 THEN  -- one done, in plain statements
+        DELETE FROM leases x WHERE x.id = p_ids[1] AND x.lease_no = p_lease_nos[1] RETURNING x.host INTO one_host;
+        IF FOUND THEN
+            UPDATE hosts SET in_flight = in_flight - 1, done = done + 1, failures = 0 WHERE id = one_host;
+            PERFORM bump(ARRAY['done'], ARRAY[1::double precision]);
+            out[1] := 1;
+        END IF;
+        RETURN out;
+    END IF;
+    IF p_kind = 'done' AND p_counters IS NULL THEN
+        -- dones (the common end): the leases ended in one statement, their hosts locked in the order every step
+        -- locks them in, then each host's row changed once, in one statement
+        WITH gone AS (
+            DELETE FROM leases x USING unnest(p_ids, p_lease_nos) WITH ORDINALITY AS t(v, n, o)
+             WHERE x.id = t.v AND x.lease_no = t.n
+            RETURNING x.host, t.o),
+        ended AS (SELECT coalesce(array_agg(g.o), '{}') AS os FROM gone g),
+        per_host AS (SELECT coalesce(array_agg(c.host ORDER BY c.host), '{}') AS hs,
+                            coalesce(array_agg(c.n ORDER BY c.host), '{}') AS ns
+                       FROM (SELECT g.host, count(*) AS n FROM gone g GROUP BY g.host) c)
+        SELECT e.os, p.hs, p.ns INTO places, host_ids, host_counts FROM ended e, per_host p;
+        ok := cardinality(places);
+        IF cardinality(host_ids) > 1 THEN
+            PERFORM 1 FROM hosts x WHERE x.id = ANY (host_ids) ORDER BY x.id FOR UPDATE;
+        END IF;
+        UPDATE hosts x SET in_flight = x.in_flight - u.n, done = x.done + u.n, failures = 0
+          FROM unnest(host_ids, host_counts) AS u(h, n) WHERE x.id = u.h;
+        FOREACH i IN ARRAY places LOOP
+            out[i] := 1;
+        END LOOP;
+        IF ok > 0 THEN
+            PERFORM bump(ARRAY['done'], ARRAY[ok::double precision]);
+        END IF;
         RETURN out;
     END IF;
     -- the leases ended, in one statement; then each host's row changed in the order every step locks them in

@@ -15,11 +15,15 @@
 -- * p_maintain: first take back leases that ran out and wake requests whose time came (asked a few times a
 --   second: both read the front of an index).
 -- Each row returned also says the bound after it (the key taken) and recheck_at (server time; NULL: none).
+-- p_done_ids, p_done_nos (NULL: none): leases this client finished since its last step (a done riding on the
+-- pop), ended first as finish('done', ...) ends them; then the first row returned has a NULL id and done_acks,
+-- finish's answer for them.
 CREATE OR REPLACE FUNCTION pop(p_client text, p_count integer, p_lease double precision, p_fifo boolean,
-                               p_maintain boolean, p_bound_priority integer, p_bound_rank bigint)
+                               p_maintain boolean, p_bound_priority integer, p_bound_rank bigint,
+                               p_done_ids bigint[], p_done_nos bigint[])
 RETURNS TABLE (id bigint, lease_no bigint, host text, priority integer, attempts integer, dont_filter boolean,
                fingerprint bytea, not_before double precision, record bytea, bound_priority integer,
-               bound_rank bigint, recheck_at double precision)
+               bound_rank bigint, recheck_at double precision, done_acks integer[])
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -29,19 +33,37 @@ DECLARE
     paused boolean;
     h record;
     r record;
+    n integer := 0;
+    bp integer := p_bound_priority;
+    br bigint := p_bound_rank;
+    from_bound boolean;
+    recheck double precision := NULL;
+    -- the hosts of one round: locked, best first
+    h_ids integer[];
+    h_names text[];
+    h_tops integer[];
+    h_ranks bigint[];
+    h_tids tid[];
+    h_allows bigint[];
+    want integer;
+    got integer;
+    c refcursor;
+    attempt integer;
+    t record;
     l bigint;
     next_priority integer;
     next_rank bigint;
-    n integer := 0;
-    got boolean;
-    bp integer := p_bound_priority;
-    br bigint := p_bound_rank;
-    recheck double precision := NULL;
-    -- The best ready host (from a bound, or from the front), locked. Cursors without a LIMIT, each read for one
-    -- row: their cached plans read the hosts' order from its index whatever the plan cache estimates of the
-    -- filters (a generic plan of "ORDER BY ... LIMIT 1" under those estimates read every host and sorted them).
+    low_priority integer;
+    low_rank bigint;
+    -- The best ready hosts (from a bound, or from the front), locked as they are read. Cursors without a LIMIT,
+    -- read row by row: their cached plans read the hosts' order from its index whatever the plan cache
+    -- estimates of the filters (a generic plan of "ORDER BY ... LIMIT k" under those estimates read every host
+    -- and sorted them).
     bounded CURSOR (b_priority integer, b_rank bigint, t double precision, d double precision, ph integer) FOR
-        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid FROM hosts x
+        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid,
+               CASE WHEN coalesce(x.delay, d) > 0 THEN 1
+                    ELSE least(CASE WHEN ph > 0 THEN ph - x.in_flight END, x.budget - x.done - x.in_flight) END AS allow
+          FROM hosts x
          WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (b_priority, b_rank)
            AND x.last_out + coalesce(x.delay, d) <= t
            AND (x.blocked_until IS NULL OR x.blocked_until <= t)
@@ -50,7 +72,10 @@ DECLARE
          ORDER BY x.top_priority DESC, x.top_rank DESC
          FOR UPDATE SKIP LOCKED;
     front CURSOR (t double precision, d double precision, ph integer) FOR
-        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid FROM hosts x
+        SELECT x.id, x.name, x.top_priority, x.top_rank, x.ctid AS tid,
+               CASE WHEN coalesce(x.delay, d) > 0 THEN 1
+                    ELSE least(CASE WHEN ph > 0 THEN ph - x.in_flight END, x.budget - x.done - x.in_flight) END AS allow
+          FROM hosts x
          WHERE x.ready_n > 0
            AND x.last_out + coalesce(x.delay, d) <= t
            AND (x.blocked_until IS NULL OR x.blocked_until <= t)
@@ -59,6 +84,11 @@ DECLARE
          ORDER BY x.top_priority DESC, x.top_rank DESC
          FOR UPDATE SKIP LOCKED;
 BEGIN
+    IF p_done_ids IS NOT NULL THEN  -- the dones first, whatever the pop finds (a paused crawl takes them too)
+        done_acks := finish('done', p_done_ids, p_done_nos, 0, NULL, NULL, NULL, NULL, p_fifo);
+        RETURN NEXT;
+        done_acks := NULL;
+    END IF;
     -- the crawl's settings and whether it is paused, in one read
     SELECT (max(m.value #>> '{}') FILTER (WHERE m.name = 'delay'))::double precision,
            (max(m.value #>> '{}') FILTER (WHERE m.name = 'per_host'))::integer,
@@ -72,65 +102,166 @@ BEGIN
         bp := NULL;  -- requests came back to their hosts' queues: maybe in front of the bound
         br := NULL;
     END IF;
+    -- Rounds: each reads up to k of the best ready hosts (k: the requests still wanted) and takes the k best
+    -- requests of their queues, in one statement: one a host held back by a delay, as many as its limits allow
+    -- of one that has none. The k best requests of all are in the queues of those k hosts (each host's top is
+    -- one of k candidates at least as good as the k-th host's top), so they go out in the order one request at
+    -- a time would give them. A second round is for a pop from a bound that found fewer than k hosts.
     WHILE n < p_count LOOP
-        got := false;
-        IF bp IS NOT NULL THEN
-            OPEN bounded(bp, br, now_, crawl_delay, crawl_per_host);
-            FETCH bounded INTO h;
-            got := FOUND;
-            CLOSE bounded;
-            IF got THEN  -- the hosts passed over that time holds back: when the first is ready again
-                recheck := least(recheck, (
-                    SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
-                      FROM hosts x
-                     WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
-                       AND (x.top_priority, x.top_rank) > (h.top_priority, h.top_rank)
-                       AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')));
+        want := p_count - n;
+        h_ids := '{}'; h_names := '{}'; h_tops := '{}'; h_ranks := '{}'; h_tids := '{}'; h_allows := '{}';
+        FOR attempt IN 1..2 LOOP  -- from the bound; with none, or nothing from it, from the front
+            from_bound := attempt = 1;
+            CONTINUE WHEN from_bound AND bp IS NULL;
+            IF from_bound THEN
+                OPEN bounded(bp, br, now_, crawl_delay, crawl_per_host);
+                c := bounded;
+            ELSE
+                OPEN front(now_, crawl_delay, crawl_per_host);
+                c := front;
             END IF;
-        END IF;
-        IF NOT got THEN  -- no bound, or nothing from it: from the front
-            OPEN front(now_, crawl_delay, crawl_per_host);
-            FETCH front INTO h;
-            got := FOUND;
-            CLOSE front;
-            EXIT WHEN NOT got;
-            -- the hosts in front of it that time holds back: when the first of them is ready again
+            LOOP
+                FETCH c INTO h;
+                EXIT WHEN NOT FOUND;
+                h_ids := h_ids || h.id; h_names := h_names || h.name; h_tids := h_tids || h.tid;
+                h_tops := h_tops || h.top_priority; h_ranks := h_ranks || h.top_rank; h_allows := h_allows || h.allow;
+                EXIT WHEN cardinality(h_ids) >= want;
+            END LOOP;
+            CLOSE c;
+            EXIT WHEN cardinality(h_ids) > 0;
+        END LOOP;
+        EXIT WHEN cardinality(h_ids) = 0;
+        -- the hosts passed over, in front of the last one read, that time holds back: when the first is ready
+        -- (two statements: each reads only its range of the hosts' order)
+        IF from_bound THEN
             recheck := least(recheck, (
                 SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
                   FROM hosts x
-                 WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) > (h.top_priority, h.top_rank)
+                 WHERE x.ready_n > 0 AND (x.top_priority, x.top_rank) <= (bp, br)
+                   AND (x.top_priority, x.top_rank) > (h_tops[cardinality(h_ids)], h_ranks[cardinality(h_ids)])
+                   AND x.id <> ALL (h_ids)
+                   AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')));
+        ELSE
+            recheck := least(recheck, (
+                SELECT min(greatest(x.last_out + coalesce(x.delay, crawl_delay), coalesce(x.blocked_until, 0)))
+                  FROM hosts x
+                 WHERE x.ready_n > 0
+                   AND (x.top_priority, x.top_rank) > (h_tops[cardinality(h_ids)], h_ranks[cardinality(h_ids)])
+                   AND x.id <> ALL (h_ids)
                    AND (x.blocked_until IS NULL OR x.blocked_until < 'Infinity')));
         END IF;
-        -- the host's best request is its top: read from there, not from the queue's front
-        DELETE FROM requests q WHERE q.id = (
-            SELECT y.id FROM requests y
-             WHERE y.host = h.id AND (y.priority, y.rank) <= (h.top_priority, h.top_rank)
-             ORDER BY y.priority DESC, y.rank DESC LIMIT 1)
-        RETURNING q.* INTO r;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'hosts row % counts ready requests, and the requests table holds none of it', h.name
-                USING ERRCODE = 'DF001';
+        got := 0;
+        IF want = 1 THEN  -- one request, the host's top, in plain statements (cheaper than the set statement's setup)
+            DELETE FROM requests q WHERE q.id = (
+                SELECT y.id FROM requests y
+                 WHERE y.host = h_ids[1] AND (y.priority, y.rank) <= (h_tops[1], h_ranks[1])
+                 ORDER BY y.priority DESC, y.rank DESC LIMIT 1)
+            RETURNING q.* INTO t;
+            IF FOUND THEN
+                l := nextval('lease_nos');
+                INSERT INTO leases (id, lease_no, client, expires, host, priority, rank, attempts, dont_filter,
+                                    fingerprint, not_before, record)
+                VALUES (t.id, l, p_client, now_ + p_lease, t.host, t.priority, t.rank, t.attempts, t.dont_filter,
+                        t.fingerprint, t.not_before, t.record);
+                SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y
+                 WHERE y.host = h_ids[1] AND (y.priority, y.rank) < (t.priority, t.rank)
+                 ORDER BY y.priority DESC, y.rank DESC LIMIT 1;
+                UPDATE hosts x
+                   SET ready_n = x.ready_n - 1, in_flight = x.in_flight + 1, last_out = now_,
+                       top_priority = coalesce(next_priority, 0), top_rank = coalesce(next_rank, 0)
+                 WHERE x.ctid = h_tids[1];
+                got := 1;
+                bp := t.priority;
+                br := t.rank;
+                id := t.id; lease_no := l; host := h_names[1]; priority := t.priority; attempts := t.attempts;
+                dont_filter := t.dont_filter; fingerprint := t.fingerprint; not_before := t.not_before;
+                record := t.record; bound_priority := bp; bound_rank := br; recheck_at := recheck;
+                RETURN NEXT;
+                n := n + 1;
+            END IF;
+        ELSE
+            IF cardinality(h_ids) = want THEN  -- the k best are no worse than the k-th host's top
+                low_priority := h_tops[want];
+                low_rank := h_ranks[want];
+            ELSE
+                low_priority := -2147483648;
+                low_rank := -9223372036854775808;
+            END IF;
+            -- the k best requests of those hosts' queues (each read from its top, no further than the k-th host's top
+            -- when there are k hosts), moved to the leases; each host's row (by its place: locked above, it has not
+            -- moved) set to its next best, read from below the last one taken. Every part of the statement sees the
+            -- tables as they were before it.
+            FOR r IN
+                WITH hs AS (
+                    SELECT * FROM unnest(h_ids, h_names, h_tops, h_ranks, h_tids, h_allows)
+                           AS u(hid, hname, tp, tr, htid, allow)),
+                cands AS (
+                    SELECT c.id AS cid, c.priority, c.rank, hs.hid, hs.hname, hs.htid
+                      FROM hs CROSS JOIN LATERAL (
+                          SELECT y.id, y.priority, y.rank FROM requests y
+                           WHERE y.host = hs.hid AND (y.priority, y.rank) <= (hs.tp, hs.tr)
+                             AND (y.priority, y.rank) >= (low_priority, low_rank)
+                           ORDER BY y.priority DESC, y.rank DESC
+                           LIMIT least(hs.allow, want)) c),
+                pick AS (
+                    SELECT * FROM cands ORDER BY priority DESC, rank DESC LIMIT want),
+                taken AS (
+                    DELETE FROM requests q USING pick p WHERE q.id = p.cid
+                    RETURNING q.*, p.hname, p.htid),
+                lows AS (  -- each host's last request taken, and how many
+                    SELECT DISTINCT ON (k.host) k.host, k.htid, k.priority, k.rank,
+                           count(*) OVER (PARTITION BY k.host) AS took
+                      FROM taken k ORDER BY k.host, k.priority, k.rank),
+                leased AS (
+                    INSERT INTO leases (id, lease_no, client, expires, host, priority, rank, attempts, dont_filter,
+                                        fingerprint, not_before, record)
+                    SELECT k.id, nextval('lease_nos'), p_client, now_ + p_lease, k.host, k.priority, k.rank, k.attempts,
+                           k.dont_filter, k.fingerprint, k.not_before, k.record
+                      FROM taken k ORDER BY k.priority DESC, k.rank DESC
+                    RETURNING leases.id AS lid, leases.lease_no AS lno),
+                moved AS (
+                    UPDATE hosts x
+                       SET ready_n = x.ready_n - w.took, in_flight = x.in_flight + w.took, last_out = now_,
+                           top_priority = coalesce(nx.priority, 0), top_rank = coalesce(nx.rank, 0)
+                      FROM lows w
+                      LEFT JOIN LATERAL (
+                          SELECT y.priority, y.rank FROM requests y
+                           WHERE y.host = w.host AND (y.priority, y.rank) < (w.priority, w.rank)
+                           ORDER BY y.priority DESC, y.rank DESC LIMIT 1) nx ON true
+                     WHERE x.ctid = w.htid
+                    RETURNING x.id)
+                SELECT k.id AS rid, l.lno, k.hname, k.priority AS rp, k.rank AS rr, k.attempts AS ra, k.dont_filter AS rd,
+                       k.fingerprint AS rf, k.not_before AS rn, k.record AS rc,
+                       (SELECT count(*) FROM moved) AS hosts_moved, (SELECT count(*) FROM lows) AS hosts_taken,
+                       (SELECT hs.hname FROM hs WHERE NOT EXISTS (SELECT 1 FROM cands c WHERE c.hid = hs.hid)
+                         LIMIT 1) AS empty_host
+                  FROM taken k JOIN leased l ON l.lid = k.id
+                 ORDER BY k.priority DESC, k.rank DESC
+            LOOP
+                got := got + 1;
+                IF r.empty_host IS NOT NULL THEN  -- its top is the best of its queue: it is there unless damaged
+                    RAISE EXCEPTION 'hosts row % counts ready requests, and the requests table holds none of it',
+                        r.empty_host USING ERRCODE = 'DF001';
+                END IF;
+                IF r.hosts_moved <> r.hosts_taken THEN
+                    RAISE EXCEPTION 'a hosts row of the pop moved or went while it was locked (%)', r.hname
+                        USING ERRCODE = 'DF001';
+                END IF;
+                bp := r.rp;
+                br := r.rr;
+                id := r.rid; lease_no := r.lno; host := r.hname; priority := r.rp; attempts := r.ra;
+                dont_filter := r.rd; fingerprint := r.rf; not_before := r.rn; record := r.rc;
+                bound_priority := bp; bound_rank := br; recheck_at := recheck;
+                RETURN NEXT;
+                n := n + 1;
+            END LOOP;
         END IF;
-        l := nextval('lease_nos');
-        INSERT INTO leases (id, lease_no, client, expires, host, priority, rank, attempts, dont_filter, fingerprint,
-                            not_before, record)
-        VALUES (r.id, l, p_client, now_ + p_lease, r.host, r.priority, r.rank, r.attempts, r.dont_filter,
-                r.fingerprint, r.not_before, r.record);
-        -- the next best is below the one taken (which was the best): read from there
-        SELECT y.priority, y.rank INTO next_priority, next_rank FROM requests y
-         WHERE y.host = h.id AND (y.priority, y.rank) < (r.priority, r.rank)
-         ORDER BY y.priority DESC, y.rank DESC LIMIT 1;
-        UPDATE hosts x  -- by the row's place: locked above, it has not moved (no walk of its older versions)
-           SET ready_n = x.ready_n - 1, in_flight = x.in_flight + 1, last_out = now_,
-               top_priority = coalesce(next_priority, 0), top_rank = coalesce(next_rank, 0)
-         WHERE x.ctid = h.tid;
-        bp := r.priority;
-        br := r.rank;
-        id := r.id; lease_no := l; host := h.name; priority := r.priority; attempts := r.attempts;
-        dont_filter := r.dont_filter; fingerprint := r.fingerprint; not_before := r.not_before; record := r.record;
-        bound_priority := bp; bound_rank := br; recheck_at := recheck;
-        RETURN NEXT;
-        n := n + 1;
+        IF got = 0 THEN  -- every host read counts ready requests: the first of them has none in its queue
+            RAISE EXCEPTION 'hosts row % counts ready requests, and the requests table holds none of it',
+                h_names[1] USING ERRCODE = 'DF001';
+        END IF;
+        -- fewer than wanted: every host in range gave what it could; only hosts in front of a bound may be left
+        EXIT WHEN got < want AND NOT from_bound;
     END LOOP;
 END $$;
 
