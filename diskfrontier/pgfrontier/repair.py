@@ -105,12 +105,8 @@ def _repair(conn: Any, db: Database) -> Repaired:
         done.hosts_topped = conn.execute(_TOPS).rowcount
         stored = int(conn.execute("SELECT count(*) FROM failed").fetchone()[0])
         counted = conn.execute("SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'failed'").fetchone()[0]
-        if counted != stored:
-            if counted > stored:
-                done.notes.append(f"could not bring back {int(counted) - stored} failed requests: the failed counter "
-                                  f"counted them, and their rows are gone")
-            _set_counter(conn, "failed", stored)
-            done.counters += 1
+        _recount(conn, done, "failed", counted, stored, "failed requests: the failed counter counted them, and "
+                 "their rows are gone")
         _seen(conn, done)
         for name, value in conn.execute("SELECT name, sum(value) FROM counters GROUP BY name").fetchall():
             if not (math.isfinite(value) and value >= 0 and value == int(value)):
@@ -118,6 +114,17 @@ def _repair(conn: Any, db: Database) -> Repaired:
                 _set_counter(conn, name, 0)
                 done.counters += 1
     return done
+
+
+def _recount(conn: Any, done: Repaired, name: str, counted: float, held: int, lost: str) -> None:
+    """The counter ``name`` set to ``held`` (what the rows hold) if it counted ``counted``; more counted than held is
+    noted as ``lost`` things that could not be brought back."""
+    if counted == held:
+        return
+    if counted > held:
+        done.notes.append(f"could not bring back {int(counted) - held} {lost}")
+    _set_counter(conn, name, held)
+    done.counters += 1
 
 
 def _set_counter(conn: Any, name: str, value: int) -> None:
@@ -172,9 +179,5 @@ def _seen(conn: Any, done: Repaired) -> None:
     if added:
         done.notes.append(f"{added} keys of stored requests were added to the seen set")
     held += added
-    if counted != held:
-        if counted > held:
-            done.notes.append(f"could not bring back {int(counted) - held} keys of the seen set: the seen "
-                              f"counter counted them, and they are gone (their URLs are not duplicates any more)")
-        _set_counter(conn, "seen", held)
-        done.counters += 1
+    _recount(conn, done, "seen", counted, held, "keys of the seen set: the seen counter counted them, and they "
+             "are gone (their URLs are not duplicates any more)")

@@ -15,10 +15,15 @@ def urls(host: str, n: int) -> list[Request]:
     return [Request(f"https://{host}/p/{i}") for i in range(n)]
 
 
-def test_a_function_dropped_is_installed_again_by_the_next_open(open_crawl, sql):
+def three_pushed(open_crawl) -> None:
+    """A crawl of three requests of a.example, its client closed."""
     first = open_crawl()
     first.push_many(urls("a.example", 3))
     first.close()
+
+
+def test_a_function_dropped_is_installed_again_by_the_next_open(open_crawl, sql):
+    three_pushed(open_crawl)
     sql("DROP FUNCTION pop CASCADE")
     again = open_crawl()
     assert [r.url for r in again.pop_many(5)] == [f"https://a.example/p/{i}" for i in (2, 1, 0)]
@@ -71,9 +76,7 @@ def test_a_seen_key_deleted_is_named_by_verify_and_repair_records_the_loss(open_
 
 
 def test_a_pending_request_whose_seen_key_was_deleted_gets_it_back(open_crawl, sql, postgres_url, crawl_name):
-    first = open_crawl()
-    first.push_many(urls("a.example", 3))
-    first.close()
+    three_pushed(open_crawl)
     sql("DELETE FROM seen WHERE key = (SELECT min(key) FROM seen)")
     report = verify_target(postgres_url, crawl_name)
     assert any(f.problem == "is a request whose key the seen set does not hold" for f in report.findings)
@@ -84,9 +87,7 @@ def test_a_pending_request_whose_seen_key_was_deleted_gets_it_back(open_crawl, s
 
 
 def test_requests_whose_rows_were_deleted_are_named_as_lost_by_repair(open_crawl, sql, postgres_url, crawl_name):
-    first = open_crawl()
-    first.push_many(urls("a.example", 3))
-    first.close()
+    three_pushed(open_crawl)
     sql("DELETE FROM requests WHERE id = (SELECT min(id) FROM requests)")
     repaired = verify_target(postgres_url, crawl_name, repair=True)
     assert ("could not bring back 1 requests of host a.example: its row counted them, and their rows are gone"
@@ -148,9 +149,7 @@ def test_a_sequence_set_back_is_named_by_the_step_that_meets_a_key_taken(open_cr
 
 
 def test_a_sequence_set_back_is_named_by_verify_and_set_again_by_repair(open_crawl, sql, postgres_url, crawl_name):
-    first = open_crawl()
-    first.push_many(urls("a.example", 3))
-    first.close()
+    three_pushed(open_crawl)
     sql("SELECT setval('places', 1, false)")
     report = verify_target(postgres_url, crawl_name)
     assert [f.where for f in report.findings] == ["sequence places"]

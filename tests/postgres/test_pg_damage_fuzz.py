@@ -19,6 +19,7 @@ import sys
 
 import pgdamage
 import pytest
+from damagetally import DamageTally
 
 pytestmark = pytest.mark.slow
 
@@ -40,11 +41,11 @@ def test_damage_to_a_crawl_is_named_or_changes_nothing(postgres_url, conn, name)
     cases = pgdamage.cases_wanted(DEFAULT_CASES, len(FIXTURES))
     rng = random.Random(f"pg-damage-{name}")
     tally = pgdamage.Tally()
-    by_kind: dict[str, pgdamage.Tally] = {}
+    by_kind: dict[str, DamageTally] = {}
     for damage in pgdamage.damages(fx, conn, rng, cases):
         outcome, repair, detail = pgdamage.run_case(postgres_url, conn, fx, damage)
-        tally.add(fx, damage, outcome, repair, detail)
-        by_kind.setdefault(damage.kind, pgdamage.Tally()).add(fx, damage, outcome, repair, detail)
+        tally.add(f"{fx.name} {damage.what}", outcome, repair, detail)
+        by_kind.setdefault(damage.kind, pgdamage.Tally()).add(f"{fx.name} {damage.what}", outcome, repair, detail)
     lines = [tally.line(f"{name} ({FIXTURES[name]})"), *(t.line(f"  {kind}") for kind, t in sorted(by_kind.items()))]
     sys.stdout.write("\n" + "\n".join(lines) + "\n")
     assert tally.failures == [], "\n".join(tally.failures[:30])

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 import redisdamage
+from damagetally import DamageTally
 from redisserver import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -46,11 +47,11 @@ def test_damage_to_a_crawl_is_named_or_changes_nothing(server, name):
     cases = max(20, int(os.environ.get("DISKFRONTIER_FUZZ_CASES", DEFAULT_CASES * len(FIXTURES))) // len(FIXTURES))
     rng = random.Random(f"redis-damage-{name}")
     tally = redisdamage.Tally()
-    by_kind: dict[str, redisdamage.Tally] = {}
+    by_kind: dict[str, DamageTally] = {}
     for damage in redisdamage.damages(fx, client, rng, cases):
         outcome, repair, detail = redisdamage.run_case(server.url, client, fx, damage)
-        tally.add(fx, damage, outcome, repair, detail)
-        by_kind.setdefault(damage.kind, redisdamage.Tally()).add(fx, damage, outcome, repair, detail)
+        tally.add(f"{fx.crawl} {damage.what}", outcome, repair, detail)
+        by_kind.setdefault(damage.kind, redisdamage.Tally()).add(f"{fx.crawl} {damage.what}", outcome, repair, detail)
     lines = [tally.line(f"{name} ({shards} shards, {dedupe})"), *(t.line(f"  {kind}") for kind, t in
                                                                    sorted(by_kind.items()))]
     sys.stdout.write("\n" + "\n".join(lines) + "\n")
