@@ -101,7 +101,8 @@ def load(directory: str, name: str) -> dict[str, Any]:
         with open(path) as f:
             document = json.load(f)
     except (OSError, ValueError) as exc:
-        raise PluginError(f"benchmark results {path}: {exc}; run python benchmarks/{name}.py") from exc
+        raise PluginError(f"benchmark results {path}: {exc}; run the benchmark that writes it (python "
+                          f"benchmarks/{name}.py, or the command its page names, with --results)") from exc
     for key in ("benchmark", "command", "when", "tables"):
         if key not in document:
             raise PluginError(f"benchmark results {path}: no {key!r}")
