@@ -70,18 +70,23 @@ def test_a_read_in_another_thread_waits_for_the_dones_a_pop_carries(open_crawl, 
     assert first is not None
     f.done(first)  # waits for the next step
     blocker = psycopg.connect(postgres_url)  # holds the done's host row: the pop carrying it waits there
-    blocker.execute(psycopg.sql.SQL("SELECT 1 FROM {}.hosts WHERE name = %s FOR UPDATE").format(
-        psycopg.sql.Identifier(f"df_{crawl_name}")), (first.slot,))
+    watcher = psycopg.connect(postgres_url, autocommit=True)  # each look a transaction of its own: a fresh view
     popped: list = []
     popper = threading.Thread(target=lambda: popped.append(f.pop()))
-    popper.start()
-    deadline = time.monotonic() + 30
-    while blocker.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
-                          "query LIKE %s", ("%FROM pop(%",)).fetchall() == [(0,)]:
-        assert time.monotonic() < deadline, "the pop never waited for the row"
-        time.sleep(0.01)
-    threading.Timer(0.3, blocker.rollback).start()  # let the pop go on a little later
-    assert f.stats()["done"] == 1  # this thread's read: the done the other thread's pop carries is applied
-    popper.join(timeout=30)
+    try:
+        blocker.execute(psycopg.sql.SQL("SELECT 1 FROM {}.hosts WHERE name = %s FOR UPDATE").format(
+            psycopg.sql.Identifier(f"df_{crawl_name}")), (first.slot,))
+        popper.start()
+        deadline = time.monotonic() + 30
+        while watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                              "query LIKE %s", ("%FROM pop(%",)).fetchall() == [(0,)]:
+            assert time.monotonic() < deadline, "the pop never waited for the row"
+            time.sleep(0.01)
+        threading.Timer(0.3, blocker.rollback).start()  # let the pop go on a little later
+        assert f.stats()["done"] == 1  # this thread's read: the done the other thread's pop carries is applied
+    finally:
+        blocker.rollback()  # (whatever happened above: the pop is not left waiting)
+        popper.join(timeout=30)
+        blocker.close()
+        watcher.close()
     assert popped and popped[0] is not None
-    blocker.close()
