@@ -149,17 +149,18 @@ class Renewal:
                 return
             if nudged and flush is not None:
                 self._nudged.clear()
-                if self._stop.wait(GRACE) or not self._call(flush, every):
+                if self._stop.wait(GRACE) or not self._call(flush, every, "the dones waiting could not be sent"):
                     return
                 if time.monotonic() < beat_at:  # dones come all the time: the beat still comes when it is due
                     continue
             self._nudged.clear()
-            if not self._call(renew, every):
+            if not self._call(renew, every, "leases could not be renewed", timed=True):
                 return
             beat_at = time.monotonic() + every
 
-    def _call(self, ref: weakref.WeakMethod, every: float) -> bool:
-        """Call what ``ref`` holds; False once it is gone or its frontier closed."""
+    def _call(self, ref: weakref.WeakMethod, every: float, failed: str, *, timed: bool = False) -> bool:
+        """Call what ``ref`` holds (``failed``: what its error means; ``timed``: a renewal, which warns when it took
+        longer than a third of the lease); False once it is gone or its frontier closed."""
         call = ref()
         if call is None:
             return False
@@ -171,11 +172,11 @@ class Renewal:
             return False
         except FrontierError as exc:
             if str(exc) != self._failing:
-                log.warning("leases could not be renewed (%s); trying again in %gs", exc, every)
+                log.warning("%s (%s); trying again in %gs", failed, exc, every)
                 self._failing = str(exc)
         finally:
             del call
-        if time.monotonic() - started > every:
+        if timed and time.monotonic() - started > every:
             log.warning("renewing the leases took %.1fs, more than a third of the lease (%gs): requests may "
                         "go to other clients", time.monotonic() - started, self.lease)
         return True

@@ -174,6 +174,8 @@ def test_a_missing_crawl_a_bad_name_and_an_unreachable_server_are_named(postgres
         PostgresFrontier(postgres_url, crawl=crawl_name, create=False)
     with pytest.raises(ValueError, match="crawl must be"):
         PostgresFrontier(postgres_url, crawl="no spaces")
+    with pytest.raises(ValueError, match="ack must be 'deferred' or 'wait', got 'pipelined'"):
+        PostgresFrontier(postgres_url, crawl=crawl_name, ack="pipelined")
     import socket
 
     with socket.socket() as s:
